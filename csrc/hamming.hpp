@@ -1,0 +1,28 @@
+// Binary codes: bit packing, exact Hamming top-k, Hamming rank histograms.
+#pragma once
+
+#include <cstdint>
+
+namespace sl {
+
+// bits (n x n_bits, values 0/1) -> words (n x n_words), bit j of a row is bit
+// (j % 64) of word j / 64 (least significant first).
+void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, std::uint64_t* words,
+               std::int64_t n_words, int n_threads);
+
+// Exact k nearest codes by Hamming distance; ties -> lower database index.
+void hamming_topk(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* x, std::int64_t nx,
+                  std::int64_t n_words, std::int64_t k, std::int64_t self_offset, int n_threads, std::int64_t* out_idx,
+                  std::int32_t* out_dist);
+
+// For every query, the histogram over distances 0..64*n_words of all database
+// codes (hist_all) and of the relevant ones (hist_rel, rel is nq x nx 0/1).
+// Gives tie-aware AP and ROC-AUC in O(nx) per query without sorting.
+void hamming_histograms(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* x, std::int64_t nx,
+                        std::int64_t n_words, const std::uint8_t* rel, std::int64_t self_offset,
+                        int n_threads, std::int64_t* hist_all, std::int64_t* hist_rel);
+
+// Which popcount implementation is in use ("avx512-vpopcntdq", "popcnt", "generic").
+const char* hamming_isa();
+
+}  // namespace sl

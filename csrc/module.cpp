@@ -1,0 +1,118 @@
+// pybind11 bindings of similearn._core.  Binding code only: argument checking
+// happens in Python (similearn._validation), the work in the kernels.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <string>
+
+#include "blas.hpp"
+#include "hamming.hpp"
+#include "parallel.hpp"
+#include "topk.hpp"
+
+namespace py = pybind11;
+using i64 = std::int64_t;
+template <class T>
+using carray = py::array_t<T, py::array::c_style>;
+
+#ifndef SIMILEARN_COMPILER
+#define SIMILEARN_COMPILER "unknown"
+#endif
+#ifndef SIMILEARN_BUILD_FLAGS
+#define SIMILEARN_BUILD_FLAGS ""
+#endif
+#ifndef SIMILEARN_BUILD_TYPE
+#define SIMILEARN_BUILD_TYPE ""
+#endif
+
+namespace {
+
+template <class T>
+py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, i64 self_offset, int n_threads) {
+  const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
+  carray<i64> idx({nq, k});
+  carray<T> score({nq, k});
+  {
+    py::gil_scoped_release nogil;
+    sl::topk_dense<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_offset,
+                      n_threads, idx.mutable_data(), score.mutable_data());
+  }
+  return py::make_tuple(idx, score);
+}
+
+template <class T>
+void def_topk(py::module_& m, const char* name) {
+  m.def(name, &bind_topk<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
+        py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "similearn compiled kernels (private; use the public similearn API)";
+  try {
+    sl::blas::load();
+  } catch (const std::exception& e) {
+    throw py::import_error(e.what());
+  }
+
+  m.def("_build_info", []() {
+    py::dict d;
+    d["compiler"] = SIMILEARN_COMPILER;
+    d["flags"] = SIMILEARN_BUILD_FLAGS;
+    d["build_type"] = SIMILEARN_BUILD_TYPE;
+    d["hamming_isa"] = sl::hamming_isa();
+    d["hardware_threads"] = sl::hardware_threads();
+    d["blas_source"] = "scipy.linalg.cython_blas / cython_lapack";
+    return d;
+  });
+
+  def_topk<float>(m, "topk_f32");
+  def_topk<double>(m, "topk_f64");
+
+  m.def(
+      "pack_bits",
+      [](const carray<std::uint8_t>& bits, int n_threads) {
+        const i64 n = bits.shape(0), nb = bits.shape(1), nw = (nb + 63) / 64;
+        carray<std::uint64_t> out({n, nw});
+        {
+          py::gil_scoped_release nogil;
+          sl::pack_bits(bits.data(), n, nb, out.mutable_data(), nw, n_threads);
+        }
+        return out;
+      },
+      py::arg("bits").noconvert(), py::arg("n_threads"));
+
+  m.def(
+      "hamming_topk",
+      [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, i64 k, i64 self_offset, int n_threads) {
+        const i64 nq = q.shape(0), nx = x.shape(0), w = q.shape(1);
+        carray<i64> idx({nq, k});
+        carray<std::int32_t> dist({nq, k});
+        {
+          py::gil_scoped_release nogil;
+          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_offset, n_threads, idx.mutable_data(),
+                           dist.mutable_data());
+        }
+        return py::make_tuple(idx, dist);
+      },
+      py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"), py::arg("self_offset"),
+      py::arg("n_threads"));
+
+  m.def(
+      "hamming_histograms",
+      [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, const carray<std::uint8_t>& rel,
+         i64 self_offset, int n_threads) {
+        const i64 nq = q.shape(0), nx = x.shape(0), w = q.shape(1), nbins = 64 * w + 1;
+        carray<i64> ha({nq, nbins}), hr({nq, nbins});
+        {
+          py::gil_scoped_release nogil;
+          sl::hamming_histograms(q.data(), nq, x.data(), nx, w, rel.data(), self_offset, n_threads,
+                                 ha.mutable_data(), hr.mutable_data());
+        }
+        return py::make_tuple(ha, hr);
+      },
+      py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("relevance").noconvert(),
+      py::arg("self_offset"), py::arg("n_threads"));
+}

@@ -1,0 +1,84 @@
+#include "parallel.hpp"
+
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace sl {
+
+int hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void parallel_for(std::int64_t n_tasks, int n_threads,
+                  const std::function<void(std::int64_t, int)>& fn) {
+  if (n_tasks <= 0) return;
+  const int nw = n_workers(n_tasks, n_threads);
+  if (n_tasks == 1) {  // nothing to share: run inline
+    fn(0, 0);
+    return;
+  }
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> running{nw};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::exception_ptr error;
+
+  auto worker = [&](int tid) {
+    try {
+      for (;;) {
+        if (stop.load(std::memory_order_relaxed)) break;
+        std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
+        if (t >= n_tasks) break;
+        fn(t, tid);
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (!error) error = std::current_exception();
+      stop.store(true);
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      --running;
+    }
+    cv.notify_all();
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(nw);
+  for (int i = 0; i < nw; ++i) threads.emplace_back(worker, i);
+
+  bool interrupted = false;
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    while (running.load() > 0) {
+      cv.wait_for(lk, std::chrono::milliseconds(50));
+      if (running.load() == 0 || interrupted) continue;
+      lk.unlock();
+      {
+        py::gil_scoped_acquire gil;
+        if (PyErr_CheckSignals() != 0) interrupted = true;
+      }
+      if (interrupted) stop.store(true);
+      lk.lock();
+    }
+  }
+  for (auto& t : threads) t.join();
+  if (interrupted) {
+    py::gil_scoped_acquire gil;
+    throw py::error_already_set();  // KeyboardInterrupt (or whatever the handler raised)
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace sl

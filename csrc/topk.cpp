@@ -1,0 +1,193 @@
+// Exact dense top-k search (see topk.hpp).
+//
+// For a block of queries Q_b and a block of database rows X_c, one GEMM gives the
+// tile S = Q_b X_c^T (block_q x block_x, sized to stay in L2).  Each row of the tile
+// is turned into a ranking key in place (cosine: times 1/||x||; Euclidean:
+// q.x - ||x||^2 / 2, whose order is that of -||q - x||^2) and streamed through a
+// TopK reservoir; a SIMD pre-check skips 16 keys at a time when none beats the
+// current k-th best, which after the first tiles is almost always.  Query blocks
+// are independent tasks, so results do not depend on the thread count.
+// Euclidean distances of the k winners are recomputed exactly (double
+// accumulation) to avoid the cancellation of the expanded form.
+#include "topk.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "blas.hpp"
+#include "parallel.hpp"
+#include "select.hpp"
+
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#define SL_HAVE_SSE2 1
+#else
+#define SL_HAVE_SSE2 0
+#endif
+
+namespace sl {
+
+namespace {
+
+// true if any of x[0..16) > thr
+inline bool any_greater16(const float* x, float thr) {
+#if SL_HAVE_SSE2
+  __m128 t = _mm_set1_ps(thr);
+  __m128 m = _mm_or_ps(_mm_or_ps(_mm_cmpgt_ps(_mm_loadu_ps(x), t), _mm_cmpgt_ps(_mm_loadu_ps(x + 4), t)),
+                       _mm_or_ps(_mm_cmpgt_ps(_mm_loadu_ps(x + 8), t), _mm_cmpgt_ps(_mm_loadu_ps(x + 12), t)));
+  return _mm_movemask_ps(m) != 0;
+#else
+  int c = 0;
+  for (int i = 0; i < 16; ++i) c |= x[i] > thr;
+  return c != 0;
+#endif
+}
+
+inline bool any_greater16(const double* x, double thr) {
+#if SL_HAVE_SSE2
+  __m128d t = _mm_set1_pd(thr);
+  __m128d m0 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 2), t));
+  __m128d m1 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x + 4), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 6), t));
+  __m128d m2 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x + 8), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 10), t));
+  __m128d m3 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x + 12), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 14), t));
+  return _mm_movemask_pd(_mm_or_pd(_mm_or_pd(m0, m1), _mm_or_pd(m2, m3))) != 0;
+#else
+  int c = 0;
+  for (int i = 0; i < 16; ++i) c |= x[i] > thr;
+  return c != 0;
+#endif
+}
+
+template <class T>
+inline void scan_row(const T* row, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    if (!any_greater16(row + j, sel.threshold())) continue;
+    for (int t = 0; t < 16; ++t) sel.offer(row[j + t], base + j + t);
+  }
+  for (; j < n; ++j) sel.offer(row[j], base + j);
+}
+
+template <class T>
+double sq_dist(const T* a, const T* b, std::int64_t dim) {
+  double s = 0.0;
+  for (std::int64_t i = 0; i < dim; ++i) {
+    double d = static_cast<double>(a[i]) - static_cast<double>(b[i]);
+    s += d * d;
+  }
+  return s;
+}
+
+template <class T>
+double sq_norm(const T* a, std::int64_t dim) {
+  double s = 0.0;
+  for (std::int64_t i = 0; i < dim; ++i) s += static_cast<double>(a[i]) * static_cast<double>(a[i]);
+  return s;
+}
+
+}  // namespace
+
+template <class T>
+void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
+                Metric metric, std::int64_t self_offset, int n_threads, std::int64_t* out_idx, T* out_score) {
+  if (k < 1) throw std::invalid_argument("k must be >= 1");
+  if (k > nx - (self_offset >= 0 ? 1 : 0)) throw std::invalid_argument("k exceeds the number of candidates");
+  if (nq == 0) return;
+
+  // Per-database-row term of the ranking key.
+  std::vector<T> xaux;
+  if (metric != Metric::InnerProduct) {
+    xaux.resize(static_cast<std::size_t>(nx));
+    const std::int64_t chunk = 4096;
+    parallel_for((nx + chunk - 1) / chunk, n_threads, [&](std::int64_t t, int) {
+      std::int64_t e = std::min(nx, (t + 1) * chunk);
+      for (std::int64_t j = t * chunk; j < e; ++j) {
+        double s = sq_norm(X + j * dim, dim);
+        xaux[static_cast<std::size_t>(j)] =
+            metric == Metric::Cosine ? static_cast<T>(s > 0 ? 1.0 / std::sqrt(s) : 0.0) : static_cast<T>(0.5 * s);
+      }
+    });
+  }
+
+  // Tile sizes: the tile (bq x bx) stays in L2; reservoirs cost bq * cap items.
+  const std::int64_t bx = std::min<std::int64_t>(nx, std::max<std::int64_t>(256, (256 * 1024) / (sizeof(T) * 64)));
+  std::int64_t cap = std::max<std::int64_t>(2 * k, k + 64);
+  cap = std::min(cap, nx) + 1;
+  const std::int64_t budget_items = (64LL << 20) / static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));
+  std::int64_t bq = std::min<std::int64_t>(128, std::max<std::int64_t>(1, budget_items / cap));
+  // give every thread work when there are few queries
+  const int nt = std::max(1, n_threads);
+  if (nq < bq * nt) bq = std::max<std::int64_t>(1, (nq + nt - 1) / nt);
+  const std::int64_t n_tasks = (nq + bq - 1) / bq;
+  const int nw = n_workers(n_tasks, n_threads);
+
+  struct Work {
+    std::vector<T> tile;
+    std::vector<TopK<T, true>> sel;
+  };
+  std::vector<Work> work(static_cast<std::size_t>(nw));
+
+  parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
+    Work& w = work[static_cast<std::size_t>(tid)];
+    const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
+    if (w.tile.empty()) {
+      w.tile.resize(static_cast<std::size_t>(bq * bx));
+      w.sel.resize(static_cast<std::size_t>(bq));
+      for (auto& s : w.sel) s.init(k, nx);
+    }
+    for (std::int64_t i = 0; i < nqb; ++i) w.sel[static_cast<std::size_t>(i)].reset();
+
+    for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
+      const std::int64_t nb = std::min(bx, nx - x0);
+      blas::gemm_rm<T>(false, true, nqb, nb, dim, T(1), Q + q0 * dim, dim, X + x0 * dim, dim, T(0),
+                       w.tile.data(), nb);
+      for (std::int64_t i = 0; i < nqb; ++i) {
+        T* row = w.tile.data() + i * nb;
+        if (metric == Metric::Cosine) {
+          const T* a = xaux.data() + x0;
+          for (std::int64_t j = 0; j < nb; ++j) row[j] *= a[j];
+        } else if (metric == Metric::Euclidean) {
+          const T* a = xaux.data() + x0;
+          for (std::int64_t j = 0; j < nb; ++j) row[j] -= a[j];
+        }
+        if (self_offset >= 0) {
+          const std::int64_t self = self_offset + q0 + i;
+          if (self >= x0 && self < x0 + nb) row[self - x0] = -std::numeric_limits<T>::infinity();
+        }
+        scan_row(row, nb, x0, w.sel[static_cast<std::size_t>(i)]);
+      }
+    }
+
+    for (std::int64_t i = 0; i < nqb; ++i) {
+      const std::int64_t q = q0 + i;
+      std::int64_t* oi = out_idx + q * k;
+      T* os = out_score + q * k;
+      w.sel[static_cast<std::size_t>(i)].finish(oi, os);
+      if (metric == Metric::Cosine) {
+        double qn = sq_norm(Q + q * dim, dim);
+        T inv = static_cast<T>(qn > 0 ? 1.0 / std::sqrt(qn) : 0.0);
+        for (std::int64_t j = 0; j < k; ++j) os[j] *= inv;
+      } else if (metric == Metric::Euclidean) {
+        // exact distances for the winners, then order by (distance, index)
+        std::vector<std::pair<double, std::int64_t>> tmp(static_cast<std::size_t>(k));
+        for (std::int64_t j = 0; j < k; ++j)
+          tmp[static_cast<std::size_t>(j)] = {std::sqrt(sq_dist(Q + q * dim, X + oi[j] * dim, dim)), oi[j]};
+        std::sort(tmp.begin(), tmp.end());
+        for (std::int64_t j = 0; j < k; ++j) {
+          oi[j] = tmp[static_cast<std::size_t>(j)].second;
+          os[j] = static_cast<T>(tmp[static_cast<std::size_t>(j)].first);
+        }
+      }
+    }
+  });
+}
+
+template void topk_dense<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t,
+                                std::int64_t, Metric, std::int64_t, int, std::int64_t*, float*);
+template void topk_dense<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t,
+                                 std::int64_t, Metric, std::int64_t, int, std::int64_t*, double*);
+
+}  // namespace sl

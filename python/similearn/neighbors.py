@@ -1,0 +1,259 @@
+"""Exact nearest-neighbour search: dense top-k (inner product, cosine, Euclidean),
+binary codes with Hamming distance, and a scikit-learn k-NN classifier on top.
+
+All searches are exact and deterministic: results are ordered best first and ties
+go to the lower database index, whatever the number of threads.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from . import _core
+from ._config import blas_single_threaded, get_num_threads
+from ._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
+
+__all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "KNeighborsClassifier", "METRICS"]
+
+METRICS = {"ip": 0, "cosine": 1, "euclidean": 2}
+
+
+def _check_metric(metric):
+    if not isinstance(metric, str) or metric not in METRICS:
+        raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
+    return METRICS[metric]
+
+
+def _check_self(queries, database, exclude_self, qname="queries", dname="database"):
+    if not exclude_self:
+        return -1
+    same = queries is database or (
+        queries.shape == database.shape
+        and queries.dtype == database.dtype
+        and queries.__array_interface__["data"][0] == database.__array_interface__["data"][0]
+    )
+    if not same:
+        raise ValueError(f"exclude_self=True drops each query's own row, so {qname} must be {dname} itself "
+                         "(the same array)")
+    return 0
+
+
+def _topk_raw(queries, database, k, metric_code, self_offset, n_threads):
+    """Kernel call on validated arrays (internal; also used by similearn.metrics)."""
+    fn = _core.topk_f32 if queries.dtype == np.float32 else _core.topk_f64
+    with blas_single_threaded():
+        return fn(queries, database, int(k), int(metric_code), int(self_offset), int(n_threads))
+
+
+def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=None):
+    """Exact k nearest database rows of every query.
+
+    Parameters
+    ----------
+    queries : ndarray of shape (n_queries, n_features), float32 or float64
+        C-contiguous; n_queries may be 0.
+    database : ndarray of shape (n_database, n_features), same dtype as queries
+    k : int, 1 <= k <= n_database (n_database - 1 with ``exclude_self``)
+    metric : {"cosine", "ip", "euclidean"}
+        "ip": inner product q.x; "cosine": q.x / (||q|| ||x||) (a zero vector has
+        similarity 0 with everything); "euclidean": ||q - x||.
+    exclude_self : bool
+        Leave-one-out search: requires ``queries is database``; row i is never
+        returned for query i (other rows equal to it still are).
+    n_threads : int, optional
+        Default: :func:`similearn.get_num_threads`.  Results do not depend on it.
+
+    Returns
+    -------
+    indices : ndarray of shape (n_queries, k), int64
+    scores : ndarray of shape (n_queries, k), the input dtype
+        Similarities in descending order ("ip", "cosine") or distances in
+        ascending order ("euclidean"), best first; ties go to the lower index.
+
+    Notes
+    -----
+    Blocked GEMM (SciPy's BLAS, single-threaded per worker) fused with a streaming
+    threshold selection: O(n_queries * n_database * n_features) flops, memory
+    O(n_threads * block * (block + k)); no (n_queries, n_database) matrix is
+    formed.  Euclidean distances of the returned neighbours are recomputed
+    exactly (float64 accumulation).  The GIL is released; Ctrl-C interrupts.
+    """
+    code = _check_metric(metric)
+    queries = check_dense(queries, "queries", min_rows=0)
+    database = check_dense(database, "database")
+    check_same_dtype(queries, database, "queries", "database")
+    if queries.shape[1] != database.shape[1]:
+        raise ValueError(f"queries has {queries.shape[1]} features but database has {database.shape[1]}")
+    self_offset = _check_self(queries, database, exclude_self)
+    k = check_k(k, database.shape[0] - (1 if self_offset >= 0 else 0))
+    return _topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads))
+
+
+def pack_bits(bits, n_threads=None):
+    """Pack a {0, 1} matrix into 64-bit words.
+
+    Parameters
+    ----------
+    bits : array-like of shape (n, n_bits), bool or integer with values 0/1
+
+    Returns
+    -------
+    codes : ndarray of shape (n, ceil(n_bits / 64)), uint64
+        Bit j of a row is bit j % 64 (least significant first) of word j // 64;
+        unused high bits of the last word are 0.  O(n * n_bits).
+    """
+    b = np.asarray(bits)
+    if b.dtype.kind not in "biu":
+        raise TypeError(f"bits must be boolean or integer 0/1, got dtype {b.dtype}")
+    if b.ndim != 2:
+        raise ValueError(f"bits must be 2-D (n, n_bits), got shape {b.shape}")
+    if b.shape[1] < 1:
+        raise ValueError("bits must have at least one column")
+    if b.dtype.kind != "b" and b.size and ((b != 0) & (b != 1)).any():
+        raise ValueError("bits must contain only 0 and 1")
+    b = np.ascontiguousarray(b, dtype=np.uint8)
+    return _core.pack_bits(b, get_num_threads(n_threads))
+
+
+def unpack_bits(codes, n_bits):
+    """Inverse of :func:`pack_bits`: (n, n_words) uint64 -> (n, n_bits) uint8."""
+    codes = check_codes(codes, "codes", min_rows=0)
+    n_bits = check_int(n_bits, "n_bits", low=1, high=64 * codes.shape[1])
+    as_bytes = codes.astype("<u8", copy=False).view(np.uint8).reshape(codes.shape[0], -1)
+    return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n_bits]
+
+
+def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=None):
+    """Exact k nearest codes by Hamming distance.
+
+    Parameters
+    ----------
+    query_codes : ndarray of shape (n_queries, n_words), uint64 (from :func:`pack_bits`)
+    database_codes : ndarray of shape (n_database, n_words), uint64, same width
+    k : int, 1 <= k <= n_database (n_database - 1 with ``exclude_self``)
+    exclude_self : bool
+        Leave-one-out: requires ``query_codes is database_codes``.
+
+    Returns
+    -------
+    indices : ndarray of shape (n_queries, k), int64
+    distances : ndarray of shape (n_queries, k), int32, ascending; ties -> lower index
+
+    Notes
+    -----
+    popcount(q XOR x) over the words; AVX-512 VPOPCNTQ, POPCNT or a portable path
+    chosen at run time.  O(n_queries * n_database * n_words), memory O(k) per query.
+    """
+    q = check_codes(query_codes, "query_codes", min_rows=0)
+    x = check_codes(database_codes, "database_codes")
+    if q.shape[1] != x.shape[1]:
+        raise ValueError(f"query_codes have {q.shape[1]} words per code but database_codes have {x.shape[1]}; "
+                         "codes must be packed from the same number of bits")
+    self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
+    k = check_k(k, x.shape[0] - (1 if self_offset >= 0 else 0))
+    return _core.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
+
+
+class KNeighborsClassifier(ClassifierMixin, BaseEstimator):
+    """k-nearest-neighbour classifier on exact :func:`topk` search.
+
+    Majority vote among the ``n_neighbors`` nearest training rows; a tie between
+    classes goes to the class of the nearest neighbour among the tied classes.
+    With ``weights="distance"`` votes are weighted by 1 / distance ("euclidean")
+    or by similarity ("cosine", "ip", clipped at 0).
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+    metric : {"euclidean", "cosine", "ip"}, default="euclidean"
+    weights : {"uniform", "distance"}, default="uniform"
+    n_threads : int, optional
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+
+    Notes
+    -----
+    fit is O(n D) (stores the data); predict is O(n_queries n D) through topk.
+    Works in a Pipeline after any similearn (or scikit-learn) transformer.
+    """
+
+    def __init__(self, n_neighbors=5, metric="euclidean", weights="uniform", n_threads=None):
+        self.n_neighbors = n_neighbors
+        self.metric = metric
+        self.weights = weights
+        self.n_threads = n_threads
+
+    def fit(self, X, y):
+        _check_metric(self.metric)
+        if self.weights not in ("uniform", "distance"):
+            raise ValueError(f"weights must be 'uniform' or 'distance', got {self.weights!r}")
+        check_int(self.n_neighbors, "n_neighbors", low=1)
+        X = check_array(X, dtype=[np.float64, np.float32], order="C")
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be 1-D with {X.shape[0]} entries, got shape {y.shape}")
+        self._le = LabelEncoder().fit(y)
+        self.classes_ = self._le.classes_
+        self._y = self._le.transform(y)
+        self._fit_X = X
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def _query(self, X):
+        check_is_fitted(self, "_fit_X")
+        X = check_array(X, dtype=[np.float64, np.float32], order="C")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but KNeighborsClassifier is expecting "
+                             f"{self.n_features_in_} features as input")
+        return np.ascontiguousarray(X, dtype=self._fit_X.dtype)
+
+    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+        """Indices (and scores) of the nearest training rows.  X=None: leave-one-out
+        neighbours of the training rows themselves."""
+        check_is_fitted(self, "_fit_X")
+        k = self.n_neighbors if n_neighbors is None else n_neighbors
+        if X is None:
+            idx, s = topk(self._fit_X, self._fit_X, k, self.metric, exclude_self=True, n_threads=self.n_threads)
+        else:
+            X = self._query(X)
+            idx, s = topk(X, self._fit_X, min(check_int(k, "n_neighbors", low=1), self._fit_X.shape[0]),
+                          self.metric, n_threads=self.n_threads)
+        return (s, idx) if return_distance else idx
+
+    def _votes(self, X):
+        s, idx = self.kneighbors(X)
+        labels = self._y[idx]
+        n, k = labels.shape
+        if self.weights == "uniform":
+            w = np.ones((n, k))
+        elif self.metric == "euclidean":
+            with np.errstate(divide="ignore"):
+                w = 1.0 / s.astype(np.float64)
+            exact = np.isinf(w)
+            rows = exact.any(axis=1)
+            w[rows] = exact[rows].astype(np.float64)  # exact matches take all the weight
+        else:
+            w = np.clip(s.astype(np.float64), 0.0, None) + 1e-12
+        votes = np.zeros((n, len(self.classes_)))
+        np.add.at(votes, (np.repeat(np.arange(n), k), labels.ravel()), w.ravel())
+        return votes, labels
+
+    def predict_proba(self, X):
+        votes, _ = self._votes(X)
+        return votes / votes.sum(axis=1, keepdims=True)
+
+    def predict(self, X):
+        votes, labels = self._votes(X)
+        best = votes.max(axis=1, keepdims=True)
+        tied = np.isclose(votes, best, rtol=1e-12, atol=0.0)
+        # first neighbour (nearest) whose class is among the tied best classes
+        ok = tied[np.arange(labels.shape[0])[:, None], labels]
+        first = ok.argmax(axis=1)
+        return self.classes_[labels[np.arange(labels.shape[0]), first]]
