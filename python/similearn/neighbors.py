@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_array, check_is_fitted
 
 from . import _core
@@ -199,9 +198,7 @@ class KNeighborsClassifier(ClassifierMixin, BaseEstimator):
             y = y.ravel()
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must be 1-D with {X.shape[0]} entries, got shape {y.shape}")
-        self._le = LabelEncoder().fit(y)
-        self.classes_ = self._le.classes_
-        self._y = self._le.transform(y)
+        self.classes_, self._y = np.unique(y, return_inverse=True)
         self._fit_X = X
         self.n_features_in_ = X.shape[1]
         return self
