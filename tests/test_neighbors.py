@@ -1,0 +1,247 @@
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.datasets import load_iris
+from sklearn.model_selection import cross_val_score
+from sklearn.neighbors import KNeighborsClassifier as SkKNN
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from similearn.neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
+from oracles import hamming_topk_oracle, pack_bits_oracle, topk_oracle
+
+METRICS = ["ip", "cosine", "euclidean"]
+
+
+def _check_against_oracle(Q, X, k, metric, exclude_self=False, n_threads=None):
+    idx, sc = topk(Q, X, k, metric, exclude_self=exclude_self, n_threads=n_threads)
+    ridx, rsc = topk_oracle(Q, X, k, metric, exclude_self=exclude_self)
+    assert idx.dtype == np.int64 and idx.shape == (Q.shape[0], k)
+    assert sc.dtype == Q.dtype and sc.shape == (Q.shape[0], k)
+    if Q.dtype == np.float64:
+        np.testing.assert_array_equal(idx, ridx)
+        np.testing.assert_allclose(sc, rsc, rtol=1e-10, atol=1e-10)
+    else:
+        # float32 GEMM may swap near-ties: the reported scores must still be the
+        # oracle's top-k scores, and each returned index must have that score.
+        np.testing.assert_allclose(sc, rsc, rtol=2e-4, atol=2e-4)
+        assert (idx == ridx).mean() > 0.99
+    return idx, sc
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", METRICS)
+@pytest.mark.parametrize("nq,nx,d,k", [(1, 1, 1, 1), (7, 50, 3, 5), (40, 3000, 17, 10), (130, 1500, 64, 200),
+                                       (3, 40, 5, 40)])
+def test_topk_matches_oracle(rng, dtype, metric, nq, nx, d, k):
+    Q = rng.standard_normal((nq, d)).astype(dtype)
+    X = rng.standard_normal((nx, d)).astype(dtype)
+    _check_against_oracle(Q, X, k, metric)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", METRICS)
+def test_topk_exclude_self(rng, dtype, metric):
+    X = rng.standard_normal((300, 8)).astype(dtype)
+    idx, _ = _check_against_oracle(X, X, 299, metric, exclude_self=True)
+    assert not (idx == np.arange(300)[:, None]).any()
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_topk_ties_go_to_lower_index(rng, metric):
+    # small integers: every dot product is exact, so duplicates tie exactly
+    base = rng.integers(-2, 3, size=(50, 6)).astype(np.float32)
+    X = np.ascontiguousarray(np.concatenate([base] * 5)[rng.permutation(250)])
+    Q = np.ascontiguousarray(base[:20])
+    idx, sc = topk(Q, X, 25, metric)
+    ridx, rsc = topk_oracle(Q, X, 25, metric)
+    np.testing.assert_array_equal(idx, ridx)
+    # within equal scores, indices increase
+    same = np.diff(sc, axis=1) == 0
+    assert (np.diff(idx, axis=1)[same] > 0).all()
+
+
+def test_topk_zero_queries_and_zero_vectors(rng):
+    X = rng.standard_normal((20, 4))
+    idx, sc = topk(np.empty((0, 4)), X, 3)
+    assert idx.shape == (0, 3) and sc.shape == (0, 3)
+    Z = np.zeros((2, 4))
+    idx, sc = topk(Z, X, 5, "cosine")  # zero query: all similarities 0 -> lowest indices
+    np.testing.assert_array_equal(idx, np.tile(np.arange(5), (2, 1)))
+    np.testing.assert_array_equal(sc, 0.0)
+
+
+def test_topk_full_ranking_and_threads_deterministic(rng):
+    Q = rng.standard_normal((37, 12)).astype(np.float32)
+    X = rng.standard_normal((999, 12)).astype(np.float32)
+    a = topk(Q, X, 999, "euclidean", n_threads=1)
+    b = topk(Q, X, 999, "euclidean", n_threads=2)
+    c = topk(Q, X, 999, "euclidean", n_threads=3)
+    for r in (b, c):
+        np.testing.assert_array_equal(a[0], r[0])
+        np.testing.assert_array_equal(a[1], r[1])
+    assert (np.sort(a[0], axis=1) == np.arange(999)).all()  # a permutation per row
+    assert (np.diff(a[1].astype(np.float64), axis=1) >= 0).all()
+
+
+def test_topk_integer_input_converted(rng):
+    Q = rng.integers(0, 5, (4, 3))
+    X = rng.integers(0, 5, (10, 3))
+    idx, sc = topk(Q, X, 2, "ip")
+    assert sc.dtype == np.float64
+    ridx, rsc = topk_oracle(Q, X, 2, "ip")
+    np.testing.assert_array_equal(idx, ridx)
+
+
+# ---------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "make,exc,match",
+    [
+        (lambda Q, X: topk(np.ascontiguousarray(Q[:, :3]), X, 2), ValueError, "features"),
+        (lambda Q, X: topk(Q, X, 0), ValueError, "k must be >= 1"),
+        (lambda Q, X: topk(Q, X, 11), ValueError, "larger than the number of candidates"),
+        (lambda Q, X: topk(Q, X, 2.0), TypeError, "k must be an integer"),
+        (lambda Q, X: topk(Q, X, 2, "manhattan"), ValueError, "metric"),
+        (lambda Q, X: topk(Q.astype(np.float32), X, 2), TypeError, "dtype"),
+        (lambda Q, X: topk(np.where(Q > 0, np.nan, Q), X, 2), ValueError, "queries contains NaN"),
+        (lambda Q, X: topk(Q, np.where(X > 1, np.inf, X), 2), ValueError, "database contains inf"),
+        (lambda Q, X: topk(Q[0], X, 2), ValueError, "queries must be a 2-D"),
+        (lambda Q, X: topk(Q, X[:0], 1), ValueError, "database must have at least 1 row"),
+        (lambda Q, X: topk(Q[:, :0], X[:, :0], 1), ValueError, "column"),
+        (lambda Q, X: topk(np.asfortranarray(Q), X, 2), ValueError, "C-contiguous"),
+        (lambda Q, X: topk(Q, X[::2], 2), ValueError, "database must be C-contiguous"),
+        (lambda Q, X: topk(sp.csr_matrix(Q), X, 2), TypeError, "dense"),
+        (lambda Q, X: topk(Q.astype(complex), X, 2), TypeError, "dtype"),
+        (lambda Q, X: topk(Q, X, 2, exclude_self=True), ValueError, "exclude_self"),
+        (lambda Q, X: topk(X, X, 10, exclude_self=True), ValueError, "larger than the number of candidates"),
+    ],
+)
+def test_topk_bad_input(rng, make, exc, match):
+    Q = rng.standard_normal((5, 4))
+    X = rng.standard_normal((10, 4))
+    with pytest.raises(exc, match=match):
+        make(Q, X)
+
+
+# ---------------------------------------------------------------------------- codes
+@pytest.mark.parametrize("n_bits", [1, 8, 63, 64, 65, 128, 200])
+def test_pack_bits_matches_oracle(rng, n_bits):
+    bits = rng.integers(0, 2, (33, n_bits))
+    codes = pack_bits(bits)
+    assert codes.dtype == np.uint64 and codes.shape == (33, (n_bits + 63) // 64)
+    np.testing.assert_array_equal(codes, pack_bits_oracle(bits))
+    np.testing.assert_array_equal(unpack_bits(codes, n_bits), bits)
+    np.testing.assert_array_equal(pack_bits(bits.astype(bool)), codes)
+
+
+def test_pack_bits_empty_and_bad():
+    assert pack_bits(np.zeros((0, 10), dtype=bool)).shape == (0, 1)
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        pack_bits(np.array([[0, 2]]))
+    with pytest.raises(TypeError, match="boolean or integer"):
+        pack_bits(np.array([[0.0, 1.0]]))
+    with pytest.raises(ValueError, match="2-D"):
+        pack_bits(np.array([0, 1]))
+    with pytest.raises(ValueError, match="at least one column"):
+        pack_bits(np.zeros((3, 0), dtype=bool))
+
+
+@pytest.mark.parametrize("n_bits", [8, 64, 128, 192])
+@pytest.mark.parametrize("nq,nx,k", [(1, 1, 1), (5, 700, 10), (70, 3000, 100), (4, 50, 50)])
+def test_hamming_topk_matches_oracle(rng, n_bits, nq, nx, k):
+    bx = rng.integers(0, 2, (nx, n_bits))
+    bq = rng.integers(0, 2, (nq, n_bits))
+    idx, dist = hamming_topk(pack_bits(bq), pack_bits(bx), k)
+    ridx, rdist = hamming_topk_oracle(bq, bx, k)
+    assert idx.dtype == np.int64 and dist.dtype == np.int32
+    np.testing.assert_array_equal(idx, ridx)  # many ties at 8 bits: exercises the tie rule
+    np.testing.assert_array_equal(dist, rdist)
+
+
+@pytest.mark.parametrize("n_bits", [64, 128, 100])
+def test_hamming_exclude_self_and_threads(rng, n_bits):
+    b = rng.integers(0, 2, (501, n_bits))
+    c = pack_bits(b)
+    r1 = hamming_topk(c, c, 20, exclude_self=True, n_threads=1)
+    r2 = hamming_topk(c, c, 20, exclude_self=True, n_threads=2)
+    ridx, rdist = hamming_topk_oracle(b, b, 20, exclude_self=True)
+    np.testing.assert_array_equal(r1[0], ridx)
+    np.testing.assert_array_equal(r1[1], rdist)
+    np.testing.assert_array_equal(r1[0], r2[0])
+
+
+def test_hamming_bad_input(rng):
+    c64 = pack_bits(rng.integers(0, 2, (10, 64)))
+    c128 = pack_bits(rng.integers(0, 2, (10, 128)))
+    with pytest.raises(ValueError, match="words per code"):
+        hamming_topk(c64, c128, 3)
+    with pytest.raises(TypeError, match="uint64"):
+        hamming_topk(c64.astype(np.int64), c64, 3)
+    with pytest.raises(ValueError, match="larger than the number of candidates"):
+        hamming_topk(c64, c64, 11)
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        hamming_topk(c64, c64, 0)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        hamming_topk(np.asfortranarray(c128), c128, 3)
+    with pytest.raises(ValueError, match="at least 1 code"):
+        hamming_topk(c64, c64[:0], 1)
+    with pytest.raises(ValueError, match="exclude_self"):
+        hamming_topk(c64[:3], c64, 1, exclude_self=True)
+
+
+# ---------------------------------------------------------------------------- kNN classifier
+def test_knn_matches_sklearn_without_vote_ties(rng):
+    X = rng.standard_normal((400, 6))
+    y = (X[:, 0] + 0.3 * rng.standard_normal(400) > 0).astype(int)  # 2 classes, odd k -> no vote ties
+    Xt = rng.standard_normal((100, 6))
+    ours = KNeighborsClassifier(n_neighbors=7).fit(X, y)
+    ref = SkKNN(n_neighbors=7, algorithm="brute").fit(X, y)
+    np.testing.assert_array_equal(ours.predict(Xt), ref.predict(Xt))
+    np.testing.assert_allclose(ours.predict_proba(Xt), ref.predict_proba(Xt))
+    d, i = ours.kneighbors(Xt)
+    rd, ri = ref.kneighbors(Xt)
+    np.testing.assert_array_equal(i, ri)
+    np.testing.assert_allclose(d, rd)
+
+
+def test_knn_vote_tie_goes_to_nearest():
+    X = np.array([[0.0], [1.0], [2.5], [3.0]])
+    y = np.array(["b", "a", "a", "b"])
+    clf = KNeighborsClassifier(n_neighbors=2).fit(X, y)
+    # neighbours of 0.1: x=0 (b) then x=1 (a): 1-1 tie -> nearest, "b"
+    assert clf.predict([[0.1]])[0] == "b"
+    # neighbours of 0.9: x=1 (a) then x=0 (b): tie -> "a"
+    assert clf.predict([[0.9]])[0] == "a"
+
+
+def test_knn_pipeline_and_clone_pickle():
+    X, y = load_iris(return_X_y=True)
+    pipe = make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=5, metric="cosine"))
+    acc = cross_val_score(pipe, X, y, cv=3).mean()
+    assert acc > 0.85
+    clf = KNeighborsClassifier(n_neighbors=3).fit(X, y)
+    c2 = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(c2.predict(X), clf.predict(X))
+    assert clone(clf).get_params() == clf.get_params()
+    # leave-one-out neighbours never include the row itself
+    idx = clf.kneighbors(return_distance=False)
+    assert not (idx == np.arange(len(X))[:, None]).any()
+
+
+def test_knn_distance_weights_and_errors(rng):
+    X = rng.standard_normal((50, 3))
+    y = rng.integers(0, 3, 50)
+    clf = KNeighborsClassifier(n_neighbors=5, weights="distance").fit(X, y)
+    ref = SkKNN(n_neighbors=5, weights="distance", algorithm="brute").fit(X, y)
+    Xt = rng.standard_normal((20, 3))
+    np.testing.assert_allclose(clf.predict_proba(Xt), ref.predict_proba(Xt), rtol=1e-10)
+    assert (clf.predict(X) == y).all()  # exact match takes all the weight
+    with pytest.raises(ValueError, match="features"):
+        clf.predict(rng.standard_normal((2, 4)))
+    with pytest.raises(ValueError, match="weights"):
+        KNeighborsClassifier(weights="bogus").fit(X, y)
+    with pytest.raises(ValueError):
+        KNeighborsClassifier().fit(np.full((5, 2), np.nan), np.arange(5))
