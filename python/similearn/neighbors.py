@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 
 from . import _core
 from ._config import blas_single_threaded, get_num_threads
@@ -177,6 +178,8 @@ class KNeighborsClassifier(ClassifierMixin, BaseEstimator):
 
     Notes
     -----
+    ``predict`` breaks vote ties by the nearest neighbour, so on a tie it may differ
+    from ``argmax(predict_proba)`` (which cannot encode the tie-break).
     fit is O(n D) (stores the data); predict is O(n_queries n D) through topk.
     Works in a Pipeline after any similearn (or scikit-learn) transformer.
     """
@@ -192,12 +195,8 @@ class KNeighborsClassifier(ClassifierMixin, BaseEstimator):
         if self.weights not in ("uniform", "distance"):
             raise ValueError(f"weights must be 'uniform' or 'distance', got {self.weights!r}")
         check_int(self.n_neighbors, "n_neighbors", low=1)
-        X = check_array(X, dtype=[np.float64, np.float32], order="C")
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with {X.shape[0]} entries, got shape {y.shape}")
+        X, y = check_X_y(X, y, dtype=[np.float64, np.float32], order="C")
+        check_classification_targets(y)
         self.classes_, self._y = np.unique(y, return_inverse=True)
         self._fit_X = X
         self.n_features_in_ = X.shape[1]
