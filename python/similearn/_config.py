@@ -105,9 +105,12 @@ def blas_single_threaded():
 
 
 def _blas_info():
+    """BLAS libraries loaded in the process (threadpoolctl), the one SciPy's
+    cython_blas calls marked ``used_by_similearn``: SciPy's own vendored copy when
+    present (its path lies under the scipy package), else the non-ILP64 ones."""
     try:
         ctl = _get_controller()
-        return [
+        libs = [
             {k: v for k, v in info.items() if k in ("internal_api", "version", "num_threads", "threading_layer",
                                                      "architecture", "filepath")}
             for info in ctl.info()
@@ -115,6 +118,12 @@ def _blas_info():
         ]
     except Exception as exc:  # pragma: no cover - threadpoolctl failure is informational only
         return [{"error": repr(exc)}]
+    path = lambda lib: os.path.normcase(str(lib.get("filepath", "")))  # noqa: E731
+    scipy_own = [lib for lib in libs if "scipy" in path(lib) and "openblas64_" not in path(lib)]
+    chosen = scipy_own or [lib for lib in libs if "64_" not in os.path.basename(path(lib))] or libs
+    for lib in libs:
+        lib["used_by_similearn"] = any(lib is c for c in chosen)
+    return libs
 
 
 def config_dict() -> dict:
@@ -155,6 +164,7 @@ def show_config(file=None) -> None:
         if "error" in lib:
             p(f"  BLAS (threadpoolctl): {lib['error']}")
             continue
-        p(f"  BLAS library: {lib.get('internal_api')} {lib.get('version')} "
+        tag = "in use by similearn" if lib.get("used_by_similearn") else "also loaded"
+        p(f"  BLAS library ({tag}): {lib.get('internal_api')} {lib.get('version')} "
           f"({lib.get('threading_layer')}, {lib.get('architecture')}), {lib.get('num_threads')} threads")
         p(f"    {lib.get('filepath')}")
