@@ -41,6 +41,17 @@ py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, i
   return py::make_tuple(idx, score);
 }
 
+// Test hook for the row-major BLAS wrapper: C = op(A) op(B).
+template <class T>
+carray<T> bind_gemm(const carray<T>& a, const carray<T>& b, bool ta, bool tb) {
+  const i64 m = ta ? a.shape(1) : a.shape(0), k = ta ? a.shape(0) : a.shape(1);
+  const i64 n = tb ? b.shape(0) : b.shape(1), kb = tb ? b.shape(1) : b.shape(0);
+  if (k != kb) throw py::value_error("inner dimensions differ");
+  carray<T> c({m, n});
+  sl::blas::gemm_rm<T>(ta, tb, m, n, k, T(1), a.data(), a.shape(1), b.data(), b.shape(1), T(0), c.mutable_data(), n);
+  return c;
+}
+
 template <class T>
 void def_topk(py::module_& m, const char* name) {
   m.def(name, &bind_topk<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
@@ -67,6 +78,11 @@ PYBIND11_MODULE(_core, m) {
     d["blas_source"] = "scipy.linalg.cython_blas / cython_lapack";
     return d;
   });
+
+  m.def("_gemm_f32", &bind_gemm<float>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("trans_a"),
+        py::arg("trans_b"));
+  m.def("_gemm_f64", &bind_gemm<double>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("trans_a"),
+        py::arg("trans_b"));
 
   def_topk<float>(m, "topk_f32");
   def_topk<double>(m, "topk_f64");

@@ -28,6 +28,13 @@ inline bool has_avx2() {
   return false;
 #endif
 }
+inline bool has_avx512f() {
+#if SL_X86_DISPATCH
+  return __builtin_cpu_supports("avx512f");
+#else
+  return false;
+#endif
+}
 inline bool has_avx512_popcnt() {
 #if SL_X86_DISPATCH
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");

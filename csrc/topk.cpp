@@ -20,6 +20,11 @@
 #include "blas.hpp"
 #include "parallel.hpp"
 #include "select.hpp"
+#include "simd.hpp"
+
+#if SL_X86_DISPATCH
+#include <immintrin.h>
+#endif
 
 #if defined(__SSE2__) || defined(_M_X64)
 #include <emmintrin.h>
@@ -61,14 +66,126 @@ inline bool any_greater16(const double* x, double thr) {
 #endif
 }
 
-template <class T>
-inline void scan_row(const T* row, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+// Ranking key of a GEMM output: MODE 0 = inner product (as is), 1 = cosine
+// (times 1/||x||), 2 = Euclidean (minus ||x||^2 / 2).
+template <int MODE, class T>
+inline T key_of(T dot, T aux) {
+  if constexpr (MODE == 1) return dot * aux;
+  else if constexpr (MODE == 2) return dot - aux;
+  else return dot;
+}
+
+// Portable scan: SSE2 pre-check of 16 keys, then the scalar admission test.
+template <int MODE, class T>
+void scan_row_base(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+  if constexpr (MODE != 0)
+    for (std::int64_t j = 0; j < n; ++j) row[j] = key_of<MODE>(row[j], aux[j]);
   std::int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
     if (!any_greater16(row + j, sel.threshold())) continue;
     for (int t = 0; t < 16; ++t) sel.offer(row[j + t], base + j + t);
   }
   for (; j < n; ++j) sel.offer(row[j], base + j);
+}
+
+#if SL_X86_DISPATCH
+// AVX2 / AVX-512 scans: key and comparison fused in registers, one pass.
+template <int MODE>
+SL_TARGET("avx2,fma")
+void scan_row_avx2(float* row, const float* aux, std::int64_t n, std::int64_t base, TopK<float, true>& sel) {
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 v = _mm256_loadu_ps(row + j);
+    if constexpr (MODE == 1) v = _mm256_mul_ps(v, _mm256_loadu_ps(aux + j));
+    if constexpr (MODE == 2) v = _mm256_sub_ps(v, _mm256_loadu_ps(aux + j));
+    int m = _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(sel.threshold()), _CMP_GT_OQ));
+    if (m) {
+      alignas(32) float tmp[8];
+      _mm256_store_ps(tmp, v);
+      for (int t = 0; t < 8; ++t)
+        if ((m >> t) & 1) sel.offer(tmp[t], base + j + t);
+    }
+  }
+  for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0f), base + j);
+}
+
+template <int MODE>
+SL_TARGET("avx2,fma")
+void scan_row_avx2(double* row, const double* aux, std::int64_t n, std::int64_t base, TopK<double, true>& sel) {
+  std::int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m256d v = _mm256_loadu_pd(row + j);
+    if constexpr (MODE == 1) v = _mm256_mul_pd(v, _mm256_loadu_pd(aux + j));
+    if constexpr (MODE == 2) v = _mm256_sub_pd(v, _mm256_loadu_pd(aux + j));
+    int m = _mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(sel.threshold()), _CMP_GT_OQ));
+    if (m) {
+      alignas(32) double tmp[4];
+      _mm256_store_pd(tmp, v);
+      for (int t = 0; t < 4; ++t)
+        if ((m >> t) & 1) sel.offer(tmp[t], base + j + t);
+    }
+  }
+  for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0), base + j);
+}
+
+template <int MODE>
+SL_TARGET("avx512f")
+void scan_row_avx512(float* row, const float* aux, std::int64_t n, std::int64_t base, TopK<float, true>& sel) {
+  std::int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    __m512 v = _mm512_loadu_ps(row + j);
+    if constexpr (MODE == 1) v = _mm512_mul_ps(v, _mm512_loadu_ps(aux + j));
+    if constexpr (MODE == 2) v = _mm512_sub_ps(v, _mm512_loadu_ps(aux + j));
+    __mmask16 m = _mm512_cmp_ps_mask(v, _mm512_set1_ps(sel.threshold()), _CMP_GT_OQ);
+    if (m) {
+      alignas(64) float tmp[16];
+      _mm512_store_ps(tmp, v);
+      for (int t = 0; t < 16; ++t)
+        if ((m >> t) & 1) sel.offer(tmp[t], base + j + t);
+    }
+  }
+  for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0f), base + j);
+}
+
+template <int MODE>
+SL_TARGET("avx512f")
+void scan_row_avx512(double* row, const double* aux, std::int64_t n, std::int64_t base, TopK<double, true>& sel) {
+  std::int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m512d v = _mm512_loadu_pd(row + j);
+    if constexpr (MODE == 1) v = _mm512_mul_pd(v, _mm512_loadu_pd(aux + j));
+    if constexpr (MODE == 2) v = _mm512_sub_pd(v, _mm512_loadu_pd(aux + j));
+    __mmask8 m = _mm512_cmp_pd_mask(v, _mm512_set1_pd(sel.threshold()), _CMP_GT_OQ);
+    if (m) {
+      alignas(64) double tmp[8];
+      _mm512_store_pd(tmp, v);
+      for (int t = 0; t < 8; ++t)
+        if ((m >> t) & 1) sel.offer(tmp[t], base + j + t);
+    }
+  }
+  for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0), base + j);
+}
+#endif
+
+enum class ScanIsa { Base, Avx2, Avx512 };
+const ScanIsa g_scan_isa = cpu::has_avx512f() ? ScanIsa::Avx512 : cpu::has_avx2() ? ScanIsa::Avx2 : ScanIsa::Base;
+
+template <int MODE, class T>
+inline void scan_row(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+#if SL_X86_DISPATCH
+  if (g_scan_isa == ScanIsa::Avx512) return scan_row_avx512<MODE>(row, aux, n, base, sel);
+  if (g_scan_isa == ScanIsa::Avx2) return scan_row_avx2<MODE>(row, aux, n, base, sel);
+#endif
+  scan_row_base<MODE>(row, aux, n, base, sel);
+}
+
+template <class T>
+inline void scan_row_metric(Metric m, T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+  switch (m) {
+    case Metric::Cosine: return scan_row<1>(row, aux, n, base, sel);
+    case Metric::Euclidean: return scan_row<2>(row, aux, n, base, sel);
+    default: return scan_row<0>(row, aux, n, base, sel);
+  }
 }
 
 template <class T>
@@ -146,18 +263,12 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
                        w.tile.data(), nb);
       for (std::int64_t i = 0; i < nqb; ++i) {
         T* row = w.tile.data() + i * nb;
-        if (metric == Metric::Cosine) {
-          const T* a = xaux.data() + x0;
-          for (std::int64_t j = 0; j < nb; ++j) row[j] *= a[j];
-        } else if (metric == Metric::Euclidean) {
-          const T* a = xaux.data() + x0;
-          for (std::int64_t j = 0; j < nb; ++j) row[j] -= a[j];
-        }
-        if (self_offset >= 0) {
+        if (self_offset >= 0) {  // -inf stays -inf under either key transform
           const std::int64_t self = self_offset + q0 + i;
           if (self >= x0 && self < x0 + nb) row[self - x0] = -std::numeric_limits<T>::infinity();
         }
-        scan_row(row, nb, x0, w.sel[static_cast<std::size_t>(i)]);
+        scan_row_metric(metric, row, xaux.empty() ? nullptr : xaux.data() + x0, nb, x0,
+                        w.sel[static_cast<std::size_t>(i)]);
       }
     }
 
