@@ -7,6 +7,7 @@
 #include <string>
 
 #include "blas.hpp"
+#include "gemm_kernel.hpp"
 #include "hamming.hpp"
 #include "parallel.hpp"
 #include "topk.hpp"
@@ -74,6 +75,7 @@ PYBIND11_MODULE(_core, m) {
     d["flags"] = SIMILEARN_BUILD_FLAGS;
     d["build_type"] = SIMILEARN_BUILD_TYPE;
     d["hamming_isa"] = sl::hamming_isa();
+    d["topk_kernel"] = sl::gemmk::available() ? "avx512 packed GEMM" : "BLAS sgemm/dgemm";
     d["hardware_threads"] = sl::hardware_threads();
     d["blas_source"] = "scipy.linalg.cython_blas / cython_lapack";
     return d;

@@ -11,33 +11,51 @@
 #define SL_TARGET(x)
 #endif
 
+#include <cstdlib>
+#include <cstring>
+
 namespace sl {
 namespace cpu {
 
+// Upper bound on the instruction sets used, from the environment variable
+// SIMILEARN_ISA ("generic" | "popcnt" | "avx2" | "avx512", default: no limit).
+// For testing the portable paths on a modern machine and for debugging.
+inline int isa_cap() {
+  static const int cap = [] {
+    const char* v = std::getenv("SIMILEARN_ISA");
+    if (v == nullptr || *v == 0) return 3;
+    if (std::strcmp(v, "generic") == 0) return 0;
+    if (std::strcmp(v, "popcnt") == 0) return 1;
+    if (std::strcmp(v, "avx2") == 0) return 2;
+    return 3;
+  }();
+  return cap;
+}
+
 inline bool has_popcnt() {
 #if SL_X86_DISPATCH
-  return __builtin_cpu_supports("popcnt");
+  return isa_cap() >= 1 && __builtin_cpu_supports("popcnt");
 #else
   return false;
 #endif
 }
 inline bool has_avx2() {
 #if SL_X86_DISPATCH
-  return __builtin_cpu_supports("avx2");
+  return isa_cap() >= 2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #else
   return false;
 #endif
 }
 inline bool has_avx512f() {
 #if SL_X86_DISPATCH
-  return __builtin_cpu_supports("avx512f");
+  return isa_cap() >= 3 && __builtin_cpu_supports("avx512f");
 #else
   return false;
 #endif
 }
 inline bool has_avx512_popcnt() {
 #if SL_X86_DISPATCH
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
+  return isa_cap() >= 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
 #else
   return false;
 #endif

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "blas.hpp"
+#include "gemm_kernel.hpp"
 #include "parallel.hpp"
 #include "select.hpp"
 #include "simd.hpp"
@@ -229,51 +230,63 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
     });
   }
 
-  // Tile sizes: the tile (bq x bx) stays in L2; reservoirs cost bq * cap items.
-  const std::int64_t bx = std::min<std::int64_t>(nx, std::max<std::int64_t>(256, (256 * 1024) / (sizeof(T) * 64)));
-  std::int64_t cap = std::max<std::int64_t>(2 * k, k + 64);
-  cap = std::min(cap, nx) + 1;
-  const std::int64_t budget_items = (64LL << 20) / static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));
-  std::int64_t bq = std::min<std::int64_t>(128, std::max<std::int64_t>(1, budget_items / cap));
-  // give every thread work when there are few queries
+  // Work decomposition.  A task is a chunk of up to tq queries (so every thread
+  // gets work); inside it the database is walked in blocks of bx rows (packed
+  // once per task when the AVX-512 kernel is used) and each block is multiplied
+  // with sub-blocks of bq queries: the bq x bx tile and the packed block stay in L2.
+  const bool packed = gemmk::available();
+  const std::int64_t bx = std::min<std::int64_t>(nx, sizeof(T) == 4 ? 512 : 256);
+  const std::int64_t bq = 128;
+  const std::int64_t cap = std::min(std::max<std::int64_t>(2 * k, k + 64), nx) + 1;
+  const std::int64_t item = static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));
   const int nt = std::max(1, n_threads);
-  if (nq < bq * nt) bq = std::max<std::int64_t>(1, (nq + nt - 1) / nt);
-  const std::int64_t n_tasks = (nq + bq - 1) / bq;
+  // reservoirs of a task stay under ~64 MiB
+  std::int64_t tq = std::max<std::int64_t>(1, std::min<std::int64_t>(4096, (64LL << 20) / (cap * item)));
+  tq = std::min(tq, std::max<std::int64_t>(1, (nq + nt - 1) / nt));
+  const std::int64_t n_tasks = (nq + tq - 1) / tq;
   const int nw = n_workers(n_tasks, n_threads);
 
   struct Work {
-    std::vector<T> tile;
+    std::vector<T> tile, pack;
     std::vector<TopK<T, true>> sel;
   };
   std::vector<Work> work(static_cast<std::size_t>(nw));
 
   parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
     Work& w = work[static_cast<std::size_t>(tid)];
-    const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
+    const std::int64_t t0 = task * tq, ntq = std::min(tq, nq - t0);
     if (w.tile.empty()) {
-      w.tile.resize(static_cast<std::size_t>(bq * bx));
-      w.sel.resize(static_cast<std::size_t>(bq));
-      for (auto& s : w.sel) s.init(k, nx);
+      w.tile.resize(static_cast<std::size_t>(std::min(bq, tq) * bx));
+      if (packed) w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(bx, dim)));
+      w.sel.resize(static_cast<std::size_t>(tq));
+      for (auto& sl_ : w.sel) sl_.init(k, nx);
     }
-    for (std::int64_t i = 0; i < nqb; ++i) w.sel[static_cast<std::size_t>(i)].reset();
+    for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
 
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       const std::int64_t nb = std::min(bx, nx - x0);
-      blas::gemm_rm<T>(false, true, nqb, nb, dim, T(1), Q + q0 * dim, dim, X + x0 * dim, dim, T(0),
-                       w.tile.data(), nb);
-      for (std::int64_t i = 0; i < nqb; ++i) {
-        T* row = w.tile.data() + i * nb;
-        if (self_offset >= 0) {  // -inf stays -inf under either key transform
-          const std::int64_t self = self_offset + q0 + i;
-          if (self >= x0 && self < x0 + nb) row[self - x0] = -std::numeric_limits<T>::infinity();
+      if (packed) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
+      for (std::int64_t b0 = 0; b0 < ntq; b0 += bq) {
+        const std::int64_t q0 = t0 + b0, nqb = std::min(bq, ntq - b0);
+        if (packed)
+          gemmk::gemm_packed<T>(Q + q0 * dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb);
+        else
+          blas::gemm_rm<T>(false, true, nqb, nb, dim, T(1), Q + q0 * dim, dim, X + x0 * dim, dim, T(0),
+                           w.tile.data(), nb);
+        for (std::int64_t i = 0; i < nqb; ++i) {
+          T* row = w.tile.data() + i * nb;
+          if (self_offset >= 0) {  // -inf stays -inf under either key transform
+            const std::int64_t self = self_offset + q0 + i;
+            if (self >= x0 && self < x0 + nb) row[self - x0] = -std::numeric_limits<T>::infinity();
+          }
+          scan_row_metric(metric, row, xaux.empty() ? nullptr : xaux.data() + x0, nb, x0,
+                          w.sel[static_cast<std::size_t>(b0 + i)]);
         }
-        scan_row_metric(metric, row, xaux.empty() ? nullptr : xaux.data() + x0, nb, x0,
-                        w.sel[static_cast<std::size_t>(i)]);
       }
     }
 
-    for (std::int64_t i = 0; i < nqb; ++i) {
-      const std::int64_t q = q0 + i;
+    for (std::int64_t i = 0; i < ntq; ++i) {
+      const std::int64_t q = t0 + i;
       std::int64_t* oi = out_idx + q * k;
       T* os = out_score + q * k;
       w.sel[static_cast<std::size_t>(i)].finish(oi, os);

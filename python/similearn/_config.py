@@ -159,7 +159,7 @@ def show_config(file=None) -> None:
     b = c["build"]
     p(f"  _core built with: {b['compiler']} [{b['build_type']}] flags: {b['flags']}")
     p(f"  BLAS/LAPACK: {b['blas_source']}")
-    p(f"  hamming popcount path: {b['hamming_isa']}")
+    p(f"  top-k tile kernel: {b['topk_kernel']}; hamming popcount path: {b['hamming_isa']}")
     for lib in c["blas"]:
         if "error" in lib:
             p(f"  BLAS (threadpoolctl): {lib['error']}")
