@@ -1,0 +1,222 @@
+"""The ``similearn demo`` report: a list of self-contained sections.
+
+Each section is a function taking a :class:`DemoContext`, registered with
+:func:`section`; it prints to ``ctx.out`` and stores its headline numbers in
+``ctx.results``.  New models add their own section in this module (or in theirs,
+imported here) with::
+
+    @section("film", "FILM metric learning on digits")
+    def _film(ctx):
+        ...
+        ctx.record(map=0.93)
+
+Sections run offline (scikit-learn's bundled datasets, synthetic data), in the
+order they were registered, and must each take a few seconds; ``ctx.quick``
+asks for an even smaller version (used by the tests).
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["DemoContext", "Section", "SECTIONS", "section", "run_demo"]
+
+
+@dataclass
+class DemoContext:
+    """What a section gets: options, the output stream and a place for results."""
+
+    quick: bool = False
+    out: object = None
+    n_threads: int | None = None
+    seed: int = 0
+    results: dict = field(default_factory=dict)
+    current: str | None = None
+
+    def print(self, *args, **kw):
+        """print() to the report stream."""
+        print(*args, file=self.out or sys.stdout, **kw)
+
+    def table(self, header, rows, indent="  "):
+        """Print rows under a header, columns aligned (first left, others right)."""
+        from .scaling import _table
+
+        self.print(_table(header, [[str(c) for c in r] for r in rows], indent=indent))
+
+    def record(self, **values):
+        """Store headline numbers of the current section in ``results[section]``."""
+        self.results.setdefault(self.current, {}).update(values)
+
+
+@dataclass
+class Section:
+    """A named part of the demo."""
+
+    name: str
+    title: str
+    run: Callable[[DemoContext], None]
+
+
+SECTIONS: dict[str, Section] = {}
+
+
+def section(name, title):
+    """Decorator registering ``fn(ctx)`` as demo section ``name``."""
+    def deco(fn):
+        if name in SECTIONS:
+            raise ValueError(f"demo section {name!r} is already registered")
+        SECTIONS[name] = Section(name, title, fn)
+        return fn
+    return deco
+
+
+def run_demo(sections=None, quick=False, file=None, n_threads=None):
+    """Run the given sections (all by default) and return ``{section: {name: value}}``."""
+    from ._config import get_num_threads
+    from ._version import __version__
+
+    names = list(SECTIONS) if not sections else list(sections)
+    unknown = [n for n in names if n not in SECTIONS]
+    if unknown:
+        raise KeyError(f"unknown demo section(s) {unknown}; available: {list(SECTIONS)}")
+    ctx = DemoContext(quick=quick, out=file, n_threads=n_threads)
+    ctx.print(f"similearn {__version__} demo ({get_num_threads(n_threads)} threads"
+              f"{', quick' if quick else ''})")
+    for name in names:
+        s = SECTIONS[name]
+        ctx.current = name
+        ctx.print()
+        ctx.print(f"== {name}: {s.title} ==")
+        t0 = time.perf_counter()
+        s.run(ctx)
+        ctx.print(f"  [{name} took {time.perf_counter() - t0:.1f} s]")
+    return ctx.results
+
+
+def _best_time(fn, repeat=3, warmup=1):
+    for _ in range(warmup):
+        fn()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def _fmt(x):
+    return f"{x:.3f}"
+
+
+# --------------------------------------------------------------------------- sections
+@section("digits", "exact search, retrieval metrics and kNN on scikit-learn's digits")
+def _digits(ctx):
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    from sklearn.neighbors import KNeighborsClassifier as SkKNN
+    from sklearn.neighbors import NearestNeighbors
+
+    from .metrics import hamming_retrieval_scores, retrieval_scores
+    from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk
+
+    nt = ctx.n_threads
+    X, y = load_digits(return_X_y=True)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    ctx.print(f"data: {X.shape[0]} images of 8x8 = {X.shape[1]} pixels (0..16), {len(np.unique(y))} classes, "
+              "float32")
+
+    # exact top-k ---------------------------------------------------------------------------
+    k = 5
+    ctx.print()
+    ctx.print(f"exact top-{k} search with topk(): the {k} nearest images of image #0 (a {y[0]}), itself excluded")
+    rows = []
+    agree = {}
+    for metric in ("cosine", "euclidean"):
+        idx, s = topk(X, X, k, metric, exclude_self=True, n_threads=nt)
+        rows.append([metric, " ".join(map(str, idx[0])), " ".join(map(str, y[idx[0]])),
+                     " ".join(f"{v:.3g}" for v in s[0])])
+        # cross-check every query against scikit-learn's brute force (distances: ties may reorder indices)
+        nn = NearestNeighbors(n_neighbors=k + 1, algorithm="brute", metric=metric).fit(X)
+        d, _ = nn.kneighbors(X)
+        ref = 1.0 - d[:, 1:] if metric == "cosine" else d[:, 1:]
+        agree[metric] = float(np.max(np.abs(ref - s)))
+    ctx.table(["metric", "neighbours", "their labels", "scores"], rows)
+    ctx.print("  scores: cosine similarity (higher is nearer) / Euclidean distance (lower is nearer)")
+    ctx.print("  same scores as sklearn NearestNeighbors(algorithm='brute') on all 1797 queries: "
+              + ", ".join(f"{m} max |diff| {v:.1e}" for m, v in agree.items()))
+    ctx.record(**{f"topk_maxdiff_{m}": v for m, v in agree.items()})
+
+    # leave-one-out retrieval metrics -----------------------------------------------------
+    ctx.print()
+    ctx.print(f"leave-one-out retrieval: each of the {X.shape[0]} images queries the other {X.shape[0] - 1}; "
+              "relevant = same digit")
+    ctx.print("  (retrieval_scores(X, X, y, y, metric, exclude_self=True))")
+    rows = []
+    for metric in ("cosine", "euclidean"):
+        r = retrieval_scores(X, X, y, y, metric=metric, ks=(1, 10), exclude_self=True, n_threads=nt)
+        rows.append([metric, _fmt(r["map"]), _fmt(r["p@1"]), _fmt(r["p@10"]), _fmt(r["auc"])])
+        ctx.record(**{f"map_{metric}": r["map"], f"p@1_{metric}": r["p@1"], f"p@10_{metric}": r["p@10"],
+                      f"auc_{metric}": r["auc"]})
+    ctx.table(["metric", "MAP", "P@1", "P@10", "AUC"], rows)
+
+    # kNN classification ------------------------------------------------------------------
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=ctx.seed)
+    ctx.print()
+    ctx.print(f"k-NN classification: stratified split, {len(ytr)} train / {len(yte)} test images")
+    rows = []
+    for metric in ("euclidean", "cosine"):
+        for kk in (1, 5):
+            acc = KNeighborsClassifier(n_neighbors=kk, metric=metric, n_threads=nt).fit(Xtr, ytr).score(Xte, yte)
+            sk = SkKNN(n_neighbors=kk, metric=metric, algorithm="brute").fit(Xtr, ytr).score(Xte, yte)
+            rows.append([metric, kk, _fmt(acc), _fmt(sk)])
+            ctx.record(**{f"knn_acc_{metric}_{kk}": acc})
+    ctx.table(["metric", "k", "accuracy", "sklearn KNeighborsClassifier"], rows)
+    ctx.print("  same neighbours; accuracies can differ when two classes tie in the vote (similearn: the class of")
+    ctx.print("  the nearest tied neighbour wins; scikit-learn: the smallest label)")
+
+    # Hamming retrieval on random-projection codes ----------------------------------------
+    rng = np.random.default_rng(ctx.seed)
+    Xc = X - X.mean(axis=0)
+    ctx.print()
+    ctx.print("Hamming retrieval on binary codes: sign of random Gaussian projections of the centred pixels")
+    ctx.print("  (codes = pack_bits(Xc @ W > 0); hamming_retrieval_scores(codes, codes, y, y, exclude_self=True))")
+    rows = []
+    for n_bits in ((32, 128) if ctx.quick else (16, 32, 64, 128, 256)):
+        W = rng.standard_normal((X.shape[1], n_bits)).astype(np.float32)
+        codes = pack_bits(Xc @ W > 0, n_threads=nt)
+        r = hamming_retrieval_scores(codes, codes, y, y, ks=(1, 10, 100), exclude_self=True, n_threads=nt)
+        rows.append([n_bits, _fmt(r["map"]), _fmt(r["p@1"]), _fmt(r["p@10"]), _fmt(r["p@100"]), _fmt(r["auc"])])
+        ctx.record(**{f"hamming_map_{n_bits}": r["map"], f"hamming_p@100_{n_bits}": r["p@100"]})
+    Xc = np.ascontiguousarray(Xc)
+    r = retrieval_scores(Xc, Xc, y, y, metric="cosine", ks=(1, 10, 100), exclude_self=True, n_threads=nt)
+    rows.append(["cosine", _fmt(r["map"]), _fmt(r["p@1"]), _fmt(r["p@10"]), _fmt(r["p@100"]), _fmt(r["auc"])])
+    ctx.record(map_cosine_centred=r["map"])
+    ctx.table(["bits", "MAP", "P@1", "P@10", "P@100", "AUC"], rows)
+    ctx.print("  last row: exact cosine on the centred pixels, which the codes approximate as bits grow")
+    ctx.print("  (angle(x, z) = pi * P[a random hyperplane separates x and z])")
+
+    # throughput --------------------------------------------------------------------------
+    from ._config import get_num_threads
+
+    nq, ndb, dim = (500, 20_000, 64) if ctx.quick else (2_000, 100_000, 64)
+    hq, hdb = (200, 200_000) if ctx.quick else (1_000, 1_000_000)
+    rng = np.random.default_rng(ctx.seed + 1)
+    D = rng.standard_normal((ndb, dim), dtype=np.float32)
+    Q = rng.standard_normal((nq, dim), dtype=np.float32)
+    t_dense = _best_time(lambda: topk(Q, D, 10, "cosine", n_threads=nt))
+    cdb = rng.integers(0, 2**64, size=(hdb, 1), dtype=np.uint64, endpoint=False)
+    cq = rng.integers(0, 2**64, size=(hq, 1), dtype=np.uint64, endpoint=False)
+    t_ham = _best_time(lambda: hamming_topk(cq, cdb, 100, n_threads=nt))
+    ctx.print()
+    ctx.print(f"throughput on random data, {get_num_threads(nt)} threads (best of 3 after a warm-up call):")
+    ctx.table(["search", "queries x database", "time", "queries/s"], [
+        [f"topk cosine float32, d={dim}, k=10", f"{nq:,} x {ndb:,}", f"{t_dense * 1e3:.1f} ms",
+         f"{nq / t_dense:,.0f}"],
+        ["hamming_topk 64-bit codes, k=100", f"{hq:,} x {hdb:,}", f"{t_ham * 1e3:.1f} ms", f"{hq / t_ham:,.0f}"],
+    ])
+    ctx.print("  compare with faiss / scikit-learn / NumPy: similearn bench run (in a source checkout)")
+    ctx.record(topk_qps=nq / t_dense, hamming_qps=hq / t_ham)
