@@ -7,9 +7,12 @@ indices in range.  Errors name the offending argument.
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.exceptions import DataConversionWarning
+from sklearn.utils import check_random_state  # public; re-exported
 
 __all__ = [
     "check_dense",
@@ -19,6 +22,13 @@ __all__ = [
     "check_indices",
     "check_codes",
     "check_finite",
+    "check_X",
+    "check_labels",
+    "check_pairs",
+    "check_triplets",
+    "check_similarity",
+    "check_random_state",
+    "seed_from_random_state",
 ]
 
 _FLOATS = (np.float32, np.float64)
@@ -144,3 +154,354 @@ def check_codes(C, name, *, min_rows=1):
     if not C.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous; pass np.ascontiguousarray({name})")
     return C
+
+
+# ---------------------------------------------------------------------------
+# Estimator-level checks.  Unlike the kernel-level helpers above these may copy
+# (non-contiguous -> contiguous, integers -> float64) and follow scikit-learn's
+# error conventions (messages matched by ``sklearn.utils.estimator_checks``).
+# ---------------------------------------------------------------------------
+
+
+def _resolve_dtypes(dtype):
+    if dtype is None:
+        return None
+    if isinstance(dtype, (str, type, np.dtype)):
+        dtype = (dtype,)
+    out = tuple(np.dtype(d) for d in dtype)
+    if not out:
+        raise ValueError("dtype must name at least one dtype")
+    return out
+
+
+def _target_dtype(current, dtypes):
+    """dtype that check_X converts to: kept if accepted, integers/bools -> float64
+    (if accepted), anything else -> the first accepted dtype."""
+    if dtypes is None:
+        return np.dtype(np.float64) if current.kind == "b" else current
+    if current in dtypes:
+        return current
+    if current.kind in "biu" and np.dtype(np.float64) in dtypes:
+        return np.dtype(np.float64)
+    return dtypes[0]
+
+
+def _check_2d_shape(shape, name, min_samples, min_features):
+    if shape[0] < min_samples:
+        raise ValueError(f"{name} has {shape[0]} sample(s) (shape={tuple(shape)}) while a minimum of "
+                         f"{min_samples} is required.")
+    if shape[1] < min_features:
+        raise ValueError(f"{name} has {shape[1]} feature(s) (shape={tuple(shape)}) while a minimum of "
+                         f"{min_features} is required.")
+
+
+def _check_X_sparse(X, name, dtypes, min_samples, min_features):
+    if X.ndim != 2:  # pragma: no cover - scipy sparse is 2-D except coo_array
+        raise ValueError(f"{name} must be 2-D, got a sparse array of shape {X.shape}")
+    X = X.tocsr()  # no copy when already CSR
+    kind = X.dtype.kind
+    if kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
+    if kind not in "biuf":
+        raise TypeError(f"{name} must hold numbers, got a sparse matrix of dtype {X.dtype}")
+    target = _target_dtype(X.dtype, dtypes)
+    if X.dtype != target:
+        X = X.astype(target)
+    _check_2d_shape(X.shape, name, min_samples, min_features)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()  # sorts the indices and merges duplicates
+    check_finite(X, name)
+    return X
+
+
+def check_X(X, name="X", *, accept_sparse=False, dtype=("float64", "float32"), min_samples=1, min_features=1,
+            n_features=None, estimator=None):
+    """Validate a feature matrix passed to an estimator.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features) or scipy.sparse matrix
+        Lists, pandas frames and NumPy arrays of any layout.  Integer, boolean and
+        object arrays of numbers are converted; floating dtypes listed in ``dtype``
+        are kept, other floats (float16, longdouble) are converted to ``dtype[0]``.
+    name : str, default="X"
+        Argument name used in error messages.
+    accept_sparse : bool, default=False
+        Accept scipy.sparse input (returned as CSR with sorted, de-duplicated
+        indices).  Otherwise sparse input raises TypeError.
+    dtype : dtype or tuple of dtypes or None, default=("float64", "float32")
+        Accepted floating dtypes; None keeps any integer/float dtype as it is.
+    min_samples, min_features : int, default=1
+        Minimum number of rows and columns.
+    n_features : int, optional
+        Required number of columns (e.g. ``n_features_in_`` of a fitted estimator).
+    estimator : str or object, optional
+        Name (or instance) used in the ``n_features`` error message.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, n_features), C-contiguous, dtype in ``dtype``
+        (the input itself when it already qualifies), or a CSR matrix/array when
+        ``accept_sparse`` and the input is sparse.
+
+    Raises
+    ------
+    TypeError
+        Sparse input without ``accept_sparse``; string, bytes, datetime or other
+        non-numeric dtypes; object arrays that are not numbers.
+    ValueError
+        Complex data, NaN or inf, not 2-D (the message suggests a reshape), fewer
+        than ``min_samples`` rows / ``min_features`` columns, wrong ``n_features``.
+    """
+    dtypes = _resolve_dtypes(dtype)
+    if sp.issparse(X):
+        if not accept_sparse:
+            raise TypeError(f"{name} is a scipy.sparse matrix, but sparse input is not supported here; "
+                            f"pass a dense array ({name}.toarray() if it fits in memory)")
+        X = _check_X_sparse(X, name, dtypes, min_samples, min_features)
+    else:
+        if not isinstance(X, np.ndarray):
+            try:
+                X = np.asarray(X)
+            except Exception as exc:  # ragged lists etc.
+                raise ValueError(f"{name} could not be converted to an array: {exc}") from None
+        kind = X.dtype.kind
+        if kind == "O":
+            try:
+                X = X.astype(np.float64)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"{name} has dtype object and could not be converted to numbers: {exc}") from None
+            kind = "f"
+        if kind == "c":
+            raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
+        if kind not in "biuf":
+            raise TypeError(f"{name} must hold numbers, got dtype {X.dtype}")
+        if X.ndim != 2:
+            if X.ndim < 2:
+                what = "scalar" if X.ndim == 0 else "1-D"
+                raise ValueError(
+                    f"{name} must be a 2-D array of shape (n_samples, n_features), got a {what} array of shape "
+                    f"{X.shape}. Reshape your data either using {name}.reshape(-1, 1) if it has a single "
+                    f"feature or {name}.reshape(1, -1) if it is a single sample.")
+            raise ValueError(f"{name} must be a 2-D array of shape (n_samples, n_features), got shape {X.shape}")
+        _check_2d_shape(X.shape, name, min_samples, min_features)
+        X = np.ascontiguousarray(X, dtype=_target_dtype(X.dtype, dtypes))
+        check_finite(X, name)
+    if n_features is not None and X.shape[1] != n_features:
+        est = estimator if isinstance(estimator, str) or estimator is None else type(estimator).__name__
+        raise ValueError(f"{name} has {X.shape[1]} features, but {est or 'the estimator'} is expecting "
+                         f"{n_features} features as input")
+    return X
+
+
+def _object_labels(y, name):
+    """Object-dtype labels -> a str or numeric array (no objects left)."""
+    flat = y.ravel()
+    if any(v is None or (isinstance(v, float) and v != v) for v in flat):
+        raise ValueError(f"{name} contains NaN or None labels; drop or impute them first")
+    if all(isinstance(v, str) for v in flat):
+        return y.astype(str) if flat.size else y.astype(np.int64)
+    if all(isinstance(v, (numbers.Real, np.bool_)) for v in flat):
+        return np.array(flat.tolist()).reshape(y.shape)
+    types = sorted({type(v).__name__ for v in flat})
+    raise ValueError(f"Unknown label type: {name} mixes label types {types}; labels must be all numbers "
+                     "or all strings")
+
+
+def check_labels(y, n_samples, name="y", min_classes=2):
+    """Validate class labels and encode them as 0 .. n_classes - 1.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Integers, booleans, strings, or floats with integral values.  A column
+        vector (n_samples, 1) is accepted with a ``DataConversionWarning``.  Object
+        arrays must hold only strings or only numbers.
+    n_samples : int
+        Required number of labels (rows of X).
+    name : str, default="y"
+    min_classes : int, default=2
+        Minimum number of distinct classes.
+
+    Returns
+    -------
+    classes : ndarray of shape (n_classes,)
+        Sorted distinct labels.  Same dtype as ``y`` except object arrays, which
+        become ``<U`` (strings) or numeric arrays, so that the fitted state never
+        holds Python objects.
+    encoded : ndarray of shape (n_samples,), int64
+        ``classes[encoded]`` equals ``y``.
+
+    Raises
+    ------
+    ValueError
+        y missing, not 1-D, wrong length, NaN/None labels, continuous (non-integer
+        float) or complex labels, mixed label types, fewer than ``min_classes``.
+    TypeError
+        Sparse y.
+    """
+    if y is None:
+        raise ValueError(f"This estimator requires y to be passed, but the target {name} is None")
+    if sp.issparse(y):
+        raise TypeError(f"{name} must be a dense 1-D array of labels, got a scipy.sparse matrix")
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        warnings.warn(f"A column-vector y was passed when a 1d array was expected. Please change the shape of "
+                      f"{name} to (n_samples,), for example using ravel().", DataConversionWarning, stacklevel=2)
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"{name} should be a 1d array, got an array of shape {y.shape} instead")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"{name} has {y.shape[0]} labels but X has {n_samples} samples; they must match")
+    if y.dtype.kind == "O":
+        y = _object_labels(y, name)
+    kind = y.dtype.kind
+    if kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {y.dtype}")
+    if kind == "f":
+        if np.isnan(y).any():
+            raise ValueError(f"{name} contains NaN labels; drop or impute them first")
+        if not np.isfinite(y).all():
+            raise ValueError(f"{name} contains inf labels")
+        if (y != np.round(y)).any():
+            raise ValueError(f"Unknown label type: continuous. {name} must hold class labels (integers or "
+                             "strings), got non-integer floats")
+    elif kind not in "biuUS":
+        raise ValueError(f"Unknown label type: {name} has dtype {y.dtype}")
+    classes, encoded = np.unique(y, return_inverse=True)
+    if classes.shape[0] < min_classes:
+        which = f" ({classes[0].item()!r})" if classes.shape[0] == 1 else ""
+        raise ValueError(f"{name} has only {classes.shape[0]} class{which}; at least {min_classes} classes are "
+                         "required")
+    return classes, np.ascontiguousarray(encoded.reshape(-1), dtype=np.int64)
+
+
+def _check_tuples(t, n, name, width, what, min_rows):
+    if sp.issparse(t):
+        raise TypeError(f"{name} must be a dense integer array of shape (n_{what}, {width})")
+    a = np.asarray(t)
+    if a.ndim != 2 or a.shape[1] != width:
+        hint = ""
+        if a.ndim == 3 and a.shape[1] == width:
+            hint = " (index arrays, not feature vectors: rows of X are looked up by index)"
+        raise ValueError(f"{name} must have shape (n_{what}, {width}), got shape {a.shape}{hint}")
+    if a.shape[0] < min_rows:
+        raise ValueError(f"{name} must hold at least {min_rows} row(s), got shape {a.shape}")
+    return check_indices(a, n, name)
+
+
+def check_pairs(pairs, n, name="pairs", *, min_pairs=1):
+    """Pairs of row indices into a data set of ``n`` rows.
+
+    Parameters
+    ----------
+    pairs : array-like of shape (n_pairs, 2), integer
+    n : int
+        Number of rows every index must address: entries in [0, n).
+
+    Returns
+    -------
+    ndarray of shape (n_pairs, 2), int64, C-contiguous
+
+    Raises
+    ------
+    TypeError for non-integer dtypes, ValueError for a wrong shape, fewer than
+    ``min_pairs`` rows, or an index out of range.
+    """
+    return _check_tuples(pairs, n, name, 2, "pairs", min_pairs)
+
+
+def check_triplets(triplets, n, name="triplets", *, min_triplets=1):
+    """Triplets (anchor, positive, negative) of row indices into ``n`` rows.
+
+    Returns
+    -------
+    ndarray of shape (n_triplets, 3), int64, C-contiguous
+
+    Raises as :func:`check_pairs`.
+    """
+    return _check_tuples(triplets, n, name, 3, "triplets", min_triplets)
+
+
+def check_similarity(s, n_pairs, name="similarity", low=-1.0, high=1.0):
+    """Target similarity (or label) of each pair.
+
+    Parameters
+    ----------
+    s : array-like of shape (n_pairs,)
+        Numbers; booleans and integers are converted.  A column vector is raveled.
+    n_pairs : int
+        Required length.
+    name : str
+    low, high : float or None, default=-1, 1
+        Every entry must lie in [low, high]; None disables that bound.
+
+    Returns
+    -------
+    ndarray of shape (n_pairs,), float64, C-contiguous
+    """
+    if sp.issparse(s):
+        raise TypeError(f"{name} must be a dense 1-D array")
+    a = np.asarray(s)
+    if a.dtype.kind == "O":
+        try:
+            a = a.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must hold numbers: {exc}") from None
+    if a.dtype.kind == "c":
+        raise ValueError(f"Complex data not supported: {name} has dtype {a.dtype}")
+    if a.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold numbers, got dtype {a.dtype}")
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a.ravel()
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D of length {n_pairs}, got shape {a.shape}")
+    if a.shape[0] != n_pairs:
+        raise ValueError(f"{name} has {a.shape[0]} entries but there are {n_pairs} pairs; they must match")
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    check_finite(a, name)
+    if a.size:
+        if low is not None and a.min() < low:
+            raise ValueError(f"{name} must be >= {low}, got {a.min()}")
+        if high is not None and a.max() > high:
+            raise ValueError(f"{name} must be <= {high}, got {a.max()}")
+    return a
+
+
+_SEED_BOUND = 2 ** 64
+
+
+def seed_from_random_state(random_state, name="random_state"):
+    """A seed in [0, 2**64) for a C++ generator.
+
+    Parameters
+    ----------
+    random_state : None, int, numpy.random.RandomState or numpy.random.Generator
+        int (0 <= seed < 2**32, as scikit-learn accepts): a fixed function of the
+        int (spread over 64 bits by ``numpy.random.SeedSequence``), so the same
+        int always gives the same seed and nearby ints give unrelated seeds.
+        RandomState / Generator: exactly one 64-bit draw is consumed, so repeated
+        calls give different seeds and the caller's stream stays reproducible.
+        None: one draw from NumPy's global RandomState (``np.random.seed`` makes it
+        reproducible, as elsewhere in scikit-learn).
+
+    Returns
+    -------
+    int in [0, 2**64)
+    """
+    if isinstance(random_state, (bool, np.bool_)):
+        raise TypeError(f"{name} must be None, an int, a RandomState or a Generator, got bool")
+    if isinstance(random_state, numbers.Integral):
+        v = int(random_state)
+        if not 0 <= v < 2 ** 32:
+            raise ValueError(f"{name} must be in [0, 2**32 - 1], got {v}")
+        return int(np.random.SeedSequence(v).generate_state(1, np.uint64)[0])
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(0, _SEED_BOUND, dtype=np.uint64))
+    try:
+        rs = check_random_state(random_state)
+    except ValueError:
+        raise TypeError(f"{name} must be None, an int, a RandomState or a Generator, got "
+                        f"{type(random_state).__name__}") from None
+    return int(rs.randint(0, _SEED_BOUND, dtype=np.uint64))
