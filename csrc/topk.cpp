@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -20,6 +22,7 @@
 #include "blas.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
+#include "radix.hpp"
 #include "select.hpp"
 #include "simd.hpp"
 
@@ -190,6 +193,16 @@ inline void scan_row_metric(Metric m, T* row, const T* aux, std::int64_t n, std:
 }
 
 template <class T>
+void store_keys(Metric m, const T* row, const T* aux, std::int64_t n, T* out) {
+  if (m == Metric::Cosine)
+    for (std::int64_t j = 0; j < n; ++j) out[j] = row[j] * aux[j];
+  else if (m == Metric::Euclidean)
+    for (std::int64_t j = 0; j < n; ++j) out[j] = row[j] - aux[j];
+  else
+    std::memcpy(out, row, sizeof(T) * static_cast<std::size_t>(n));
+}
+
+template <class T>
 double sq_dist(const T* a, const T* b, std::int64_t dim) {
   double s = 0.0;
   for (std::int64_t i = 0; i < dim; ++i) {
@@ -234,21 +247,34 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   // gets work); inside it the database is walked in blocks of bx rows (packed
   // once per task when the AVX-512 kernel is used) and each block is multiplied
   // with sub-blocks of bq queries: the bq x bx tile and the packed block stay in L2.
-  const bool packed = gemmk::available();
   const std::int64_t bx = std::min<std::int64_t>(nx, sizeof(T) == 4 ? 512 : 256);
   const std::int64_t bq = 128;
   const std::int64_t cap = std::min(std::max<std::int64_t>(2 * k, k + 64), nx) + 1;
   const std::int64_t item = static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));
   const int nt = std::max(1, n_threads);
-  // reservoirs of a task stay under ~64 MiB
-  std::int64_t tq = std::max<std::int64_t>(1, std::min<std::int64_t>(4096, (64LL << 20) / (cap * item)));
-  tq = std::min(tq, std::max<std::int64_t>(1, (nq + nt - 1) / nt));
+  // Full-ranking path (k a sizeable fraction of the database): keep every key of
+  // the row and radix-sort it, O(nx) per query instead of O(nx log nx).
+  const bool full = 4 * k >= nx;
+  // reservoirs (or full key rows) of a task stay under ~64 MiB
+  const std::int64_t per_query = full ? nx * static_cast<std::int64_t>(sizeof(T)) : cap * item;
+  // The task size depends on nq and the memory bound only, never on the thread
+  // count, and is a multiple of bq: tiles, and so every floating-point result, are
+  // the same whatever n_threads is.  ~16 tasks balance the threads.
+  const std::int64_t tq_mem = std::max<std::int64_t>(1, std::min<std::int64_t>(4096, (64LL << 20) / per_query));
+  std::int64_t tq = std::max(bq, ((nq + 15) / 16 + bq - 1) / bq * bq);
+  tq = std::min(tq, tq_mem >= bq ? tq_mem / bq * bq : tq_mem);
   const std::int64_t n_tasks = (nq + tq - 1) / tq;
   const int nw = n_workers(n_tasks, n_threads);
+  (void)nt;
+  // packing a database block pays off only when enough queries reuse it
+  const bool packed = gemmk::available() && nq >= 32;
 
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
   struct Work {
-    std::vector<T> tile, pack;
+    std::vector<T> tile, pack, rows;
     std::vector<TopK<T, true>> sel;
+    std::vector<U> ukey, ukey_tmp;
+    std::vector<std::int64_t> uidx, uidx_tmp;
   };
   std::vector<Work> work(static_cast<std::size_t>(nw));
 
@@ -258,10 +284,17 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
     if (w.tile.empty()) {
       w.tile.resize(static_cast<std::size_t>(std::min(bq, tq) * bx));
       if (packed) w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(bx, dim)));
-      w.sel.resize(static_cast<std::size_t>(tq));
-      for (auto& sl_ : w.sel) sl_.init(k, nx);
+      if (full) {
+        w.rows.resize(static_cast<std::size_t>(tq * nx));
+        for (auto* v : {&w.ukey, &w.ukey_tmp}) v->resize(static_cast<std::size_t>(nx));
+        for (auto* v : {&w.uidx, &w.uidx_tmp}) v->resize(static_cast<std::size_t>(nx));
+      } else {
+        w.sel.resize(static_cast<std::size_t>(tq));
+        for (auto& sl_ : w.sel) sl_.init(k, nx);
+      }
     }
-    for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
+    if (!full)
+      for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
 
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       const std::int64_t nb = std::min(bx, nx - x0);
@@ -273,6 +306,12 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
         else
           blas::gemm_rm<T>(false, true, nqb, nb, dim, T(1), Q + q0 * dim, dim, X + x0 * dim, dim, T(0),
                            w.tile.data(), nb);
+        if (full) {  // keep every key
+          for (std::int64_t i = 0; i < nqb; ++i)
+            store_keys(metric, w.tile.data() + i * nb, xaux.empty() ? nullptr : xaux.data() + x0, nb,
+                       w.rows.data() + (b0 + i) * nx + x0);
+          continue;
+        }
         for (std::int64_t i = 0; i < nqb; ++i) {
           T* row = w.tile.data() + i * nb;
           if (self_offset >= 0) {  // -inf stays -inf under either key transform
@@ -289,12 +328,34 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
       const std::int64_t q = t0 + i;
       std::int64_t* oi = out_idx + q * k;
       T* os = out_score + q * k;
-      w.sel[static_cast<std::size_t>(i)].finish(oi, os);
+      if (full) {
+        const T* row = w.rows.data() + i * nx;
+        const std::int64_t self = self_offset >= 0 ? self_offset + q : -1;
+        std::int64_t m = 0;
+        for (std::int64_t j = 0; j < nx; ++j) {
+          if (j == self) continue;
+          w.ukey[static_cast<std::size_t>(m)] = static_cast<U>(~ordered_bits(row[j]));  // descending
+          w.uidx[static_cast<std::size_t>(m)] = j;
+          ++m;
+        }
+        radix_sort_pairs<U>(w.ukey.data(), w.uidx.data(), w.ukey_tmp.data(), w.uidx_tmp.data(), m);
+        for (std::int64_t j = 0; j < k; ++j) {
+          oi[j] = w.uidx[static_cast<std::size_t>(j)];
+          os[j] = row[oi[j]];
+        }
+        if (metric == Metric::Euclidean) {  // distance from the key: ||q||^2 - 2 (q.x - ||x||^2/2)
+          const double qn = sq_norm(Q + q * dim, dim);
+          for (std::int64_t j = 0; j < k; ++j) os[j] = static_cast<T>(std::sqrt(std::max(0.0, qn - 2.0 * os[j])));
+          continue;
+        }
+      } else {
+        w.sel[static_cast<std::size_t>(i)].finish(oi, os);
+      }
       if (metric == Metric::Cosine) {
         double qn = sq_norm(Q + q * dim, dim);
         T inv = static_cast<T>(qn > 0 ? 1.0 / std::sqrt(qn) : 0.0);
         for (std::int64_t j = 0; j < k; ++j) os[j] *= inv;
-      } else if (metric == Metric::Euclidean) {
+      } else if (metric == Metric::Euclidean) {  // (reservoir path only)
         // exact distances for the winners, then order by (distance, index)
         std::vector<std::pair<double, std::int64_t>> tmp(static_cast<std::size_t>(k));
         for (std::int64_t j = 0; j < k; ++j)
