@@ -1,9 +1,14 @@
 """similearn: fast similarity and metric learning.
 
-Public API only; see the README for a tour.
+Public API only; see the README for a tour.  Submodules: ``neighbors`` (exact
+top-k search, Hamming search, k-NN classifier), ``metrics`` (retrieval metrics),
+``base`` (save/load, estimator mixins), ``scaling`` (scaling studies).
 """
 from ._version import __version__
 from ._config import get_num_threads, set_num_threads, thread_limits, show_config
+from . import base, metrics, neighbors, scaling
+from .base import load, save
+from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
 
 __all__ = [
     "__version__",
@@ -11,4 +16,15 @@ __all__ = [
     "set_num_threads",
     "thread_limits",
     "show_config",
+    "save",
+    "load",
+    "topk",
+    "hamming_topk",
+    "pack_bits",
+    "unpack_bits",
+    "KNeighborsClassifier",
+    "base",
+    "metrics",
+    "neighbors",
+    "scaling",
 ]
