@@ -507,7 +507,7 @@ def report(path, size_key="n", group_by=("group",), reference="similearn", file=
                 row.append("-" if n is None else _fmt_size(n))
             if has_threads:
                 row.append("-" if r.threads is None else str(r.threads))
-            row += [_fmt_time(r.median), _fmt_time(r.stddev), str(r.rounds)]
+            row += [_fmt_time(r.median), _fmt_time(r.stddev) if r.rounds > 1 else "-", str(r.rounds)]
             if has_rate:
                 row.append(_fmt_rate(r.items_per_second()))
             if show_ratio:
