@@ -82,7 +82,6 @@ unset PYTHONPATH PYTHONHOME VIRTUAL_ENV
 export VIRTUAL_ENV="$VENV"
 export PATH="$VENV/bin:$PATH"
 VPY="$VENV/bin/python"
-"$VPY" -m pip install --quiet --upgrade pip
 "$VPY" -m pip install "$WHEEL[test]"
 
 # ---- 3. tests outside the source tree ------------------------------------------
