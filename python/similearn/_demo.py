@@ -175,8 +175,9 @@ def _digits(ctx):
             rows.append([metric, kk, _fmt(acc), _fmt(sk)])
             ctx.record(**{f"knn_acc_{metric}_{kk}": acc})
     ctx.table(["metric", "k", "accuracy", "sklearn KNeighborsClassifier"], rows)
-    ctx.print("  same neighbours; accuracies can differ when two classes tie in the vote (similearn: the class of")
-    ctx.print("  the nearest tied neighbour wins; scikit-learn: the smallest label)")
+    ctx.print("  same neighbour distances; accuracies can differ through ties: equidistant neighbours (integer")
+    ctx.print("  pixels), and classes tied in the vote (similearn: the nearest tied neighbour's class wins;")
+    ctx.print("  scikit-learn: the smallest label)")
 
     # Hamming retrieval on random-projection codes ----------------------------------------
     rng = np.random.default_rng(ctx.seed)
