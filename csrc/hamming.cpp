@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "parallel.hpp"
-#include "select.hpp"
 #include "simd.hpp"
 
 #if SL_X86_DISPATCH
@@ -28,7 +27,68 @@ namespace sl {
 
 namespace {
 
-using Sel = TopK<std::int32_t, false>;
+// Exact top-k on small integer keys (distances 0..max_d) without sorting: one
+// bucket of indices per distance, in arrival (= index) order.  An item is
+// admitted iff its distance is < threshold(); once k items lie below the
+// threshold it drops to the smallest t with k items at distance <= t, buckets
+// above t are cleared and bucket t is cut to what can still make the top k (its
+// later entries lose every tie).  O(1) per admission, O(max_d) per tightening,
+// at most k + 1 indices kept; the output walks the buckets in order.
+class BucketTopK {
+ public:
+  void init(std::int64_t k, int max_d) {
+    k_ = k;
+    max_d_ = max_d;
+    buckets_.assign(static_cast<std::size_t>(max_d + 1), {});
+    reset();
+  }
+  void reset() {
+    for (int d = 0; d <= max_d_; ++d) buckets_[static_cast<std::size_t>(d)].clear();
+    thr_ = max_d_ + 1;
+    below_ = 0;
+  }
+  std::int32_t threshold() const { return thr_; }
+  void offer(std::int32_t d, std::int64_t idx) {
+    if (d < thr_) push(d, idx);
+  }
+  void push(std::int32_t d, std::int64_t idx) {
+    buckets_[static_cast<std::size_t>(d)].push_back(idx);
+    if (++below_ >= k_) tighten();
+  }
+  void finish(std::int64_t* out_idx, std::int32_t* out_d) const {
+    std::int64_t m = 0;
+    for (int d = 0; d <= std::min(thr_, max_d_) && m < k_; ++d)
+      for (std::int64_t i : buckets_[static_cast<std::size_t>(d)]) {
+        if (m == k_) break;
+        out_idx[m] = i;
+        out_d[m] = d;
+        ++m;
+      }
+  }
+
+ private:
+  void tighten() {
+    std::int64_t c = 0;
+    int t = 0;
+    for (; t < thr_; ++t) {
+      c += static_cast<std::int64_t>(buckets_[static_cast<std::size_t>(t)].size());
+      if (c >= k_) break;
+    }
+    auto& bt = buckets_[static_cast<std::size_t>(t)];
+    const std::int64_t before = c - static_cast<std::int64_t>(bt.size());
+    bt.resize(static_cast<std::size_t>(k_ - before));
+    for (int u = t + 1; u <= std::min(thr_, max_d_); ++u) buckets_[static_cast<std::size_t>(u)].clear();
+    thr_ = t;
+    below_ = before;
+  }
+
+  std::int64_t k_ = 0, below_ = 0;
+  int max_d_ = 0;
+  std::int32_t thr_ = 0;
+  std::vector<std::vector<std::int64_t>> buckets_;
+};
+
+using Sel = BucketTopK;
 
 inline int popcount_generic(std::uint64_t v) {
 #if defined(_MSC_VER) && defined(_M_X64)
@@ -191,9 +251,8 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
   const int nt = std::max(1, n_threads);
   std::int64_t bq = 64;
   if (nq < bq * nt) bq = std::max<std::int64_t>(1, (nq + nt - 1) / nt);
-  // large k: bound reservoir memory to ~64 MiB per thread
-  const std::int64_t cap = std::min(std::max<std::int64_t>(2 * k, k + 64), nx) + 1;
-  bq = std::max<std::int64_t>(1, std::min<std::int64_t>(bq, (64LL << 20) / (16 * cap)));
+  // large k: bound the kept indices (<= k + 1 per query) to ~64 MiB per thread
+  bq = std::max<std::int64_t>(1, std::min<std::int64_t>(bq, (64LL << 20) / (8 * (k + 1))));
   const std::int64_t n_tasks = (nq + bq - 1) / bq;
   const int nw = n_workers(n_tasks, n_threads);
   struct Work {
@@ -205,7 +264,7 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
     Work& wk = work[static_cast<std::size_t>(tid)];
     if (wk.sel.empty()) {
       wk.sel.resize(static_cast<std::size_t>(bq));
-      for (auto& s : wk.sel) s.init(k, nx);
+      for (auto& s : wk.sel) s.init(k, static_cast<int>(64 * w));
       wk.buf.resize(static_cast<std::size_t>(bx));
     }
     const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
