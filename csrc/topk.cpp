@@ -247,7 +247,11 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   // gets work); inside it the database is walked in blocks of bx rows (packed
   // once per task when the AVX-512 kernel is used) and each block is multiplied
   // with sub-blocks of bq queries: the bq x bx tile and the packed block stay in L2.
-  const std::int64_t bx = std::min<std::int64_t>(nx, sizeof(T) == 4 ? 512 : 256);
+  // database block: <= 512 rows and ~1 MiB of features (wide data gets narrow
+  // blocks, so the packed block and the tile stay cache-sized whatever dim is)
+  constexpr std::int64_t NR = gemmk::panel_rows<T>();
+  const std::int64_t bx_mem = (1LL << 20) / (dim * static_cast<std::int64_t>(sizeof(T)));
+  const std::int64_t bx = std::min<std::int64_t>(nx, std::max(NR, std::min<std::int64_t>(512, bx_mem) / NR * NR));
   const std::int64_t bq = 128;
   const std::int64_t cap = std::min(std::max<std::int64_t>(2 * k, k + 64), nx) + 1;
   const std::int64_t item = static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));

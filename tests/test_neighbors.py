@@ -35,7 +35,7 @@ def _check_against_oracle(Q, X, k, metric, exclude_self=False, n_threads=None):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("metric", METRICS)
 @pytest.mark.parametrize("nq,nx,d,k", [(1, 1, 1, 1), (7, 50, 3, 5), (40, 3000, 17, 10), (130, 1500, 64, 200),
-                                       (3, 40, 5, 40)])
+                                       (3, 40, 5, 40), (50, 300, 3000, 7)])
 def test_topk_matches_oracle(rng, dtype, metric, nq, nx, d, k):
     Q = rng.standard_normal((nq, d)).astype(dtype)
     X = rng.standard_normal((nx, d)).astype(dtype)
