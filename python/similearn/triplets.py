@@ -1,0 +1,662 @@
+"""Triplet constraints (anchor, positive, negative) for metric learning.
+
+A triplet ``(i, j, k)`` of row indices says "sample ``i`` is more similar to
+sample ``j`` than to sample ``k``".  Two sources of supervision are supported:
+
+* :func:`triplets_from_labels` -- class labels: the positive is another sample
+  of the anchor's class, the negative a sample of another class (random, or the
+  anchor's nearest other-class samples in a feature space).
+* :func:`triplets_from_pairs` -- labelled pairs (1 = similar, 0 = dissimilar),
+  the "clustering triplet generation" of FILM (Sec. 3.3): positive pairs are
+  merged into clusters (connected components, :func:`clusters_from_pairs`); an
+  anchor's positives are the other members of its cluster and its negatives are
+  its explicit negative partners first, then random samples outside its cluster.
+
+Every generator returns an ``int64`` array of shape ``(n_triplets, 3)`` ordered
+anchor by anchor (anchor-major), is deterministic given ``random_state`` and is
+vectorised: random sampling costs O(n_anchors * n_per_anchor * log n_per_anchor)
+array operations, with no Python loop over anchors.
+:func:`validate_triplets` checks triplets produced elsewhere.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from ._validation import (
+    check_X,
+    check_indices,
+    check_int,
+    check_labels,
+    check_pairs,
+    check_triplets,
+    seed_from_random_state,
+)
+from .neighbors import topk
+
+__all__ = [
+    "triplets_from_labels",
+    "triplets_from_pairs",
+    "clusters_from_pairs",
+    "validate_triplets",
+]
+
+_METRICS = ("cosine", "ip", "euclidean")
+# Score blocks materialised by the NumPy/SciPy paths hold at most this many entries.
+_BLOCK_ENTRIES = 1 << 22
+# Classes with at least this many members are searched against a copy of the
+# other-class rows; smaller classes against the whole data with k + class size.
+_COMPLEMENT_MIN_CLASS = 64
+
+
+# ---------------------------------------------------------------------------
+# small vectorised helpers
+# ---------------------------------------------------------------------------
+
+
+def _make_rng(random_state):
+    return np.random.default_rng(seed_from_random_state(random_state))
+
+
+def _sample_distinct(m, k, rng):
+    """Per-row draws from ``[0, m[i])`` without replacement.
+
+    Parameters
+    ----------
+    m : ndarray of shape (n_rows,), int64, every entry >= 1
+        Population size of each row.
+    k : int >= 0
+        Number of draws per row.
+
+    Returns
+    -------
+    ndarray of shape (n_rows, k), int64
+        When ``m[i] >= k`` row ``i`` is a uniformly random k-subset of
+        ``[0, m[i])`` in an exchangeable order (so its first ``t`` columns are a
+        uniform t-subset too).  When ``m[i] < k`` the row cycles through a random
+        permutation of ``[0, m[i])``: every value appears ``k // m[i]`` or
+        ``k // m[i] + 1`` times.
+
+    Notes
+    -----
+    Rows with ``m < 2k`` permute their whole (small) population with random
+    keys; larger populations draw with replacement and redraw duplicates (the
+    expected number of duplicates is below k / 4, so a few rounds suffice).
+    O(n_rows * k log k) time, O(n_rows * k) memory.
+    """
+    m = np.asarray(m, dtype=np.int64)
+    n_rows = m.shape[0]
+    out = np.empty((n_rows, k), dtype=np.int64)
+    if n_rows == 0 or k == 0:
+        return out
+    small = m < 2 * k
+    rows = np.flatnonzero(small)
+    if rows.size:
+        width = int(m[rows].max())
+        step = max(1, _BLOCK_ENTRIES // max(width, k))
+        cols_w = np.arange(width)
+        cols_k = np.arange(k)
+        for s in range(0, rows.size, step):
+            r = rows[s:s + step]
+            mr = m[r][:, None]
+            keys = rng.random((r.size, width))
+            keys[cols_w[None, :] >= mr] = 2.0  # padding sorts last
+            perm = np.argsort(keys, axis=1)
+            out[r] = np.take_along_axis(perm, cols_k[None, :] % mr, axis=1)
+    rows = np.flatnonzero(~small)
+    if rows.size:
+        mr = m[rows]
+        v = rng.integers(0, mr[:, None], size=(rows.size, k), dtype=np.int64)
+        todo = np.arange(rows.size)
+        while todo.size and k > 1:
+            sub = v[todo]
+            o = np.argsort(sub, axis=1, kind="stable")
+            sv = np.take_along_axis(sub, o, axis=1)
+            dup = np.zeros(sub.shape, dtype=bool)
+            dup[:, 1:] = sv[:, 1:] == sv[:, :-1]
+            # flag all but the earliest position of every repeated value: the
+            # choice depends only on the equality pattern, so the result stays
+            # uniform over subsets and exchangeable over positions
+            rr, cc = np.nonzero(dup)
+            if rr.size == 0:
+                break
+            pos = o[rr, cc]
+            v[todo[rr], pos] = rng.integers(0, mr[todo[rr]], dtype=np.int64)
+            todo = np.unique(todo[rr])
+        out[rows] = v
+    return out
+
+
+def _group_layout(groups, n_groups):
+    """Samples sorted by group (then index): order, group sizes, group starts and
+    each sample's position inside its group.  O(n log n)."""
+    order = np.argsort(groups, kind="stable").astype(np.int64, copy=False)
+    sizes = np.bincount(groups, minlength=n_groups).astype(np.int64)
+    starts = np.zeros(n_groups, dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    rank = np.empty(groups.shape[0], dtype=np.int64)
+    rank[order] = np.arange(groups.shape[0], dtype=np.int64) - starts[groups[order]]
+    return order, sizes, starts, rank
+
+
+def _map_same_group(off, anchors, groups, layout):
+    """Offset ``off`` in [0, size - 1) -> a member of the anchor's group other than
+    the anchor itself."""
+    order, _, starts, rank = layout
+    off = off + (off >= rank[anchors])
+    return order[starts[groups[anchors]] + off]
+
+
+def _map_other_group(off, anchors, groups, layout):
+    """Offset ``off`` in [0, n - size) -> a sample outside the anchor's group."""
+    order, sizes, starts, _ = layout
+    g = groups[anchors]
+    return order[off + sizes[g] * (off >= starts[g])]
+
+
+def _cycle_fill(sel, counts):
+    """Rows of ``sel`` (n, k) hold ``counts[i] >= 1`` valid leading entries; repeat
+    them cyclically over the k columns."""
+    k = sel.shape[1]
+    if k == 0 or (counts >= k).all():
+        return sel
+    cols = np.arange(k)[None, :] % np.maximum(counts, 1)[:, None]
+    return np.take_along_axis(sel, cols, axis=1)
+
+
+def _take_best(S, kk):
+    """Column indices of the ``kk`` largest entries of each row of ``S`` (n, m),
+    best first, ties to the lower column; entries equal to -inf come last.
+
+    O(n * m) plus a sort of the candidates tied with each row's kk-th value."""
+    n, m = S.shape
+    kk = min(kk, m)
+    out = np.zeros((n, kk), dtype=np.int64)
+    if n == 0 or kk == 0:
+        return out
+    if kk < m:
+        kth = -np.partition(-S, kk - 1, axis=1)[:, kk - 1]
+        r, c = np.nonzero(S >= kth[:, None])
+    else:
+        r, c = np.divmod(np.arange(n * m, dtype=np.int64), m)
+    v = S[r, c]
+    o = np.lexsort((c, -v, r))
+    r, c = r[o], c[o]
+    first = np.searchsorted(r, np.arange(n))
+    rank = np.arange(r.size) - first[r]
+    keep = rank < kk
+    out[r[keep], rank[keep]] = c[keep]
+    return out
+
+
+def _row_norms(X):
+    if sp.issparse(X):
+        return np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
+    return np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
+
+
+def _scores(Q, M, metric, qn, mn):
+    """Closeness scores (n_q, n_m), larger = closer, float64.
+
+    "ip": q.x; "cosine": q.x / (|q| |x|) (0 for zero vectors); "euclidean":
+    2 q.x - |x|^2, which orders candidates as -||q - x|| does (the |q|^2 term is
+    constant per row).  ``qn``/``mn`` are row norms (unused for "ip")."""
+    P = Q @ M.T
+    P = P.toarray() if sp.issparse(P) else np.asarray(P)
+    P = P.astype(np.float64, copy=False)
+    if metric == "cosine":
+        denom = qn[:, None] * mn[None, :]
+        return np.divide(P, denom, out=np.zeros_like(P), where=denom > 0)
+    if metric == "euclidean":
+        return 2.0 * P - (mn * mn)[None, :]
+    return P
+
+
+# ---------------------------------------------------------------------------
+# hard negatives / positives
+# ---------------------------------------------------------------------------
+
+
+def _hard_negatives_dense(X, anchors, groups, sizes, k, metric):
+    """The min(k, n - size) nearest other-class rows of every anchor (best first,
+    ties to the lower index), padded with zeros; uses :func:`topk`."""
+    n = X.shape[0]
+    out = np.zeros((anchors.size, k), dtype=np.int64)
+    a_size = sizes[groups[anchors]]
+    big = a_size >= _COMPLEMENT_MIN_CLASS
+    # large classes: exact search over a copy of the other-class rows
+    for g in np.unique(groups[anchors[big]]):
+        sel = np.flatnonzero(big & (groups[anchors] == g))
+        other = np.flatnonzero(groups != g)
+        db = np.ascontiguousarray(X[other])
+        kk = min(k, other.size)
+        step = max(1, _BLOCK_ENTRIES // max(kk, 1))
+        for s in range(0, sel.size, step):
+            rows = sel[s:s + step]
+            idx, _ = topk(np.ascontiguousarray(X[anchors[rows]]), db, kk, metric)
+            out[rows, :kk] = other[idx]
+    # small classes: search everything with k + class size, drop same-class hits
+    small = np.flatnonzero(~big)
+    small = small[np.argsort(a_size[small], kind="stable")]
+    step = max(1, _BLOCK_ENTRIES // (k + _COMPLEMENT_MIN_CLASS))
+    for s in range(0, small.size, step):
+        rows = small[s:s + step]
+        ks = int(min(n, k + a_size[rows].max()))
+        idx, _ = topk(np.ascontiguousarray(X[anchors[rows]]), X, ks, metric)
+        other = groups[idx] != groups[anchors[rows]][:, None]
+        pos = np.cumsum(other, axis=1) - 1
+        keep = other & (pos < k)
+        r, c = np.nonzero(keep)
+        out[rows[r], pos[r, c]] = idx[r, c]
+    return out
+
+
+def _hard_negatives_sparse(X, anchors, groups, k, metric):
+    """Sparse-X version of :func:`_hard_negatives_dense`: blocks of anchors times
+    all rows with SciPy sparse products, O(block * n) memory per block."""
+    n = X.shape[0]
+    norms = _row_norms(X) if metric != "ip" else None
+    out = np.zeros((anchors.size, k), dtype=np.int64)
+    step = max(1, _BLOCK_ENTRIES // n)
+    for s in range(0, anchors.size, step):
+        a = anchors[s:s + step]
+        S = _scores(X[a], X, metric, None if norms is None else norms[a], norms)
+        S[groups[a][:, None] == groups[None, :]] = -np.inf
+        best = _take_best(S, k)
+        out[s:s + step, :best.shape[1]] = best
+    return out
+
+
+def _hard_positives(X, anchors, groups, layout, k, metric):
+    """The min(k, size - 1) farthest same-class rows of every anchor (farthest
+    first, ties to the lower index), padded with zeros.  O(sum_c a_c s_c d)."""
+    order, sizes, starts, _ = layout
+    norms = _row_norms(X) if metric != "ip" else None
+    out = np.zeros((anchors.size, k), dtype=np.int64)
+    ga = groups[anchors]
+    by_group = np.argsort(ga, kind="stable")
+    bounds = np.flatnonzero(np.diff(ga[by_group])) + 1
+    for rows in np.split(by_group, bounds):
+        if rows.size == 0:
+            continue
+        g = ga[rows[0]]
+        members = order[starts[g]:starts[g] + sizes[g]]
+        M = X[members]
+        mn = None if norms is None else norms[members]
+        step = max(1, _BLOCK_ENTRIES // members.size)
+        for s in range(0, rows.size, step):
+            r = rows[s:s + step]
+            a = anchors[r]
+            S = -_scores(X[a], M, metric, None if norms is None else norms[a], mn)
+            S[a[:, None] == members[None, :]] = -np.inf  # never the anchor itself
+            best = _take_best(S, k)
+            out[r, :best.shape[1]] = members[best]
+    return out
+
+
+# ---------------------------------------------------------------------------
+# public API
+# ---------------------------------------------------------------------------
+
+
+def _check_choice(value, name, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+    return value
+
+
+def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="cosine", random_state=None,
+                         anchors=None, positives="random"):
+    """Triplets (anchor, positive, negative) from class labels.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Class labels (any type accepted by scikit-learn classifiers); at least
+        two classes.
+    n_per_anchor : int >= 1, default=2
+        Triplets per anchor.  Every anchor that is not skipped gets exactly this
+        many.
+    negatives : {"random", "hard"}, default="random"
+        "random": distinct samples of other classes drawn uniformly (without
+        replacement while there are enough of them).  "hard": the anchor's
+        ``n_per_anchor`` nearest other-class samples in ``X`` under ``metric``,
+        nearest first, ties to the lower index.
+    X : array-like of shape (n_samples, n_features) or scipy.sparse matrix, optional
+        Features; required when ``negatives`` or ``positives`` is "hard",
+        ignored otherwise.  Dense X is searched with :func:`similearn.neighbors.topk`
+        (float32/float64 kept, other dtypes converted to float64); sparse X with
+        blocked SciPy sparse products (X is never densified; each block of
+        anchors holds at most 2**22 float64 scores).
+    metric : {"cosine", "ip", "euclidean"}, default="cosine"
+        Closeness used by the "hard" options (as in :func:`~similearn.neighbors.topk`).
+    random_state : None, int, RandomState or Generator
+        Seeds the random choices; an int gives identical output on every call.
+    anchors : array-like of int, optional
+        Row indices used as anchors, in this order (repeats allowed).  Default:
+        every sample, ``0 .. n_samples - 1``.
+    positives : {"random", "hard"}, default="random"
+        "random": distinct other members of the anchor's class drawn uniformly;
+        "hard": the anchor's farthest same-class samples in ``X``, farthest
+        first (ties to the lower index).
+
+    Returns
+    -------
+    triplets : ndarray of shape (n_anchors_kept * n_per_anchor, 3), int64
+        Rows ``(a, p, n)`` with ``y[p] == y[a]``, ``p != a`` and ``y[n] != y[a]``,
+        grouped by anchor in the order of ``anchors``.  When the anchor's class
+        has fewer than ``n_per_anchor`` other members (or there are fewer
+        other-class samples), the available ones are reused cyclically, so a
+        (positive, negative) combination repeats only if both are short.
+
+    Warns
+    -----
+    UserWarning
+        Once, with the count, when anchors are skipped because their class has a
+        single member (no positive exists).
+
+    Raises
+    ------
+    ValueError
+        Fewer than two classes, bad ``n_per_anchor``/``negatives``/``positives``/
+        ``metric``, ``X`` missing for a "hard" option or with a row count other
+        than ``len(y)``, ``anchors`` out of range, or no anchor left.
+
+    Notes
+    -----
+    Random sampling is vectorised: O(n log n + n_anchors * n_per_anchor log
+    n_per_anchor) time (about a second for 10^6 samples).  Hard negatives cost an
+    exact search, O(n_anchors * n_samples * n_features); hard positives
+    O(sum over classes of anchors_c * size_c * n_features).
+    """
+    n_per_anchor = check_int(n_per_anchor, "n_per_anchor", low=1)
+    negatives = _check_choice(negatives, "negatives", ("random", "hard"))
+    positives = _check_choice(positives, "positives", ("random", "hard"))
+    metric = _check_choice(metric, "metric", _METRICS)
+    need_x = negatives == "hard" or positives == "hard"
+    if need_x:
+        if X is None:
+            raise ValueError('X is required when negatives="hard" or positives="hard"')
+        X = check_X(X, "X", accept_sparse=True)
+        n = X.shape[0]
+    else:
+        n = np.shape(y)[0] if np.ndim(y) >= 1 else 1  # check_labels rejects non-1-D y
+    _, groups = check_labels(y, n, "y", min_classes=2)
+    n = groups.shape[0]
+    n_classes = int(groups.max()) + 1
+    if anchors is None:
+        anchors = np.arange(n, dtype=np.int64)
+    else:
+        anchors = check_indices(anchors, n, "anchors", ndim=1)
+    layout = _group_layout(groups, n_classes)
+    sizes = layout[1]
+    a_size = sizes[groups[anchors]]
+    ok = a_size >= 2
+    if not ok.all():
+        warnings.warn(f"{int((~ok).sum())} anchor(s) skipped: their class has a single member, so no positive "
+                      "exists", UserWarning, stacklevel=2)
+        anchors, a_size = anchors[ok], a_size[ok]
+    if anchors.size == 0:
+        raise ValueError("no anchor left: every anchor's class has a single member")
+    k = n_per_anchor
+    rng = _make_rng(random_state)
+
+    n_pos = a_size - 1
+    if positives == "random":
+        off = _sample_distinct(n_pos, k, rng)
+        pos = _map_same_group(off, anchors[:, None], groups, layout)
+    else:
+        pos = _cycle_fill(_hard_positives(X, anchors, groups, layout, k, metric), n_pos)
+
+    n_neg = n - a_size
+    if negatives == "random":
+        off = _sample_distinct(n_neg, k, rng)
+        neg = _map_other_group(off, anchors[:, None], groups, layout)
+    elif sp.issparse(X):
+        neg = _cycle_fill(_hard_negatives_sparse(X, anchors, groups, k, metric), n_neg)
+    else:
+        neg = _cycle_fill(_hard_negatives_dense(X, anchors, groups, sizes, k, metric), n_neg)
+
+    out = np.empty((anchors.size * k, 3), dtype=np.int64)
+    out[:, 0] = np.repeat(anchors, k)
+    out[:, 1] = pos.reshape(-1)
+    out[:, 2] = neg.reshape(-1)
+    return out
+
+
+def _check_pair_input(pairs, labels, n_samples):
+    """Validated (pairs int64 (m, 2), labels int8 (m,), n_samples int), self pairs
+    dropped with a warning."""
+    if n_samples is None:
+        a = np.asarray(pairs)
+        if a.dtype.kind in "iu" and a.ndim == 2 and a.shape[1] == 2 and a.size:
+            if a.min() < 0:
+                raise ValueError(f"pairs contains a negative index ({a.min()}); indices must be >= 0")
+            n_samples = int(a.max()) + 1
+        else:
+            n_samples = 1  # let check_pairs report the dtype / shape problem
+    else:
+        n_samples = check_int(n_samples, "n_samples", low=1)
+    pairs = check_pairs(pairs, n_samples, "pairs")
+    if sp.issparse(labels):
+        raise TypeError("labels must be a dense 1-D array of 0/1")
+    lab = np.asarray(labels)
+    if lab.ndim == 2 and lab.shape[1] == 1:
+        lab = lab.ravel()
+    if lab.ndim != 1:
+        raise ValueError(f"labels must be 1-D of length {pairs.shape[0]}, got shape {lab.shape}")
+    if lab.shape[0] != pairs.shape[0]:
+        raise ValueError(f"labels has {lab.shape[0]} entries but pairs has {pairs.shape[0]} rows; they must match")
+    if lab.dtype.kind not in "biuf":
+        raise TypeError(f"labels must hold 0/1 numbers, got dtype {lab.dtype}")
+    if lab.size and not np.isin(lab, (0, 1)).all():
+        bad = lab[~np.isin(lab, (0, 1))][0]
+        raise ValueError(f"labels must contain only 0 (dissimilar) and 1 (similar), got {bad!r}")
+    lab = lab.astype(np.int8)
+    self_pair = pairs[:, 0] == pairs[:, 1]
+    if self_pair.any():
+        warnings.warn(f"{int(self_pair.sum())} self pair(s) (i, i) in pairs ignored", UserWarning, stacklevel=3)
+        pairs, lab = pairs[~self_pair], lab[~self_pair]
+    if not (lab == 1).any():
+        raise ValueError("pairs has no positive pair (label 1) between two different samples; clusters need at "
+                         "least one")
+    return pairs, lab, n_samples
+
+
+def _components(pairs, lab, n_samples):
+    pos = pairs[lab == 1]
+    graph = sp.coo_matrix((np.ones(pos.shape[0], dtype=np.int8), (pos[:, 0], pos[:, 1])),
+                          shape=(n_samples, n_samples)).tocsr()
+    _, comp = connected_components(graph, directed=False)
+    # renumber by smallest member so ids do not depend on the SciPy traversal order
+    _, first = np.unique(comp, return_index=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[comp]
+
+
+def clusters_from_pairs(pairs, labels, n_samples=None):
+    """Clusters of samples linked by positive pairs (connected components).
+
+    Parameters
+    ----------
+    pairs : array-like of shape (n_pairs, 2), int
+        Row indices in ``[0, n_samples)``.
+    labels : array-like of shape (n_pairs,)
+        1 (similar) or 0 (dissimilar); bool, int or float 0.0/1.0.  Only the
+        positive pairs link samples.
+    n_samples : int, optional
+        Number of samples; default ``pairs.max() + 1``.
+
+    Returns
+    -------
+    clusters : ndarray of shape (n_samples,), int64
+        Component id of each sample, ``0 .. n_clusters - 1``, numbered by
+        smallest member (sample 0 is in cluster 0).  Samples in no positive pair
+        are singleton clusters.
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad shapes/dtypes, indices out of range, labels other than 0/1, length
+        mismatch, no positive pair.  Self pairs ``(i, i)`` are ignored with a
+        ``UserWarning``.
+
+    Notes
+    -----
+    O(n_samples + n_pairs) (SciPy's connected_components on the sparse graph).
+    """
+    pairs, lab, n_samples = _check_pair_input(pairs, labels, n_samples)
+    return _components(pairs, lab, n_samples)
+
+
+def triplets_from_pairs(pairs, labels, n_samples=None, max_per_anchor=10, random_state=None):
+    """FILM's clustering triplet generation from labelled pairs.
+
+    Positive pairs (label 1) are merged into clusters, the connected components
+    of the graph they form (so similarity is taken to be transitive).  Every
+    sample of a cluster with at least two members is an anchor, with
+
+    * ``t = min(max_per_anchor, max(size - 1, h))`` triplets, where ``size`` is
+      its cluster's size and ``h`` its number of distinct explicit negatives,
+      i.e. enough to use every positive and every hard negative once;
+    * positives: the other members of its cluster, distinct in random order
+      (reused cyclically if ``t > size - 1``);
+    * negatives: first its explicit negatives (the other side of its label-0
+      pairs, in either column; distinct, random order -- the hard negatives),
+      then, for the remaining slots, distinct random samples outside its cluster
+      (any index in ``[0, n_samples)``, including samples in no pair).
+
+    Parameters
+    ----------
+    pairs : array-like of shape (n_pairs, 2), int
+        Row indices in ``[0, n_samples)``.
+    labels : array-like of shape (n_pairs,)
+        1 = similar, 0 = dissimilar (bool, int, or float 0.0/1.0).
+    n_samples : int, optional
+        Number of samples (rows of X); default ``pairs.max() + 1``.
+    max_per_anchor : int >= 1, default=10
+        Cap on the triplets per anchor.
+    random_state : None, int, RandomState or Generator
+
+    Returns
+    -------
+    triplets : ndarray of shape (n_triplets, 3), int64
+        Grouped by anchor in increasing anchor index; within an anchor the
+        explicit negatives come first.  Positive and anchor are always in the
+        same cluster, the negative never is.
+
+    Warns
+    -----
+    UserWarning
+        Self pairs ``(i, i)`` (ignored); negative pairs whose two samples ended
+        up in the same cluster through positive pairs (contradictory; ignored as
+        negatives).
+
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`clusters_from_pairs`; also when every sample is in one cluster
+        (no negative exists).
+
+    Notes
+    -----
+    O(n_samples + n_pairs log n_pairs + n_triplets log max_per_anchor), all
+    vectorised.
+    """
+    pairs, lab, n = _check_pair_input(pairs, labels, n_samples)
+    M = check_int(max_per_anchor, "max_per_anchor", low=1)
+    comp = _components(pairs, lab, n)
+    n_comp = int(comp.max()) + 1
+    layout = _group_layout(comp, n_comp)
+    sizes = layout[1]
+    s = sizes[comp]
+    if sizes.max() == n:
+        raise ValueError("every sample is in one cluster: positive pairs connect all n_samples samples, so no "
+                         "negative exists")
+    rng = _make_rng(random_state)
+
+    # explicit negatives, both directions, deduplicated, same-cluster ones dropped
+    neg = pairs[lab == 0]
+    a = np.concatenate([neg[:, 0], neg[:, 1]])
+    b = np.concatenate([neg[:, 1], neg[:, 0]])
+    same = comp[a] == comp[b]
+    if same.any():
+        warnings.warn(f"{int(same.sum()) // 2} negative pair(s) join samples of the same cluster (linked by "
+                      "positive pairs); ignored as negatives", UserWarning, stacklevel=2)
+    keep = ~same & (s[a] >= 2)
+    key = np.unique(a[keep] * np.int64(n) + b[keep])
+    ha, hb = np.divmod(key, np.int64(n))
+    h = np.bincount(ha, minlength=n).astype(np.int64)
+
+    anchors = np.flatnonzero(s >= 2)
+    t = np.minimum(M, np.maximum(s[anchors] - 1, h[anchors]))
+    total = int(t.sum())
+    first = np.zeros(anchors.size, dtype=np.int64)
+    np.cumsum(t[:-1], out=first[1:])
+    ai = np.repeat(np.arange(anchors.size), t)  # anchor slot of each triplet
+    j = np.arange(total, dtype=np.int64) - first[ai]  # rank within the anchor
+    anc = anchors[ai]
+
+    kmax = int(t.max())
+    off = _sample_distinct(s[anchors] - 1, kmax, rng)
+    pos = _map_same_group(off[ai, j], anc, comp, layout)
+
+    # hard negatives in random order: sort by (anchor, random key)
+    hkeys = rng.random(ha.size)
+    o = np.lexsort((hkeys, ha))
+    ha, hb = ha[o], hb[o]
+    hstart = np.searchsorted(ha, anchors)
+    n_hard = np.minimum(h[anchors], t)
+    negs = np.empty(total, dtype=np.int64)
+    is_hard = j < n_hard[ai]
+    negs[is_hard] = hb[hstart[ai[is_hard]] + j[is_hard]]
+    rnd = ~is_hard
+    n_rand = t - n_hard
+    if rnd.any():
+        off = _sample_distinct(n - s[anchors], int(n_rand.max()), rng)
+        r_ai = ai[rnd]
+        negs[rnd] = _map_other_group(off[r_ai, j[rnd] - n_hard[r_ai]], anc[rnd], comp, layout)
+
+    out = np.empty((total, 3), dtype=np.int64)
+    out[:, 0] = anc
+    out[:, 1] = pos
+    out[:, 2] = negs
+    return out
+
+
+def validate_triplets(triplets, n_samples):
+    """Check triplets of row indices and return them as int64.
+
+    Parameters
+    ----------
+    triplets : array-like of shape (n_triplets, 3), int
+        (anchor, positive, negative) row indices.
+    n_samples : int
+        Every index must lie in ``[0, n_samples)``.
+
+    Returns
+    -------
+    ndarray of shape (n_triplets, 3), int64, C-contiguous
+
+    Raises
+    ------
+    TypeError
+        Non-integer dtype.
+    ValueError
+        Wrong shape, no triplet, index out of range, or a degenerate triplet:
+        anchor == positive, anchor == negative or positive == negative (the
+        message names ``triplets`` and the first offending row).
+    """
+    n_samples = check_int(n_samples, "n_samples", low=1)
+    t = check_triplets(triplets, n_samples, "triplets")
+    for (c1, c2), what in (((0, 1), "anchor == positive"), ((0, 2), "anchor == negative"),
+                           ((1, 2), "positive == negative")):
+        bad = np.flatnonzero(t[:, c1] == t[:, c2])
+        if bad.size:
+            raise ValueError(f"triplets has {bad.size} degenerate row(s) with {what}, first at row {bad[0]}: "
+                             f"{tuple(int(v) for v in t[bad[0]])}")
+    return t
