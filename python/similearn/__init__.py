@@ -6,8 +6,10 @@ top-k search, Hamming search, k-NN classifier), ``metrics`` (retrieval metrics),
 """
 from ._version import __version__
 from ._config import get_num_threads, set_num_threads, thread_limits, show_config
-from . import base, metrics, neighbors, scaling
+from . import base, datasets, manifold, metrics, neighbors, scaling, triplets
 from .base import load, save
+from .film import FILM
+from .manifold import stiefel_minimize
 from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
 
 __all__ = [
@@ -23,6 +25,11 @@ __all__ = [
     "pack_bits",
     "unpack_bits",
     "KNeighborsClassifier",
+    "FILM",
+    "stiefel_minimize",
+    "datasets",
+    "manifold",
+    "triplets",
     "base",
     "metrics",
     "neighbors",

@@ -12,7 +12,8 @@ import os
 import sys
 import threading
 
-__all__ = ["get_num_threads", "set_num_threads", "thread_limits", "show_config", "blas_single_threaded"]
+__all__ = ["get_num_threads", "set_num_threads", "thread_limits", "show_config", "blas_single_threaded",
+           "blas_limits"]
 
 
 def _available_cpus() -> int:
@@ -101,6 +102,14 @@ def blas_single_threaded():
     """Limit the BLAS to one thread while a similearn kernel runs its own threads."""
     ctl = _get_controller()
     with ctl.limit(limits=1, user_api="blas"):
+        yield
+
+
+@contextlib.contextmanager
+def blas_limits(n):
+    """Limit the BLAS to ``n`` threads (for estimators whose dense work is NumPy/BLAS)."""
+    ctl = _get_controller()
+    with ctl.limit(limits=int(n), user_api="blas"):
         yield
 
 

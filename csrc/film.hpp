@@ -1,0 +1,28 @@
+// FILM kernels: the sparse C / C^T products of the K-free gradient (ALGORITHMS.md).
+#pragma once
+
+#include <cstdint>
+
+namespace sl {
+namespace film {
+
+// Forward pass at W = V P (n x d, row-major), with the triplet matrix given as CSR of
+// C^T (row a = anchor a: +1 at each positive, -1 at each negative, duplicates summed):
+//   D = C^T W                                   (n x d)
+//   k_i = sum_a tw_a W[a,i] D[a,i]              (d)      tw = diag(T Lambda)
+//   z_a = -t_a sum_i s_i W[a,i] D[a,i]          (n)      t = diag(T)
+// Cost O(nnz(C) d + n d).  k is reduced over fixed row chunks, so it does not depend
+// on the thread count.
+template <class T>
+void forward(std::int64_t n, std::int64_t d, const std::int64_t* ct_ptr, const std::int64_t* ct_idx,
+             const T* ct_val, const T* W, const T* tw, const T* t, const double* s, T* D, double* k, double* z,
+             int n_threads);
+
+// Backward pass:  M = C (tw o W) + tw o D   (n x d), with C given as CSR (row j,
+// column a).  (K + K^T) P = -V^T M.  Cost O(nnz(C) d + n d).
+template <class T>
+void backward(std::int64_t n, std::int64_t d, const std::int64_t* c_ptr, const std::int64_t* c_idx, const T* c_val,
+              const T* W, const T* tw, const T* D, T* M, int n_threads);
+
+}  // namespace film
+}  // namespace sl

@@ -1,0 +1,530 @@
+"""FILM: fast interpretable low-rank metric learning on the Stiefel manifold.
+
+Paper: film.txt (Sec. 3), with the corrections of ALGORITHMS.md ("FILM").  Sample-major
+notation: X is (n, D), one row per sample.
+
+Model.  X ~ V diag(sigma) U^T (truncated SVD, rank r).  The embedding is
+Y = V P diag(sqrt(s)) with P in St(r, d); the learned map is
+L = diag(sqrt(s)) P^T diag(1/sigma) U^T (d x D, Algorithm 1 line 11) and
+``transform(X) = X L^T``.
+
+Objective (Eq. 19).  Triplets (a, p, q): "a is more similar to p than to q".
+C (n x n): C[p, a] += 1, C[q, a] -= 1; T = diag(1 / (|T_a| + 1)); K = -V^T C T Lambda V;
+k_i = -p_i^T K p_i; f2(P) = -1/2 sum_i k_i mu(k_i) + m sum_a Lambda_a with mu = softplus,
+Lambda_a = 1[z_a + m > 0], z_a = T_aa <y_a, ytilde_a>, ytilde_a = sum (y_q - y_p).
+Gradient (Eq. 28, Lambda fixed): G = -(K + K^T) P diag(q), q_i = -1/2 (mu(k_i) + k_i sigma(k_i)).
+
+K is never formed (ALGORITHMS.md): with W = V P,
+D = C^T W, M = C (T Lambda W) + T Lambda D, (K + K^T) P = -V^T M and
+k_i = sum_a (T Lambda)_a W[a, i] D[a, i].  The sparse products are C++ kernels
+(csrc/film.cpp); per iteration the cost is two dense GEMMs of O(n r d) (W = V P,
+V^T M) plus O(nnz(C) d), against O(n r^2) for forming K.
+
+Margin.  With L2-normalised TF-IDF rows the z_a are tiny, so an absolute margin keeps
+every hinge active.  ``margin`` is relative: the absolute margin is
+``margin * mean_a ||y_a||^2`` of the current embedding (refreshed with Lambda), as
+FLRML does.  Lambda and s are refreshed at every accepted iterate and held fixed
+within a line search (the non-monotone Zhang-Hager reference absorbs the change).
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from . import _core
+from ._config import blas_limits, get_num_threads
+from ._validation import check_int, check_labels, check_X
+from .base import SaveLoadMixin
+from .manifold import random_stiefel, stiefel_minimize
+
+__all__ = ["FILM", "FilmObjective", "triplet_matrices", "randomized_range_svd"]
+
+
+def _softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def _sigmoid(x):
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def check_triplets_film(triplets, n, name="triplets"):
+    """(n_triplets, 3) int64 in [0, n), anchor != positive, anchor != negative, positive != negative."""
+    if sp.issparse(triplets):
+        raise TypeError(f"{name} must be a dense integer array of shape (n_triplets, 3)")
+    t = np.asarray(triplets)
+    if t.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integer row indices, got dtype {t.dtype}")
+    if t.ndim != 2 or t.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (n_triplets, 3), got {t.shape}")
+    if t.shape[0] == 0:
+        raise ValueError(f"{name} is empty")
+    lo, hi = t.min(), t.max()
+    if lo < 0:
+        raise ValueError(f"{name} contains a negative index ({lo})")
+    if hi >= n:
+        raise ValueError(f"{name} contains index {hi}, out of range for {n} samples")
+    t = np.ascontiguousarray(t, dtype=np.int64)
+    for (i, j, a, b) in ((0, 1, "anchor", "positive"), (0, 2, "anchor", "negative"), (1, 2, "positive", "negative")):
+        bad = np.flatnonzero(t[:, i] == t[:, j])
+        if bad.size:
+            raise ValueError(f"{name}[{bad[0]}] has {a} == {b} ({t[bad[0], i]}); such triplets carry no "
+                             "information")
+    return t
+
+
+def triplet_matrices(triplets, n, dtype=np.float64):
+    """C as CSR (rows j, columns a) and C^T as CSR (rows a), duplicates summed, plus
+    t = diag(T) = 1 / (|T_a| + 1) (n,).  O(n_triplets log n_triplets)."""
+    a, p, q = triplets[:, 0], triplets[:, 1], triplets[:, 2]
+    rows = np.concatenate([p, q])
+    cols = np.concatenate([a, a])
+    vals = np.concatenate([np.ones(len(a)), -np.ones(len(a))]).astype(dtype)
+    C = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    C.sum_duplicates()
+    C.eliminate_zeros()
+    CT = sp.csr_matrix(C.T)
+    CT.sort_indices()
+    counts = np.bincount(a, minlength=n)
+    t = (1.0 / (counts + 1.0)).astype(dtype)
+    return C, CT, t, counts > 0
+
+
+def _csr_parts(A):
+    return (np.ascontiguousarray(A.indptr, dtype=np.int64), np.ascontiguousarray(A.indices, dtype=np.int64),
+            np.ascontiguousarray(A.data))
+
+
+def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None, block_rows=65536,
+                         dtype=np.float64):
+    """Right singular vectors and singular values of X (n x D, dense or sparse) with
+    memory O(D r + block_rows r): the randomized range finder runs on the Gram
+    operator X^T X applied in row blocks, so no (n x r) matrix is stored.
+
+    Returns ``sigma`` (rank,) descending and ``U`` (D x rank) with X ~ V diag(sigma) U^T,
+    V = X U diag(1/sigma).  Cost O(n_iter nnz(X) r + D r^2).  Accuracy: singular values
+    come from eig(B^T B), so relative precision ~ eps * sigma_1^2 / sigma_i^2.
+    """
+    rs = check_random_state(random_state)
+    n, D = X.shape
+    ell = min(D, rank + n_oversamples)
+
+    def gram(Z):  # X^T (X Z) in row blocks
+        out = np.zeros((D, Z.shape[1]))
+        for r0 in range(0, n, block_rows):
+            Xb = X[r0:r0 + block_rows]
+            out += np.asarray(Xb.T @ np.asarray(Xb @ Z))
+        return out
+
+    Q = rs.standard_normal((D, ell))
+    Q, _ = np.linalg.qr(gram(Q))
+    for _ in range(n_iter):
+        Q, _ = np.linalg.qr(gram(Q))
+    # Rayleigh-Ritz on the Gram operator: B^T B = Q^T X^T X Q (ell x ell)
+    Bt = Q.T @ gram(Q)
+    Bt = 0.5 * (Bt + Bt.T)
+    w, E = np.linalg.eigh(Bt)
+    order = np.argsort(w)[::-1][:rank]
+    sigma = np.sqrt(np.clip(w[order], 0.0, None))
+    U = Q @ E[:, order]
+    return sigma, np.ascontiguousarray(U, dtype=dtype)
+
+
+class FilmObjective:
+    """The smoothed FILM objective f2 (Eq. 19) and its gradient (Eq. 28) on St(r, d).
+
+    Parameters
+    ----------
+    V : ndarray (n, r), float32 or float64, C-contiguous
+        Left singular vectors of the data (rows of V are the samples in SVD space).
+    triplets : int array (n_triplets, 3) of (anchor, positive, negative) rows
+    margin : float, relative margin (see module docstring)
+    n_threads : int, optional
+
+    Use ``value(P)`` (objective, Lambda fixed), ``value_and_grad(P)``, ``refresh(P)``
+    (s* and Lambda at P, Eq. 15).  Dense work: W = V P and V^T M (BLAS, V's dtype);
+    sparse work: C^T W and C (T Lambda W) (C++ kernels, O(nnz(C) d)).
+    """
+
+    def __init__(self, V, triplets, margin=1.0, n_threads=None):
+        V = np.ascontiguousarray(V)
+        if V.dtype not in (np.float32, np.float64):
+            V = V.astype(np.float64)
+        self.V = V
+        n = V.shape[0]
+        self.triplets = check_triplets_film(triplets, n)
+        self.margin = float(margin)
+        self.n_threads = get_num_threads(n_threads)
+        C, CT, t, is_anchor = triplet_matrices(self.triplets, n, V.dtype)
+        self._c = _csr_parts(C)
+        self._ct = _csr_parts(CT)
+        self.t = t
+        self.is_anchor = is_anchor
+        self.lam = is_anchor.astype(V.dtype)  # all hinges active at the start
+        self.tw = (self.t * self.lam).astype(V.dtype)
+        self.s = None
+        self.abs_margin = 0.0
+        self._fwd = _core.film_forward_f32 if V.dtype == np.float32 else _core.film_forward_f64
+        self._bwd = _core.film_backward_f32 if V.dtype == np.float32 else _core.film_backward_f64
+        self._cache_key = None
+        self.gemm_time = 0.0
+        self.n_lambda_changes = []
+        self._lam_prev2 = None
+        self.damped = False
+
+    # -- internals ---------------------------------------------------------------------
+    def _state(self, P):
+        key = id(P)
+        if self._cache_key is not None and self._cache_key[0] == key and self._cache_key[1] is P:
+            return self._cache
+        t0 = time.perf_counter()
+        W = np.ascontiguousarray(self.V @ P.astype(self.V.dtype, copy=False))
+        self.gemm_time += time.perf_counter() - t0
+        s = self.s if self.s is not None else np.zeros(P.shape[1])
+        D, k, z = self._fwd(*self._ct, W, self.tw, self.t, np.ascontiguousarray(s, dtype=np.float64),
+                            self.n_threads)
+        self._cache = (W, D, k, z)
+        self._cache_key = (key, P)
+        return self._cache
+
+    def _f(self, k):
+        return float(-0.5 * np.sum(k * _softplus(k)) + self.abs_margin * self.lam.sum())
+
+    # -- public ------------------------------------------------------------------------
+    def value(self, P):
+        """f2(P) with Lambda fixed."""
+        _, _, k, _ = self._state(P)
+        return self._f(k)
+
+    def value_and_grad(self, P):
+        """(f2(P), G) with G = -(K + K^T) P diag(q) = (V^T M) diag(q), (r x d) float64."""
+        W, D, k, _ = self._state(P)
+        M = self._bwd(*self._c, W, self.tw, D, self.n_threads)
+        t0 = time.perf_counter()
+        VtM = self.V.T @ M
+        self.gemm_time += time.perf_counter() - t0
+        q = -0.5 * (_softplus(k) + k * _sigmoid(k))
+        return self._f(k), np.ascontiguousarray(VtM * q[None, :], dtype=np.float64)
+
+    def refresh(self, P):
+        """s* = max(0, k) (Eq. 15), then Lambda = 1[z + m > 0] with the relative margin."""
+        W, D, k, _ = self._state(P)
+        s = np.maximum(k, 0.0)
+        WD = W.astype(np.float64) * D
+        z = -self.t * (WD @ s)
+        Y2 = (W.astype(np.float64) ** 2) @ s  # ||y_a||^2
+        self.abs_margin = self.margin * float(Y2[self.is_anchor].mean()) if self.is_anchor.any() else 0.0
+        # a hinge exactly at its kink counts as active (z + m >= 0): with s = 0 every
+        # hinge is at the kink, and calling them inactive would freeze the fit at s = 0
+        lam = ((z + self.abs_margin >= 0) & self.is_anchor).astype(self.V.dtype)
+        # Guard against the s <-> Lambda alternation (ALGORITHMS.md): when the new
+        # indicator returns to the one of two refreshes ago (a 2-cycle), switch to
+        # monotone updates, Lambda <- Lambda OR Lambda_new, which cannot cycle.
+        if self._lam_prev2 is not None and np.array_equal(lam, self._lam_prev2) and not np.array_equal(lam, self.lam):
+            self.damped = True
+        if self.damped:
+            lam = np.maximum(lam, self.lam)
+        self._lam_prev2 = self.lam
+        self.n_lambda_changes.append(int(np.count_nonzero(lam != self.lam)))
+        self.lam = lam
+        self.s = s
+        self.tw = (self.t * lam).astype(self.V.dtype)
+        # k depends on Lambda: recompute it (O(n d)) and keep W, D
+        k_new = (WD * self.tw[:, None]).sum(axis=0)
+        self._cache = (W, D, k_new, z)
+        return s, lam
+
+    def hinge_loss(self, P, s):
+        """The paper's Problem (5) loss sum_a max(0, z_a + m) at (P, s) (for monitoring)."""
+        W, D, _, _ = self._state(P)
+        z = -self.t * ((W.astype(np.float64) * D) @ s)
+        return float(np.maximum(z + self.abs_margin, 0.0)[self.is_anchor].sum())
+
+
+class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
+    """Fast Interpretable Low-rank Metric learning (FILM, film.txt Sec. 3).
+
+    Learns L (d x D) such that for triplets (a, p, q) the anchor's embedding has a larger
+    inner product with the positive than with the negative, by optimising Eq. (19)
+    on the Stiefel manifold with the Cayley / Barzilai-Borwein / non-monotone solver
+    (:func:`similearn.manifold.stiefel_minimize`).
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        d, the embedding dimension; None: min(32, n_samples, n_features).
+    rank : int, default=None
+        r, rank of the truncated SVD (>= n_components); default min(4 d, n, D) capped at 500.
+    margin : float, default=1.0
+        Relative margin: the hinge margin is ``margin * mean ||y_a||^2`` of the current
+        embedding (ALGORITHMS.md: an absolute margin is meaningless for normalised TF-IDF),
+        so the default asks the positive's similarity to beat the negative's by the mean
+        squared norm, which keeps most triplets active.  Smaller values (0.1) select only
+        the violated triplets: sharper but less stable (a 2-cycle of the hinge indicators
+        is detected and damped, see ``history_["lambda_changes"]``).  Very large values
+        make every hinge active (a linear objective, close to an LDA-like direction).
+    max_iter : int, default=500
+    tol : float, default=1e-5
+        Relative projected-gradient tolerance of the solver.
+    batch_size : int or None, default=None
+        None: full FILM.  An int: M-FILM, each iteration uses that many anchors; rows of
+        V are computed on the fly from X (memory O((batch + D) r)).
+    n_triplets_per_anchor : int, default=2
+        Triplets generated per sample when fitting from labels ``y``.
+    negatives : {"random", "hard"}, default="random"
+        Negatives of generated triplets.
+    dtype : {np.float64, np.float32}, default=np.float64
+        Precision of V and the dense products (float32 halves memory and time; the
+        solver itself always runs in float64).
+    random_state : int, RandomState or None
+    verbose : int
+    n_threads : int or None
+
+    Attributes
+    ----------
+    components_ : ndarray (d, D), the map L; ``transform(X) = X @ components_.T``
+    s_ : ndarray (d,), the learned scales s*
+    P_ : ndarray (r, d), Stiefel factor
+    singular_values_ : ndarray (r,)
+    n_iter_ : int
+    history_ : dict of lists ("fun", "grad_norm", "tau", "time", "n_active", "lambda_changes")
+    timings_ : dict, seconds spent in "svd", "iterations", "gemm"
+    converged_ : bool
+    """
+
+    def __init__(self, n_components=None, rank=None, margin=1.0, max_iter=500, tol=1e-5, batch_size=None,
+                 n_triplets_per_anchor=2, negatives="random", dtype=np.float64, random_state=None, verbose=0,
+                 n_threads=None):
+        self.n_components = n_components
+        self.rank = rank
+        self.margin = margin
+        self.max_iter = max_iter
+        self.tol = tol
+        self.batch_size = batch_size
+        self.n_triplets_per_anchor = n_triplets_per_anchor
+        self.negatives = negatives
+        self.dtype = dtype
+        self.random_state = random_state
+        self.verbose = verbose
+        self.n_threads = n_threads
+
+    # ------------------------------------------------------------------ helpers
+    def _check_params(self, n, D):
+        d = min(32, n, D) if self.n_components is None else check_int(self.n_components, "n_components", low=1)
+        if d > min(n, D):
+            raise ValueError(f"n_components={d} exceeds min(n_samples, n_features) = {min(n, D)}")
+        r = self.rank if self.rank is not None else max(d, min(4 * d, n, D, 500))
+        r = check_int(r, "rank", low=1)
+        if r < d:
+            raise ValueError(f"rank={r} must be >= n_components={d}")
+        if r > min(n, D):
+            raise ValueError(f"rank={r} exceeds min(n_samples, n_features) = {min(n, D)}")
+        if not (np.isfinite(self.margin) and self.margin >= 0):
+            raise ValueError(f"margin must be a finite number >= 0, got {self.margin}")
+        check_int(self.max_iter, "max_iter", low=1)
+        if not self.tol > 0:
+            raise ValueError(f"tol must be > 0, got {self.tol}")
+        if self.batch_size is not None:
+            check_int(self.batch_size, "batch_size", low=1)
+        if np.dtype(self.dtype) not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be np.float32 or np.float64, got {self.dtype}")
+        if self.negatives not in ("random", "hard"):
+            raise ValueError(f"negatives must be 'random' or 'hard', got {self.negatives!r}")
+        return d, r
+
+    def _triplets(self, X, y, triplets, n, rs):
+        if (y is None) == (triplets is None):
+            raise ValueError("pass exactly one of y (class labels) or triplets ((n_triplets, 3) row indices)")
+        if triplets is not None:
+            return check_triplets_film(triplets, n)
+        check_labels(y, n, "y", min_classes=2)
+        from .triplets import triplets_from_labels
+
+        T = triplets_from_labels(y, n_per_anchor=check_int(self.n_triplets_per_anchor, "n_triplets_per_anchor",
+                                                            low=1),
+                                 negatives=self.negatives, X=X if self.negatives == "hard" else None,
+                                 random_state=rs)
+        return check_triplets_film(T, n)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, triplets=None):
+        """Fit from class labels ``y`` (triplets are generated) or explicit ``triplets``.
+
+        Parameters
+        ----------
+        X : array-like or scipy.sparse of shape (n_samples, n_features)
+            Never densified; sparse input goes through sparse products only.
+        y : array-like of shape (n_samples,), optional
+        triplets : int array of shape (n_triplets, 3), optional
+            (anchor, positive, negative) row indices of X.
+
+        Returns
+        -------
+        self
+
+        Notes
+        -----
+        Cost: SVD O(n_iter nnz(X) r + D r^2); per iteration O(n r d + nnz(C) d)
+        (M-FILM: O(batch (nnz_row r + r d))).  Memory O(n r) (M-FILM: O((batch + D) r)).
+        """
+        X = check_X(X, "X", accept_sparse=True, min_samples=2)
+        n, D = X.shape
+        d, r = self._check_params(n, D)
+        rs = check_random_state(self.random_state)
+        T = self._triplets(X, y, triplets, n, rs)
+        dtype = np.dtype(self.dtype)
+        nt = get_num_threads(self.n_threads)
+        with blas_limits(nt):
+            return self._fit(X, n, D, d, r, rs, T, dtype, nt)
+
+    def _fit(self, X, n, D, d, r, rs, T, dtype, nt):
+        timings = {}
+        t0 = time.perf_counter()
+        sigma, U = randomized_range_svd(X, r, random_state=rs, dtype=np.float64)
+        keep = sigma > sigma[0] * 1e-8 if sigma[0] > 0 else np.zeros_like(sigma, dtype=bool)
+        if keep.sum() < d:
+            raise ValueError(f"X has numerical rank {int(keep.sum())} < n_components={d}")
+        sigma, U = sigma[keep], np.ascontiguousarray(U[:, keep])
+        r = len(sigma)
+        timings["svd"] = time.perf_counter() - t0
+        P0 = random_stiefel(r, d, rs)
+        t1 = time.perf_counter()
+        if self.batch_size is None:
+            res, obj = self._fit_full(X, U, sigma, T, P0, dtype, nt)
+            s = obj.s
+            timings["gemm"] = obj.gemm_time
+            hist = dict(res.history)
+            hist["lambda_changes"] = list(obj.n_lambda_changes)
+            hist["lambda_damped"] = bool(obj.damped)
+        else:
+            res, s, hist = self._fit_minibatch(X, U, sigma, T, P0, dtype, nt, rs)
+            timings["gemm"] = float("nan")
+        timings["iterations"] = time.perf_counter() - t1
+        P = res.P
+        self.P_ = P
+        self.s_ = np.asarray(s, dtype=np.float64)
+        self.singular_values_ = sigma
+        L = (np.sqrt(self.s_)[:, None] * (P.T / sigma[None, :])) @ U.T
+        self.components_ = np.ascontiguousarray(L)
+        self.n_iter_ = res.n_iter
+        self.converged_ = bool(res.converged)
+        self.history_ = hist
+        self.timings_ = timings
+        self.n_features_in_ = D
+        self.rank_ = r
+        if not np.any(self.s_ > 0):
+            warnings.warn("FILM learned s = 0 (no component separates positives from negatives); "
+                          "check the triplets or increase max_iter", RuntimeWarning)
+        return self
+
+    def _fit_full(self, X, U, sigma, T, P0, dtype, nt):
+        V = np.asarray(X @ (U / sigma[None, :]))
+        V = np.ascontiguousarray(V, dtype=dtype)
+        obj = FilmObjective(V, T, margin=self.margin, n_threads=nt)
+        obj.refresh(P0)
+        res = stiefel_minimize(obj.value_and_grad, P0, value=obj.value, on_accept=obj.refresh,
+                               max_iter=self.max_iter, gtol=self.tol, verbose=self.verbose)
+        obj.refresh(res.P)
+        return res, obj
+
+    def _fit_minibatch(self, X, U, sigma, T, P0, dtype, nt, rs):
+        """M-FILM: each iteration draws ``batch_size`` anchors, builds their triplets'
+        rows of V on the fly (V_i = x_i U / sigma) and takes one Cayley step with a
+        monotone backtracking search on the batch objective; BB steps from consecutive
+        iterates, the step clipped to a trust bound.  s* is the running mean of the
+        batch estimates scaled to the full anchor count."""
+        from .manifold import StiefelResult, cayley_retraction, projected_gradient
+
+        Us = np.ascontiguousarray(U / sigma[None, :])
+        anchors = np.unique(T[:, 0])
+        order = np.argsort(T[:, 0], kind="stable")
+        Ts = T[order]
+        starts = np.searchsorted(Ts[:, 0], anchors)
+        ends = np.searchsorted(Ts[:, 0], anchors, side="right")
+        bs = min(int(self.batch_size), len(anchors))
+        scale = len(anchors) / bs
+        P = P0
+        s_sum = np.zeros(P.shape[1])
+        hist = {"fun": [], "grad_norm": [], "tau": [], "time": []}
+        tau = None
+        prev = None
+        t0 = time.perf_counter()
+        converged = False
+        for it in range(self.max_iter):
+            sel = rs.choice(len(anchors), size=bs, replace=False)
+            idx = np.concatenate([np.arange(starts[i], ends[i]) for i in sel])
+            Tb = Ts[idx]
+            rows, inv = np.unique(Tb.ravel(), return_inverse=True)
+            Vb = np.ascontiguousarray(np.asarray(X[rows] @ Us), dtype=dtype)
+            obj = FilmObjective(Vb, inv.reshape(-1, 3), margin=self.margin, n_threads=nt)
+            obj.refresh(P)
+            f, G = obj.value_and_grad(P)
+            R = projected_gradient(P, G)
+            g = float(np.linalg.norm(R))
+            if tau is None:
+                tau = 1.0 / max(g, 1e-300)
+            elif prev is not None:
+                S = P - prev[0]
+                Y = R - prev[1]
+                sy = abs(float(np.sum(S * Y)))
+                if sy > 0:
+                    tau = float(np.sum(S * S)) / sy if it % 2 else sy / float(np.sum(Y * Y))
+            for _ in range(30):
+                Pn = cayley_retraction(P, G, tau)
+                if obj.value(Pn) <= f - 1e-4 * tau * g * g:
+                    break
+                tau *= 0.2
+            prev = (P, R)
+            P = Pn
+            s_sum += np.maximum(obj.s, 0.0) * scale
+            hist["fun"].append(f * scale)
+            hist["grad_norm"].append(g * scale)
+            hist["tau"].append(tau)
+            hist["time"].append(time.perf_counter() - t0)
+            if self.verbose and it % 10 == 0:
+                print(f"[M-FILM] iter {it:5d}  batch f {f * scale: .5e}  |grad| {g * scale:.3e}")
+        n_it = self.max_iter
+        s = s_sum / max(n_it, 1)
+        res = StiefelResult(P=P, fun=hist["fun"][-1] if hist["fun"] else np.nan,
+                            grad_norm=hist["grad_norm"][-1] if hist["grad_norm"] else np.nan,
+                            n_iter=n_it, n_fev=0, converged=converged, message="max_iter (M-FILM)", history=hist)
+        return res, s, hist
+
+    # ------------------------------------------------------------------ API
+    def transform(self, X):
+        """Embed X: ``X @ components_.T``, (n_samples, n_components) float64. O(nnz(X) d)."""
+        check_is_fitted(self, "components_")
+        X = check_X(X, "X", accept_sparse=True, n_features=self.n_features_in_, estimator=self)
+        return np.asarray(X @ self.components_.T)
+
+    def get_mahalanobis_matrix(self):
+        """L^T L (D x D).  Dense: only for moderate D."""
+        check_is_fitted(self, "components_")
+        return self.components_.T @ self.components_
+
+    def top_features(self, feature_names=None, n_top=10):
+        """For each learned component, the input features with the largest |weight|
+        (the paper's Figure 5).  Returns a list (one per component) of lists of
+        (feature, weight) sorted by decreasing |weight|; features are names when
+        ``feature_names`` (e.g. ``vectorizer.get_feature_names_out()``) is given,
+        else column indices.  Components are ordered by decreasing s."""
+        check_is_fitted(self, "components_")
+        n_top = check_int(n_top, "n_top", low=1)
+        if feature_names is not None:
+            feature_names = np.asarray(feature_names)
+            if feature_names.shape != (self.n_features_in_,):
+                raise ValueError(f"feature_names must have {self.n_features_in_} entries, "
+                                 f"got shape {feature_names.shape}")
+        out = []
+        for c in np.argsort(-self.s_, kind="stable"):
+            w = self.components_[c]
+            top = np.argsort(-np.abs(w), kind="stable")[:n_top]
+            names = feature_names[top] if feature_names is not None else top
+            out.append([(nm.item() if hasattr(nm, "item") else nm, float(w[j])) for nm, j in zip(names, top)])
+        return out

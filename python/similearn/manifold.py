@@ -1,0 +1,254 @@
+"""Optimisation on the Stiefel manifold St(r, d) = {P in R^{r x d} : P^T P = I_d}.
+
+:func:`stiefel_minimize` is the curvilinear search of Wen & Yin (2013, "A
+feasible method for optimization with orthogonality constraints"): the Cayley
+retraction in its Sherman-Morrison-Woodbury form (a 2d x 2d solve per trial step),
+alternating Barzilai-Borwein step sizes and the Zhang-Hager non-monotone line
+search.  The retraction and the BB inner products are C++ kernels
+(``csrc/stiefel.cpp``).  FILM (film.txt Eq. 25-27) uses it; it is public because
+no maintained Python library has this solver.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _core
+from ._validation import check_int
+
+__all__ = ["stiefel_minimize", "StiefelResult", "cayley_retraction", "random_stiefel", "projected_gradient"]
+
+
+@dataclass
+class StiefelResult:
+    """Result of :func:`stiefel_minimize`.
+
+    Attributes
+    ----------
+    P : ndarray (r, d), float64, with P^T P = I_d (re-orthonormalised at the end)
+    fun : float, objective at P
+    grad_norm : float, Frobenius norm of the projected gradient G - P G^T P at P
+    n_iter : int, accepted iterations
+    n_fev : int, objective evaluations (line-search trials included)
+    converged : bool
+    message : str, why it stopped
+    history : dict of lists, per iteration: "fun", "grad_norm", "tau", "n_backtracks", "time"
+    """
+
+    P: np.ndarray
+    fun: float
+    grad_norm: float
+    n_iter: int
+    n_fev: int
+    converged: bool
+    message: str
+    history: dict = field(default_factory=dict)
+
+
+def random_stiefel(r, d, random_state=None):
+    """A random point of St(r, d): Q factor of a Gaussian matrix (sign-fixed), (r, d) float64."""
+    from sklearn.utils import check_random_state
+
+    r = check_int(r, "r", low=1)
+    d = check_int(d, "d", low=1, high=r)
+    rs = check_random_state(random_state)
+    Q, R = np.linalg.qr(rs.standard_normal((r, d)))
+    return np.ascontiguousarray(Q * np.sign(np.diag(R) + (np.diag(R) == 0)))
+
+
+def projected_gradient(P, G):
+    """Riemannian gradient for the canonical metric: G - P G^T P (r x d)."""
+    return G - P @ (G.T @ P)
+
+
+def cayley_retraction(P, G, tau):
+    """P(tau) = (I + tau/2 A)^{-1} (I - tau/2 A) P with A = G P^T - P G^T, through the
+    2d x 2d Sherman-Morrison-Woodbury form (film.txt Eq. 25, corrected as in
+    ALGORITHMS.md).  O(r d^2 + d^3).  Keeps P^T P = I for any tau."""
+    P = np.ascontiguousarray(P, dtype=np.float64)
+    G = np.ascontiguousarray(G, dtype=np.float64)
+    HtF, HtP = _core.cayley_prepare(P, G)
+    out = _core.cayley_apply(P, G, HtF, HtP, float(tau))
+    if out is None:
+        raise np.linalg.LinAlgError("Cayley system I + tau/2 H^T F is singular")
+    return out
+
+
+def _check_P0(P0):
+    P = np.array(P0, dtype=np.float64, order="C", copy=True)
+    if P.ndim != 2 or P.shape[1] < 1 or P.shape[0] < P.shape[1]:
+        raise ValueError(f"P0 must be an (r, d) array with r >= d >= 1, got shape {P.shape}")
+    if not np.isfinite(P).all():
+        raise ValueError("P0 contains NaN or inf")
+    err = np.abs(P.T @ P - np.eye(P.shape[1])).max()
+    if err > 1e-8:
+        raise ValueError(f"P0 must have orthonormal columns (max |P0^T P0 - I| = {err:.2e}); "
+                         "use similearn.manifold.random_stiefel or np.linalg.qr")
+    return P
+
+
+def _reorthonormalise(P):
+    U, _, Vt = np.linalg.svd(P, full_matrices=False)
+    return np.ascontiguousarray(U @ Vt)
+
+
+def stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gtol=1e-5, gtol_abs=0.0,
+                     xtol=1e-10, ftol=1e-12, n_check=5, tau0=None, tau_min=1e-20, tau_max=1e20, rho=1e-4,
+                     eta=0.2, gamma=0.85, max_backtracks=30, bb="alternate", callback=None, verbose=0):
+    """Minimise f(P) subject to P^T P = I_d.
+
+    Parameters
+    ----------
+    fun : callable ``fun(P) -> (f, G)``
+        Objective and Euclidean gradient (r x d) at P (r x d float64).
+    P0 : ndarray of shape (r, d), orthonormal columns
+    value : callable ``value(P) -> f``, optional
+        Cheaper objective-only evaluation for line-search trials.  Default: trials call
+        ``fun`` and the gradient of the accepted trial is kept (one evaluation per
+        iteration when the BB step is accepted at once).
+    on_accept : callable ``on_accept(P)``, optional
+        Called at each accepted iterate before ``fun`` is evaluated there; FILM uses it
+        to refresh its hinge indicators (the objective may then change between
+        iterations; the non-monotone reference value absorbs that).
+    max_iter : int
+    gtol, gtol_abs : float
+        Stop when ||G - P G^T P||_F <= gtol * ||initial projected gradient||_F + gtol_abs.
+    xtol, ftol : float
+        Stop when, averaged over the last ``n_check`` iterations, ||P_k - P_{k-1}||_F / sqrt(r)
+        < xtol and |f_k - f_{k-1}| / (1 + |f_{k-1}|) < ftol.
+    tau0 : float, optional
+        First step size (default 1 / ||projected gradient||_F).
+    tau_min, tau_max : float
+        Bounds of the Barzilai-Borwein step.
+    rho, eta, gamma : float
+        Zhang-Hager line search: accept tau when f(P(tau)) <= C_k - rho tau ||R_k||_F^2 (R the
+        projected gradient), else tau <- eta tau; C_{k+1} = (gamma Q_k C_k + f_{k+1}) / Q_{k+1},
+        Q_{k+1} = gamma Q_k + 1 (gamma = 0: monotone Armijo).
+    max_backtracks : int
+    bb : {"alternate", "long", "short"}
+        BB step: tau_1 = <S,S>/|<S,Y>| (long), tau_2 = |<S,Y>|/<Y,Y> (short), alternating by
+        iteration parity (film.txt Eq. 26-27), with S = P_k - P_{k-1}, Y = R_k - R_{k-1}.
+    callback : callable ``callback(k, P, f, grad_norm)``; returning True stops.
+    verbose : int
+
+    Returns
+    -------
+    StiefelResult
+
+    Notes
+    -----
+    Per iteration: one evaluation per trial step (plus one ``fun`` call at the accepted
+    point when ``value`` or ``on_accept`` is given), O(r d^2 + d^3)
+    for the retraction (the 2d x 2d system I + tau/2 H^T F, H^T F and H^T P computed once
+    per iteration and re-used by every backtrack).  The Cayley transform is exactly
+    orthogonal in exact arithmetic; the final iterate is re-orthonormalised (polar
+    factor) if ||P^T P - I||_max > 1e-13.
+    """
+    P = _check_P0(P0)
+    max_iter = check_int(max_iter, "max_iter", low=0)
+    n_check = check_int(n_check, "n_check", low=1)
+    if bb not in ("alternate", "long", "short"):
+        raise ValueError(f"bb must be 'alternate', 'long' or 'short', got {bb!r}")
+    for name, v, lo, hi in (("eta", eta, 0, 1), ("gamma", gamma, 0, 1), ("rho", rho, 0, 1)):
+        if not (lo <= v < hi) or (name == "eta" and v == 0):
+            raise ValueError(f"{name} must be in [{lo}, {hi}), got {v}")
+    r, d = P.shape
+    sqrt_r = math.sqrt(r)
+
+    def evaluate(X):
+        f, G = fun(X)
+        G = np.ascontiguousarray(G, dtype=np.float64)
+        if G.shape != X.shape:
+            raise ValueError(f"fun must return a gradient of shape {X.shape}, got {G.shape}")
+        f = float(f)
+        if not math.isfinite(f) or not np.isfinite(G).all():
+            raise FloatingPointError("objective or gradient is not finite")
+        return f, G
+
+    if on_accept is not None:
+        on_accept(P)
+    f, G = evaluate(P)
+    n_fev = 1
+    R = projected_gradient(P, G)
+    gnorm = float(np.linalg.norm(R))
+    target = gtol * gnorm + gtol_abs
+    tau = float(tau0) if tau0 is not None else (1.0 / gnorm if gnorm > 0 else 1.0)
+    C, Q = f, 1.0
+    hist = {"fun": [f], "grad_norm": [gnorm], "tau": [0.0], "n_backtracks": [0], "time": [0.0]}
+    t_start = time.perf_counter()
+    xdiffs, fdiffs = [], []
+    converged, message = False, "maximum number of iterations reached"
+    k = 0
+    if gnorm <= target or gnorm <= 1e-14 * max(1.0, float(np.linalg.norm(G))):
+        converged, message = True, "projected gradient norm below tolerance"
+        max_iter = 0
+    for k in range(1, max_iter + 1):
+        HtF, HtP = _core.cayley_prepare(P, G)
+        slope = gnorm * gnorm
+        nb = 0
+        while True:
+            Pn = _core.cayley_apply(P, G, HtF, HtP, tau)
+            if Pn is not None:
+                if value is None:  # trial evaluations give the gradient too: keep it
+                    fn, Gn = evaluate(Pn)
+                else:
+                    fn, Gn = float(value(Pn)), None
+                n_fev += 1
+                if math.isfinite(fn) and fn <= C - rho * tau * slope:
+                    break
+            if nb >= max_backtracks:
+                Pn = None
+                break
+            tau *= eta
+            nb += 1
+        if Pn is None:
+            message = "line search failed to find a sufficient decrease"
+            k -= 1
+            break
+        if on_accept is not None:
+            on_accept(Pn)
+            Gn = None
+        if Gn is None:
+            fn, Gn = evaluate(Pn)
+            n_fev += 1
+        Rn = projected_gradient(Pn, Gn)
+        ss, sy, yy = _core.bb_products(Pn, P, Rn, R)
+        xdiffs.append(math.sqrt(ss) / sqrt_r)
+        fdiffs.append(abs(fn - f) / (1.0 + abs(f)))
+        P, f, G, R = Pn, fn, Gn, Rn
+        gnorm = float(np.linalg.norm(R))
+        Qn = gamma * Q + 1.0
+        C = (gamma * Q * C + f) / Qn
+        Q = Qn
+        if on_accept is not None:
+            # the objective itself may have changed at the accepted point: keep the
+            # reference value at or above the current one so descent stays acceptable
+            C = max(C, f)
+        hist["fun"].append(f)
+        hist["grad_norm"].append(gnorm)
+        hist["tau"].append(tau)
+        hist["n_backtracks"].append(nb)
+        hist["time"].append(time.perf_counter() - t_start)
+        if verbose and (k % max(1, int(verbose) if verbose > 1 else 10) == 0 or k == 1):
+            print(f"[stiefel] iter {k:5d}  f {f: .6e}  |grad| {gnorm:.3e}  tau {tau:.2e}  backtracks {nb}")
+        if callback is not None and callback(k, P, f, gnorm):
+            message = "stopped by callback"
+            break
+        if gnorm <= target or gnorm <= 1e-14 * max(1.0, float(np.linalg.norm(G))):
+            converged, message = True, "projected gradient norm below tolerance"
+            break
+        if len(xdiffs) >= n_check and np.mean(xdiffs[-n_check:]) < xtol and np.mean(fdiffs[-n_check:]) < ftol:
+            converged, message = True, "relative change of P and f below tolerance"
+            break
+        # Barzilai-Borwein step for the next iteration
+        use_long = bb == "long" or (bb == "alternate" and k % 2 == 1)
+        if sy != 0.0 and yy > 0.0 and ss > 0.0:
+            tau = ss / abs(sy) if use_long else abs(sy) / yy
+        tau = min(max(tau, tau_min), tau_max)
+    if np.abs(P.T @ P - np.eye(d)).max() > 1e-13:
+        P = _reorthonormalise(P)
+    return StiefelResult(P=P, fun=f, grad_norm=gnorm, n_iter=len(hist["fun"]) - 1, n_fev=n_fev,
+                         converged=converged, message=message, history=hist)

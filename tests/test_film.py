@@ -1,0 +1,194 @@
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+
+from similearn import _core
+from similearn.film import FILM, FilmObjective, randomized_range_svd, triplet_matrices
+from similearn.manifold import random_stiefel
+from similearn.neighbors import KNeighborsClassifier
+
+import film_oracle as orc
+
+
+def _triplets(rng, y, per=2):
+    n = len(y)
+    a = np.repeat(np.arange(n), per)
+    p = np.array([rng.choice(np.flatnonzero((y == y[i]) & (np.arange(n) != i))) for i in a])
+    q = np.array([rng.choice(np.flatnonzero(y != y[i])) for i in a])
+    return np.stack([a, p, q], 1)
+
+
+def _problem(rng, n=60, r=12, n_classes=3):
+    V = np.linalg.qr(rng.standard_normal((n, r)))[0]
+    y = rng.integers(0, n_classes, n)
+    T = _triplets(rng, y)
+    # some anchors without triplets, duplicated triplets
+    T = np.concatenate([T[T[:, 0] % 7 != 0], T[:5]])
+    return V, y, T
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n,r,d", [(3, 3, 1), (60, 12, 4), (200, 30, 7)])
+def test_sparse_kernels_match_oracle(rng, dtype, n, r, d):
+    if n == 3:
+        V = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+        T = np.array([[0, 1, 2], [1, 0, 2], [2, 0, 1]])
+    else:
+        V, _, T = _problem(rng, n, r)
+    C, CT, t, _ = triplet_matrices(T, n, dtype)
+    W = rng.standard_normal((n, d)).astype(dtype)
+    lam = (rng.random(n) > 0.3).astype(dtype)
+    tw = (t * lam).astype(dtype)
+    s = rng.random(d)
+    parts = lambda A: (A.indptr.astype(np.int64), A.indices.astype(np.int64), np.ascontiguousarray(A.data))
+    fwd = _core.film_forward_f32 if dtype == np.float32 else _core.film_forward_f64
+    bwd = _core.film_backward_f32 if dtype == np.float32 else _core.film_backward_f64
+    D, k, z = fwd(*parts(CT), W, tw, t, s, 2)
+    rD, rk, rz = orc.forward(W.astype(np.float64), T, tw.astype(np.float64), t.astype(np.float64), s)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(D, rD, rtol=tol, atol=tol)
+    np.testing.assert_allclose(k, rk, rtol=tol, atol=tol)
+    np.testing.assert_allclose(z, rz, rtol=tol, atol=tol)
+    M = bwd(*parts(C), W, tw, D, 2)
+    np.testing.assert_allclose(M, orc.backward(W.astype(np.float64), T, tw.astype(np.float64), rD), rtol=tol, atol=tol)
+    # thread count does not change the result
+    D1, k1, z1 = fwd(*parts(CT), W, tw, t, s, 1)
+    np.testing.assert_array_equal(k1, k)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_objective_and_gradient_match_explicit_K(rng, dtype):
+    V, _, T = _problem(rng)
+    obj = FilmObjective(V.astype(dtype), T, margin=0.5)
+    P = random_stiefel(V.shape[1], 4, 0)
+    obj.refresh(P)
+    f, G = obj.value_and_grad(P)
+    rf, rG, rk = orc.objective(V, T, obj.lam.astype(np.float64), P, obj.abs_margin)
+    tol = 2e-5 if dtype == np.float32 else 1e-10
+    assert f == pytest.approx(rf, rel=tol, abs=tol)
+    np.testing.assert_allclose(G, rG, rtol=tol, atol=tol)
+    # the K-free k equals -diag(P^T K P)
+    assert obj.value(P) == pytest.approx(rf, rel=tol, abs=tol)
+
+
+def test_gradient_finite_differences(rng):
+    V, _, T = _problem(rng)
+    obj = FilmObjective(V, T, margin=0.5)
+    P = random_stiefel(V.shape[1], 3, 1)
+    obj.refresh(P)
+    _, G = obj.value_and_grad(P)
+    for _ in range(3):
+        E = rng.standard_normal(P.shape)
+        h = 1e-6
+        fp = obj.value(P + h * E)
+        fm = obj.value(P - h * E)
+        assert (fp - fm) / (2 * h) == pytest.approx(np.sum(G * E), rel=1e-6, abs=1e-9)
+
+
+def _digits():
+    X, y = load_digits(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    return train_test_split(X, y, random_state=0, stratify=y)
+
+
+def test_film_learns_a_discriminative_embedding():
+    Xtr, Xte, ytr, yte = _digits()
+    T = _triplets(np.random.default_rng(0), ytr, per=3)
+    film = FILM(n_components=5, rank=40, max_iter=1000, random_state=0).fit(Xtr, triplets=T)
+    np.testing.assert_allclose(film.P_.T @ film.P_, np.eye(5), atol=1e-10)
+    assert film.components_.shape == (5, 64)
+    Z = film.transform(Xte)
+    assert Z.shape == (len(Xte), 5)
+    acc = KNeighborsClassifier(5).fit(film.transform(Xtr), ytr).score(Z, yte)
+    pca = PCA(5, random_state=0).fit(Xtr)
+    acc_pca = KNeighborsClassifier(5).fit(pca.transform(Xtr), ytr).score(pca.transform(Xte), yte)
+    assert acc > acc_pca + 0.03, (acc, acc_pca)
+    assert film.converged_
+    h = film.history_
+    assert len(h["fun"]) == film.n_iter_ + 1
+    # L = diag(sqrt s) P^T diag(1/sigma) U^T: transform agrees with the SVD-space embedding
+    assert np.all(film.s_ >= 0)
+
+
+def test_sparse_input_equals_dense_and_float32_close():
+    Xtr, _, ytr, _ = _digits()
+    Xtr = Xtr[:500]
+    T = _triplets(np.random.default_rng(1), ytr[:500])
+    Xs = sp.csr_matrix(np.where(np.abs(Xtr) > 1.0, Xtr, 0.0))
+    a = FILM(n_components=4, rank=20, max_iter=60, random_state=0).fit(Xs, triplets=T)
+    b = FILM(n_components=4, rank=20, max_iter=60, random_state=0).fit(Xs.toarray(), triplets=T)
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-6, atol=1e-8)
+    c = FILM(n_components=4, rank=20, max_iter=60, random_state=0, dtype=np.float32).fit(Xs, triplets=T)
+    assert np.abs(c.history_["fun"][-1] - a.history_["fun"][-1]) < 1e-2 * (1 + abs(a.history_["fun"][-1]))
+    # same seed, same result
+    d = FILM(n_components=4, rank=20, max_iter=60, random_state=0).fit(Xs, triplets=T)
+    np.testing.assert_array_equal(a.components_, d.components_)
+
+
+def test_mfilm_and_small_margin_cycle_guard():
+    Xtr, Xte, ytr, yte = _digits()
+    T = _triplets(np.random.default_rng(2), ytr)
+    m = FILM(n_components=8, rank=40, max_iter=150, batch_size=200, random_state=0).fit(Xtr, triplets=T)
+    acc = KNeighborsClassifier(5).fit(m.transform(Xtr), ytr).score(m.transform(Xte), yte)
+    assert acc > 0.85
+    np.testing.assert_allclose(m.P_.T @ m.P_, np.eye(8), atol=1e-10)
+    # a tiny margin makes the s <-> Lambda alternation cycle; the guard must stop it
+    f = FILM(n_components=5, rank=40, max_iter=300, margin=0.01, random_state=0).fit(Xtr, triplets=T)
+    assert np.isfinite(f.history_["fun"]).all()
+    assert f.history_["lambda_changes"][-1] == 0
+    acc = KNeighborsClassifier(5).fit(f.transform(Xtr), ytr).score(f.transform(Xte), yte)
+    assert acc > 0.8
+
+
+def test_randomized_range_svd_matches_scipy(rng):
+    X = rng.standard_normal((300, 40)) @ np.diag(np.linspace(3, 0.1, 40)) @ rng.standard_normal((40, 40))
+    s, U = randomized_range_svd(sp.csr_matrix(X), 10, random_state=0, block_rows=64)
+    ref = np.linalg.svd(X, compute_uv=False)[:10]
+    np.testing.assert_allclose(s, ref, rtol=1e-6)
+    np.testing.assert_allclose(U.T @ U, np.eye(10), atol=1e-10)
+
+
+def test_top_features_and_params():
+    Xtr, _, ytr, _ = _digits()
+    T = _triplets(np.random.default_rng(3), ytr[:300])
+    f = FILM(n_components=3, rank=15, max_iter=30, random_state=0).fit(Xtr[:300], triplets=T)
+    names = np.array([f"px{i}" for i in range(64)])
+    top = f.top_features(names, n_top=4)
+    assert len(top) == 3 and all(len(c) == 4 for c in top)
+    c0 = int(np.argmax(f.s_))
+    w = f.components_[c0]
+    assert top[0][0] == (names[np.argmax(np.abs(w))], pytest.approx(w[np.argmax(np.abs(w))]))
+
+
+@pytest.mark.parametrize(
+    "kwargs,fit_kwargs,exc,match",
+    [
+        ({}, {"triplets": [[0, 1, 500]]}, ValueError, "out of range"),
+        ({}, {"triplets": [[0, -1, 2]]}, ValueError, "negative"),
+        ({}, {"triplets": [[0, 0, 2]]}, ValueError, "anchor == positive"),
+        ({}, {"triplets": [[0, 1.0, 2]]}, TypeError, "integer"),
+        ({}, {"triplets": np.zeros((0, 3), int)}, ValueError, "empty"),
+        ({}, {"y": np.zeros(100)}, ValueError, "1 class"),
+        ({}, {}, ValueError, "exactly one of"),
+        ({"n_components": 5, "rank": 3}, {"triplets": [[0, 1, 2]]}, ValueError, "rank=3 must be >= n_components"),
+        ({"n_components": 200}, {"triplets": [[0, 1, 2]]}, ValueError, "n_components=200 exceeds"),
+        ({"margin": -1}, {"triplets": [[0, 1, 2]]}, ValueError, "margin"),
+    ],
+)
+def test_bad_input(rng, kwargs, fit_kwargs, exc, match):
+    X = rng.standard_normal((100, 10))
+    with pytest.raises(exc, match=match):
+        FILM(**kwargs).fit(X, **fit_kwargs)
+
+
+def test_nan_and_too_few_samples(rng):
+    X = rng.standard_normal((10, 5))
+    X[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        FILM(n_components=2).fit(X, triplets=[[0, 1, 2]])
+    with pytest.raises(ValueError, match="n_components=4 exceeds"):
+        FILM(n_components=4).fit(rng.standard_normal((3, 6)), triplets=[[0, 1, 2]])
