@@ -6,10 +6,11 @@ top-k search, Hamming search, k-NN classifier), ``metrics`` (retrieval metrics),
 """
 from ._version import __version__
 from ._config import get_num_threads, set_num_threads, thread_limits, show_config
-from . import base, datasets, manifold, metrics, neighbors, scaling, triplets
+from . import base, datasets, manifold, matching, metrics, neighbors, scaling, triplets
 from .base import load, save
 from .film import FILM
 from .manifold import stiefel_minimize
+from .matching import PairwiseKNNMatcher
 from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "unpack_bits",
     "KNeighborsClassifier",
     "FILM",
+    "PairwiseKNNMatcher",
+    "matching",
     "stiefel_minimize",
     "datasets",
     "manifold",
