@@ -173,7 +173,7 @@ def test_top_features_and_params():
         ({}, {"triplets": [[0, 1.0, 2]]}, TypeError, "integer"),
         ({}, {"triplets": np.zeros((0, 3), int)}, ValueError, "empty"),
         ({}, {"y": np.zeros(100)}, ValueError, "1 class"),
-        ({}, {}, ValueError, "exactly one of"),
+        ({}, {}, ValueError, "either y"),
         ({"n_components": 5, "rank": 3}, {"triplets": [[0, 1, 2]]}, ValueError, "rank=3 must be >= n_components"),
         ({"n_components": 200}, {"triplets": [[0, 1, 2]]}, ValueError, "n_components=200 exceeds"),
         ({"margin": -1}, {"triplets": [[0, 1, 2]]}, ValueError, "margin"),

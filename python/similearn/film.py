@@ -343,9 +343,9 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         return d, r
 
     def _triplets(self, X, y, triplets, n, rs):
-        if (y is None) == (triplets is None):
-            raise ValueError("pass exactly one of y (class labels) or triplets ((n_triplets, 3) row indices)")
-        if triplets is not None:
+        if y is None and triplets is None:
+            raise ValueError("pass either y (class labels) or triplets ((n_triplets, 3) row indices)")
+        if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
             return check_triplets_film(triplets, n)
         check_labels(y, n, "y", min_classes=2)
         from .triplets import triplets_from_labels
@@ -365,6 +365,9 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         X : array-like or scipy.sparse of shape (n_samples, n_features)
             Never densified; sparse input goes through sparse products only.
         y : array-like of shape (n_samples,), optional
+            Class labels; triplets are generated from them.  Ignored when ``triplets`` is
+            given (so that in a Pipeline ``y`` can carry data for a later step, e.g. the
+            pairs of a :class:`~similearn.matching.PairwiseKNNMatcher`).
         triplets : int array of shape (n_triplets, 3), optional
             (anchor, positive, negative) row indices of X.
 
@@ -387,7 +390,9 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         else:
             dtype = np.dtype(self.dtype)
         nt = get_num_threads(self.n_threads)
-        with blas_limits(nt):
+        # small products do not pay for BLAS threads (and suffer badly from them on a
+        # loaded machine): one BLAS thread below ~16M multiply-adds per product
+        with blas_limits(nt if n * r * d >= 2**24 else 1):
             return self._fit(X, n, D, d, r, rs, T, dtype, nt)
 
     def _fit(self, X, n, D, d, r, rs, T, dtype, nt):
