@@ -1,0 +1,300 @@
+"""Synthetic data generators for tests, benchmarks and demos.
+
+* :func:`make_tfidf_like`: sparse L2-normalised TF-IDF-like documents with class
+  labels, where each class prefers its own subset of a Zipf-distributed
+  vocabulary (metric learning has something to find);
+* :func:`make_planted_stiefel`: a random symmetric matrix with a known leading
+  eigenspace, the exact minimiser of ``-trace(P^T A P)`` over the Stiefel
+  manifold;
+* :func:`make_text_pairs`: short synthetic "sentences" from a topic model and
+  labelled duplicate / not-duplicate pairs, for matching demos.
+
+Every generator is deterministic given ``random_state`` (an int, a
+``numpy.random.Generator`` or None).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["make_tfidf_like", "make_planted_stiefel", "make_text_pairs"]
+
+
+def _rng(random_state):
+    """A ``numpy.random.Generator`` from an int, a Generator, a RandomState or None."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**31 - 1))
+    if random_state is None or isinstance(random_state, (int, np.integer)):
+        return np.random.default_rng(random_state)
+    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {type(random_state).__name__}")
+
+
+def _check_positive_int(name, value, minimum=1):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+# --------------------------------------------------------------------------- TF-IDF-like documents
+def make_tfidf_like(n_samples, n_features, nnz_per_row=10, n_classes=20, random_state=None,
+                    dtype=np.float64, *, class_word_fraction=0.5, topic_size=None, zipf_exponent=1.0):
+    """Sparse TF-IDF-like document vectors with class structure.
+
+    The vocabulary has Zipf-like overall word frequencies (the word of rank
+    ``j`` has weight ``1 / (j + 1) ** zipf_exponent``, ranks randomly assigned to
+    word ids).  Each class owns a "topic": ``topic_size`` words drawn at random
+    (topics of different classes may overlap), again with Zipf weights inside
+    the topic.  A document of class ``c`` draws its tokens from the topic of
+    ``c`` with probability ``class_word_fraction`` and from the whole
+    vocabulary otherwise, so documents of one class share vocabulary and a
+    metric can be learned that separates classes.
+
+    Document lengths (tokens) are ``1 + Poisson(nnz_per_row - 1)``; repeated
+    tokens are summed into counts, so a row has about (at most a few less
+    than) ``nnz_per_row`` stored entries.  Entries are ``(1 + log count) * idf``
+    with the smoothed ``idf = log((1 + n) / (1 + df)) + 1`` of the generated
+    corpus, and every row is scaled to unit L2 norm (no row is empty).
+
+    Parameters
+    ----------
+    n_samples : int >= 1
+    n_features : int >= 1
+        Vocabulary size D.
+    nnz_per_row : float > 0
+        Mean number of tokens per document.
+    n_classes : int >= 1
+    random_state : None, int or numpy.random.Generator
+    dtype : float32 or float64
+    class_word_fraction : float in [0, 1]
+        Share of the tokens drawn from the class topic (0: no class signal).
+    topic_size : int, optional
+        Words per class topic; default ``max(nnz_per_row, n_features // n_classes)``
+        capped at ``n_features``.
+    zipf_exponent : float >= 0
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_samples, n_features), dtype ``dtype``
+        Sorted indices, no explicit zeros, rows of unit L2 norm.
+    y : (n_samples,) int64 array of class labels in ``range(n_classes)``
+        (classes assigned round-robin, then shuffled: sizes differ by at most 1).
+    """
+    n = _check_positive_int("n_samples", n_samples)
+    D = _check_positive_int("n_features", n_features)
+    k = _check_positive_int("n_classes", n_classes)
+    if not (np.isfinite(nnz_per_row) and nnz_per_row > 0):
+        raise ValueError(f"nnz_per_row must be > 0, got {nnz_per_row!r}")
+    if not 0.0 <= class_word_fraction <= 1.0:
+        raise ValueError(f"class_word_fraction must be in [0, 1], got {class_word_fraction!r}")
+    if not zipf_exponent >= 0:
+        raise ValueError(f"zipf_exponent must be >= 0, got {zipf_exponent!r}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if topic_size is None:
+        topic_size = max(int(np.ceil(nnz_per_row)), D // k)
+    topic_size = min(_check_positive_int("topic_size", topic_size), D)
+    rng = _rng(random_state)
+
+    # vocabulary: Zipf weights on a random ranking of the word ids
+    word_of_rank = rng.permutation(D)
+    cdf_global = np.cumsum(1.0 / np.arange(1, D + 1, dtype=np.float64) ** zipf_exponent)
+    cdf_global /= cdf_global[-1]
+    topics = np.stack([rng.choice(D, size=topic_size, replace=False) for _ in range(k)])  # (k, topic_size)
+    cdf_topic = np.cumsum(1.0 / np.arange(1, topic_size + 1, dtype=np.float64) ** zipf_exponent)
+    cdf_topic /= cdf_topic[-1]
+
+    y = np.arange(n, dtype=np.int64) % k
+    rng.shuffle(y)
+    lengths = 1 + rng.poisson(max(float(nnz_per_row) - 1.0, 0.0), size=n)
+    indptr_tok = np.concatenate([[0], np.cumsum(lengths)])
+    n_tok = int(indptr_tok[-1])
+    doc = np.repeat(np.arange(n, dtype=np.int64), lengths)
+
+    from_topic = rng.random(n_tok) < class_word_fraction
+    words = np.empty(n_tok, dtype=np.int64)
+    u = rng.random(n_tok)
+    ranks = np.minimum(np.searchsorted(cdf_global, u[~from_topic], side="right"), D - 1)
+    words[~from_topic] = word_of_rank[ranks]
+    pos = np.minimum(np.searchsorted(cdf_topic, u[from_topic], side="right"), topic_size - 1)
+    words[from_topic] = topics[y[doc[from_topic]], pos]
+
+    # counts per (document, word): sort by key and run-length encode
+    key = doc * D + words
+    key.sort()
+    uniq, counts = np.unique(key, return_counts=True)
+    rows, cols = np.divmod(uniq, D)
+    df = np.bincount(cols, minlength=D)
+    idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
+    vals = (1.0 + np.log(counts)) * idf[cols]
+    norms = np.sqrt(np.bincount(rows, weights=vals * vals, minlength=n))
+    vals /= norms[rows]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    X = sp.csr_matrix((vals.astype(dtype), cols.astype(np.int32 if D < 2**31 else np.int64),
+                       indptr.astype(np.int64 if len(vals) >= 2**31 else np.int32)), shape=(n, D))
+    X.has_sorted_indices = True
+    return X, y
+
+
+# --------------------------------------------------------------------------- planted eigenspace
+def make_planted_stiefel(r, d, random_state=None, *, gap=0.5, dtype=np.float64):
+    """A random symmetric matrix with a known, well-separated leading eigenspace.
+
+    ``A = Q diag(w) Q^T`` with ``Q`` Haar-random orthogonal (QR of a Gaussian
+    matrix with the sign convention that makes it uniform).  The ``d`` leading
+    eigenvalues are uniform in ``[1 + gap, 2 + gap]`` and the ``r - d`` others
+    uniform in ``[-1, 1]``, so the leading eigenspace is separated by at least
+    ``gap``.  ``min -trace(P^T A P)`` over ``P^T P = I_d`` is ``-sum(w[:d])``,
+    attained exactly at the bases of ``span(U)``.
+
+    Parameters
+    ----------
+    r : int >= 1
+    d : int, 1 <= d <= r
+    random_state : None, int or numpy.random.Generator
+    gap : float > 0
+    dtype : float32 or float64
+
+    Returns
+    -------
+    A : (r, r) symmetric array
+    U : (r, d) array with orthonormal columns spanning the leading eigenspace
+        (``U[:, i]`` is the eigenvector of ``w[i]``)
+    w : (r,) eigenvalues of ``A`` in decreasing order
+    """
+    r = _check_positive_int("r", r)
+    d = _check_positive_int("d", d)
+    if d > r:
+        raise ValueError(f"d must be <= r, got d={d}, r={r}")
+    if not gap > 0:
+        raise ValueError(f"gap must be > 0, got {gap!r}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    rng = _rng(random_state)
+    Q, R = np.linalg.qr(rng.standard_normal((r, r)))
+    Q *= np.sign(np.diag(R))
+    w = np.concatenate([np.sort(rng.uniform(1.0 + gap, 2.0 + gap, d))[::-1],
+                        np.sort(rng.uniform(-1.0, 1.0, r - d))[::-1]])
+    A = (Q * w) @ Q.T
+    A = 0.5 * (A + A.T)
+    return A.astype(dtype), np.ascontiguousarray(Q[:, :d]).astype(dtype), w
+
+
+# --------------------------------------------------------------------------- text pairs
+_SYLLABLES = ("ba be bi bo bu da de di do du fa fe fi fo fu ga ge gi go gu ka ke ki ko ku la le li lo lu "
+              "ma me mi mo mu na ne ni no nu pa pe pi po pu ra re ri ro ru sa se si so su ta te ti to tu "
+              "va ve vi vo vu za ze zi zo zu").split()
+_STOPWORDS = ("the a an of to in is it how what why can do does for on with my i you be are "
+              "and or at by from this that which when where").split()
+
+
+def _pseudo_words(rng, count, taken):
+    """``count`` distinct pronounceable pseudo-words (2-4 syllables) not in ``taken``."""
+    out = []
+    while len(out) < count:
+        n_syl = int(rng.integers(2, 5))
+        w = "".join(_SYLLABLES[i] for i in rng.integers(0, len(_SYLLABLES), n_syl))
+        if w not in taken:
+            taken.add(w)
+            out.append(w)
+    return out
+
+
+def make_text_pairs(n_pairs=1000, n_topics=10, concepts_per_topic=40, intents_per_topic=20,
+                    sentences_per_intent=(2, 5), concepts_per_intent=(3, 6), duplicate_fraction=0.4,
+                    hard_negative_fraction=0.5, random_state=None):
+    """Synthetic sentences and labelled duplicate / not-duplicate pairs (a tiny
+    Quora-like matching task).
+
+    Topic model: ``n_topics`` topics, each with ``concepts_per_topic``
+    concepts; every concept is written as one of two synonymous pseudo-words.
+    An *intent* is a set of concepts of one topic (3-6 by default); each intent
+    is realised as several sentences: its concepts, each with a randomly chosen
+    synonym, shuffled among a few stop words.  Sentences of the same intent are
+    duplicates (they may share few surface words, so matching has to learn
+    synonyms); sentences of different intents are not.  A share
+    ``hard_negative_fraction`` of the negative pairs comes from two intents of
+    the same topic (overlapping vocabulary), the rest from different topics.
+
+    Parameters
+    ----------
+    n_pairs : int >= 1
+    n_topics : int >= 2
+    concepts_per_topic : int >= max(concepts_per_intent)
+    intents_per_topic : int >= 2
+    sentences_per_intent : (low, high), inclusive, low >= 2
+    concepts_per_intent : (low, high), inclusive, low >= 1
+    duplicate_fraction : float in [0, 1]
+        Share of the pairs labelled 1 (rounded to an integer count).
+    hard_negative_fraction : float in [0, 1]
+    random_state : None, int or numpy.random.Generator
+
+    Returns
+    -------
+    sentences : list of str
+        Every generated sentence (all intents), lower-case, space-separated.
+    pairs : (n_pairs, 2) int64 array
+        Indices into ``sentences``; the two are always different sentences.
+    labels : (n_pairs,) int64 array
+        1 for duplicates (same intent), 0 otherwise.
+    """
+    n_pairs = _check_positive_int("n_pairs", n_pairs)
+    n_topics = _check_positive_int("n_topics", n_topics, 2)
+    intents_per_topic = _check_positive_int("intents_per_topic", intents_per_topic, 2)
+    s_lo, s_hi = (int(v) for v in sentences_per_intent)
+    c_lo, c_hi = (int(v) for v in concepts_per_intent)
+    if not 2 <= s_lo <= s_hi:
+        raise ValueError(f"sentences_per_intent must be (low, high) with 2 <= low <= high, got {sentences_per_intent!r}")
+    if not 1 <= c_lo <= c_hi:
+        raise ValueError(f"concepts_per_intent must be (low, high) with 1 <= low <= high, got {concepts_per_intent!r}")
+    concepts_per_topic = _check_positive_int("concepts_per_topic", concepts_per_topic, c_hi)
+    for name, v in (("duplicate_fraction", duplicate_fraction), ("hard_negative_fraction", hard_negative_fraction)):
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+    rng = _rng(random_state)
+
+    taken = set(_STOPWORDS)
+    # synonyms[topic][concept] = (word, word)
+    synonyms = [[tuple(_pseudo_words(rng, 2, taken)) for _ in range(concepts_per_topic)] for _ in range(n_topics)]
+
+    sentences, intent_of, topic_of_intent = [], [], []
+    members = []  # sentence indices of each intent
+    for topic in range(n_topics):
+        for _ in range(intents_per_topic):
+            intent = len(members)
+            concepts = rng.choice(concepts_per_topic, size=int(rng.integers(c_lo, c_hi + 1)), replace=False)
+            idx = []
+            for _ in range(int(rng.integers(s_lo, s_hi + 1))):
+                words = [synonyms[topic][c][int(rng.integers(0, 2))] for c in concepts]
+                words += [_STOPWORDS[i] for i in rng.integers(0, len(_STOPWORDS), int(rng.integers(1, 5)))]
+                rng.shuffle(words)
+                idx.append(len(sentences))
+                sentences.append(" ".join(words))
+                intent_of.append(intent)
+            members.append(np.array(idx, dtype=np.int64))
+            topic_of_intent.append(topic)
+    n_intents = len(members)
+    topic_of_intent = np.array(topic_of_intent)
+
+    n_pos = int(round(duplicate_fraction * n_pairs))
+    n_neg = n_pairs - n_pos
+    n_hard = int(round(hard_negative_fraction * n_neg))
+    pairs = np.empty((n_pairs, 2), dtype=np.int64)
+    labels = np.zeros(n_pairs, dtype=np.int64)
+    for i in range(n_pos):
+        m = members[int(rng.integers(n_intents))]
+        pairs[i] = rng.choice(m, size=2, replace=False)
+        labels[i] = 1
+    for i in range(n_pos, n_pairs):
+        a = int(rng.integers(n_intents))
+        same_topic = np.flatnonzero(topic_of_intent == topic_of_intent[a])
+        if i - n_pos < n_hard:
+            b = int(rng.choice(same_topic[same_topic != a]))
+        else:
+            b = int(rng.choice(np.flatnonzero(topic_of_intent != topic_of_intent[a])))
+        pairs[i] = (rng.choice(members[a]), rng.choice(members[b]))
+    order = rng.permutation(n_pairs)
+    return sentences, pairs[order], labels[order]
