@@ -71,6 +71,39 @@ void backward(std::int64_t n, std::int64_t d, const std::int64_t* c_ptr, const s
   });
 }
 
+template <class T>
+void row_stats(std::int64_t n, std::int64_t d, const T* W, const T* D, const T* tw, const T* t, const double* s,
+               double* k, double* z, double* y2, int n_threads) {
+  const std::int64_t n_tasks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<std::size_t>(n_tasks * d), 0.0);
+  parallel_for(n_tasks, n_threads, [&](std::int64_t task, int) {
+    double* kp = partial.data() + task * d;
+    const std::int64_t r1 = std::min(n, (task + 1) * kChunk);
+    for (std::int64_t a = task * kChunk; a < r1; ++a) {
+      const T* Wa = W + a * d;
+      const T* Da = D + a * d;
+      const double twa = static_cast<double>(tw[a]);
+      double zs = 0.0, ys = 0.0;
+      for (std::int64_t i = 0; i < d; ++i) {
+        const double w = static_cast<double>(Wa[i]), wd = w * static_cast<double>(Da[i]);
+        kp[i] += twa * wd;
+        zs += s[i] * wd;
+        ys += s[i] * w * w;
+      }
+      z[a] = -static_cast<double>(t[a]) * zs;
+      y2[a] = ys;
+    }
+  });
+  std::fill(k, k + d, 0.0);
+  for (std::int64_t task = 0; task < n_tasks; ++task)
+    for (std::int64_t i = 0; i < d; ++i) k[i] += partial[static_cast<std::size_t>(task * d + i)];
+}
+
+template void row_stats<float>(std::int64_t, std::int64_t, const float*, const float*, const float*, const float*,
+                               const double*, double*, double*, double*, int);
+template void row_stats<double>(std::int64_t, std::int64_t, const double*, const double*, const double*,
+                                const double*, const double*, double*, double*, double*, int);
+
 template void forward<float>(std::int64_t, std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
                              const float*, const float*, const float*, const double*, float*, double*, double*, int);
 template void forward<double>(std::int64_t, std::int64_t, const std::int64_t*, const std::int64_t*, const double*,

@@ -24,5 +24,12 @@ template <class T>
 void backward(std::int64_t n, std::int64_t d, const std::int64_t* c_ptr, const std::int64_t* c_idx, const T* c_val,
               const T* W, const T* tw, const T* D, T* M, int n_threads);
 
+// One pass over the rows of W and D (n x d) for the s / Lambda refresh:
+//   k_i = sum_a tw_a W[a,i] D[a,i],  z_a = -t_a sum_i s_i W[a,i] D[a,i],
+//   y2_a = sum_i s_i W[a,i]^2  (= ||y_a||^2).  O(n d), no temporaries.
+template <class T>
+void row_stats(std::int64_t n, std::int64_t d, const T* W, const T* D, const T* tw, const T* t, const double* s,
+               double* k, double* z, double* y2, int n_threads);
+
 }  // namespace film
 }  // namespace sl

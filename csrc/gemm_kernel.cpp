@@ -8,7 +8,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "blas.hpp"
+#include "parallel.hpp"
 #include "simd.hpp"
+
+#include <vector>
 
 #if SL_X86_DISPATCH
 #include <immintrin.h>
@@ -129,12 +133,37 @@ void gemm_packed(const T* Q, std::int64_t mq, std::int64_t dim, const T* Xp, std
   }
 }
 
+
 #else
 
 template <class T>
 void gemm_packed(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, std::int64_t) {}
 
 #endif
+
+template <class T>
+void gemm_nn(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_t n, T* C, int n_threads) {
+  const std::int64_t rb = 256;  // rows of A per task
+  if (!available()) {
+    parallel_for((m + rb - 1) / rb, n_threads, [&](std::int64_t t, int) {
+      const std::int64_t r0 = t * rb, nr = std::min(rb, m - r0);
+      blas::gemm_rm<T>(false, false, nr, n, k, T(1), A + r0 * k, k, B, n, T(0), C + r0 * n, n);
+    });
+    return;
+  }
+  std::vector<T> Bt(static_cast<std::size_t>(n * k));
+  for (std::int64_t i = 0; i < k; ++i)
+    for (std::int64_t j = 0; j < n; ++j) Bt[static_cast<std::size_t>(j * k + i)] = B[i * n + j];
+  std::vector<T> Bp(static_cast<std::size_t>(packed_size<T>(n, k)));
+  pack<T>(Bt.data(), n, k, Bp.data());
+  parallel_for((m + rb - 1) / rb, n_threads, [&](std::int64_t t, int) {
+    const std::int64_t r0 = t * rb, nr = std::min(rb, m - r0);
+    gemm_packed<T>(A + r0 * k, nr, k, Bp.data(), n, C + r0 * n, n);
+  });
+}
+
+template void gemm_nn<float>(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, float*, int);
+template void gemm_nn<double>(const double*, std::int64_t, std::int64_t, const double*, std::int64_t, double*, int);
 
 template void pack<float>(const float*, std::int64_t, std::int64_t, float*);
 template void pack<double>(const double*, std::int64_t, std::int64_t, double*);

@@ -34,5 +34,12 @@ template <class T> void pack(const T* X, std::int64_t nb, std::int64_t dim, T* o
 template <class T>
 void gemm_packed(const T* Q, std::int64_t mq, std::int64_t dim, const T* Xp, std::int64_t nb, T* C, std::int64_t ldc);
 
+// C (m x n) = A (m x k) B (k x n), row-major, threaded over row blocks of A (the
+// result does not depend on the thread count).  B is transposed and packed once and
+// the AVX-512 micro-kernel does the rest; SciPy's BLAS when AVX-512 is absent.  For
+// tall-skinny products such as FILM's W = V P (n x r times r x d).
+template <class T>
+void gemm_nn(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_t n, T* C, int n_threads);
+
 }  // namespace gemmk
 }  // namespace sl

@@ -56,13 +56,45 @@ carray<T> bind_gemm(const carray<T>& a, const carray<T>& b, bool ta, bool tb) {
 }
 
 template <class T>
+void def_dense(py::module_& m, const char* nn) {
+  m.def(
+      nn,
+      [](const carray<T>& A, const carray<T>& B, int n_threads) {
+        const i64 mm = A.shape(0), k = A.shape(1), n = B.shape(1);
+        if (B.shape(0) != k) throw py::value_error("inner dimensions differ");
+        carray<T> C({mm, n});
+        {
+          py::gil_scoped_release nogil;
+          sl::gemmk::gemm_nn<T>(A.data(), mm, k, B.data(), n, C.mutable_data(), n_threads);
+        }
+        return C;
+      },
+      py::arg("A").noconvert(), py::arg("B").noconvert(), py::arg("n_threads"));
+}
+
+template <class T>
 void def_topk(py::module_& m, const char* name) {
   m.def(name, &bind_topk<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
         py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"));
 }
 
 template <class T>
-void def_film(py::module_& m, const char* fwd, const char* bwd) {
+void def_film(py::module_& m, const char* fwd, const char* bwd, const char* stats) {
+  m.def(
+      stats,
+      [](const carray<T>& W, const carray<T>& D, const carray<T>& tw, const carray<T>& t, const carray<double>& s,
+         int n_threads) {
+        const i64 n = W.shape(0), d = W.shape(1);
+        carray<double> k(d), z(n), y2(n);
+        {
+          py::gil_scoped_release nogil;
+          sl::film::row_stats<T>(n, d, W.data(), D.data(), tw.data(), t.data(), s.data(), k.mutable_data(),
+                                 z.mutable_data(), y2.mutable_data(), n_threads);
+        }
+        return py::make_tuple(k, z, y2);
+      },
+      py::arg("W").noconvert(), py::arg("D").noconvert(), py::arg("tw").noconvert(), py::arg("t").noconvert(),
+      py::arg("s").noconvert(), py::arg("n_threads"));
   m.def(
       fwd,
       [](const carray<i64>& ct_ptr, const carray<i64>& ct_idx, const carray<T>& ct_val, const carray<T>& W,
@@ -124,11 +156,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("_gemm_f64", &bind_gemm<double>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("trans_a"),
         py::arg("trans_b"));
 
+  def_dense<float>(m, "gemm_nn_f32");
+  def_dense<double>(m, "gemm_nn_f64");
+
   def_topk<float>(m, "topk_f32");
   def_topk<double>(m, "topk_f64");
 
-  def_film<float>(m, "film_forward_f32", "film_backward_f32");
-  def_film<double>(m, "film_forward_f64", "film_backward_f64");
+  def_film<float>(m, "film_forward_f32", "film_backward_f32", "film_stats_f32");
+  def_film<double>(m, "film_forward_f64", "film_backward_f64", "film_stats_f64");
 
   m.def(
       "cayley_prepare",

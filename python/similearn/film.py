@@ -172,6 +172,8 @@ class FilmObjective:
         self.abs_margin = 0.0
         self._fwd = _core.film_forward_f32 if V.dtype == np.float32 else _core.film_forward_f64
         self._bwd = _core.film_backward_f32 if V.dtype == np.float32 else _core.film_backward_f64
+        self._stats = _core.film_stats_f32 if V.dtype == np.float32 else _core.film_stats_f64
+        self._gemm = _core.gemm_nn_f32 if V.dtype == np.float32 else _core.gemm_nn_f64
         self._cache_key = None
         self.gemm_time = 0.0
         self.n_lambda_changes = []
@@ -184,7 +186,7 @@ class FilmObjective:
         if self._cache_key is not None and self._cache_key[0] == key and self._cache_key[1] is P:
             return self._cache
         t0 = time.perf_counter()
-        W = np.ascontiguousarray(self.V @ P.astype(self.V.dtype, copy=False))
+        W = self._gemm(self.V, np.ascontiguousarray(P, dtype=self.V.dtype), self.n_threads)
         self.gemm_time += time.perf_counter() - t0
         s = self.s if self.s is not None else np.zeros(P.shape[1])
         D, k, z = self._fwd(*self._ct, W, self.tw, self.t, np.ascontiguousarray(s, dtype=np.float64),
@@ -216,9 +218,7 @@ class FilmObjective:
         """s* = max(0, k) (Eq. 15), then Lambda = 1[z + m > 0] with the relative margin."""
         W, D, k, _ = self._state(P)
         s = np.maximum(k, 0.0)
-        WD = W.astype(np.float64) * D
-        z = -self.t * (WD @ s)
-        Y2 = (W.astype(np.float64) ** 2) @ s  # ||y_a||^2
+        _, z, Y2 = self._stats(W, D, self.tw, self.t, s, self.n_threads)  # z_a, ||y_a||^2 at the new s
         self.abs_margin = self.margin * float(Y2[self.is_anchor].mean()) if self.is_anchor.any() else 0.0
         # a hinge exactly at its kink counts as active (z + m >= 0): with s = 0 every
         # hinge is at the kink, and calling them inactive would freeze the fit at s = 0
@@ -235,8 +235,8 @@ class FilmObjective:
         self.lam = lam
         self.s = s
         self.tw = (self.t * lam).astype(self.V.dtype)
-        # k depends on Lambda: recompute it (O(n d)) and keep W, D
-        k_new = (WD * self.tw[:, None]).sum(axis=0)
+        # k depends on Lambda: recompute it (one O(n d) pass) and keep W, D
+        k_new, _, _ = self._stats(W, D, self.tw, self.t, s, self.n_threads)
         self._cache = (W, D, k_new, z)
         return s, lam
 
