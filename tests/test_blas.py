@@ -62,3 +62,15 @@ def test_build_info():
     assert "-march=native" not in info["flags"]
     assert info["hamming_isa"] in ("avx512-vpopcntdq", "popcnt", "generic")
     assert info["hardware_threads"] >= 1
+
+
+@pytest.mark.parametrize("dtype,fn", [(np.float32, _core.gemm_nn_f32), (np.float64, _core.gemm_nn_f64)])
+@pytest.mark.parametrize("m,k,n", [(1, 1, 1), (0, 3, 2), (5, 3, 0), (37, 13, 5), (300, 64, 100), (1000, 7, 33)])
+def test_threaded_gemm_nn_matches_numpy(rng, dtype, fn, m, k, n):
+    A = rng.standard_normal((m, k)).astype(dtype)
+    B = rng.standard_normal((k, n)).astype(dtype)
+    C = fn(A, B, 2)
+    assert C.shape == (m, n) and C.dtype == dtype
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                               atol=1e-4 if dtype == np.float32 else 1e-12)
+    np.testing.assert_array_equal(C, fn(A, B, 1))  # thread count does not change the result
