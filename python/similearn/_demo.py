@@ -221,3 +221,71 @@ def _digits(ctx):
     ])
     ctx.print("  compare with faiss / scikit-learn / NumPy: similearn bench run (in a source checkout)")
     ctx.record(topk_qps=nq / t_dense, hamming_qps=hq / t_ham)
+
+
+@section("film", "FILM: low-rank triplet metric learning (digits) and sentence matching (synthetic pairs)")
+def _film(ctx):
+    from sklearn.datasets import load_digits
+    from sklearn.decomposition import PCA, TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import train_test_split
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from .datasets import make_text_pairs
+    from .film import FILM
+    from .matching import PairwiseKNNMatcher
+    from .neighbors import KNeighborsClassifier
+    from .triplets import triplets_from_labels, triplets_from_pairs
+
+    nt = ctx.n_threads
+    X, y = load_digits(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=ctx.seed, stratify=y)
+    T = triplets_from_labels(ytr, n_per_anchor=3, random_state=ctx.seed)
+    ctx.print(f"digits: FILM from {len(T):,} label triplets, 5-NN accuracy in the learned space")
+    rows = []
+    for d in ((4, 8) if ctx.quick else (4, 8, 16)):
+        t0 = time.perf_counter()
+        f = FILM(n_components=d, rank=min(64, 4 * d + 16), random_state=ctx.seed, n_threads=nt).fit(Xtr, triplets=T)
+        dt = time.perf_counter() - t0
+        acc = KNeighborsClassifier(5).fit(f.transform(Xtr), ytr).score(f.transform(Xte), yte)
+        p = PCA(d, random_state=ctx.seed).fit(Xtr)
+        acc_p = KNeighborsClassifier(5).fit(p.transform(Xtr), ytr).score(p.transform(Xte), yte)
+        rows.append([d, _fmt(acc), _fmt(acc_p), f.n_iter_, f"{dt:.2f} s"])
+        ctx.record(**{f"digits_acc_d{d}": acc, f"digits_pca_acc_d{d}": acc_p})
+    ctx.table(["d", "FILM", "PCA", "iterations", "fit time"], rows)
+
+    n_pairs = 2000 if ctx.quick else 6000
+    S, pairs, labels = make_text_pairs(n_pairs=n_pairs, random_state=ctx.seed)[:3]
+    S = np.array(S, dtype=object)
+    perm = np.random.default_rng(ctx.seed).permutation(len(pairs))
+    tr, va, te = np.split(perm, [int(0.6 * len(perm)), int(0.8 * len(perm))])
+    Tp = triplets_from_pairs(pairs[tr], labels[tr], n_samples=len(S), random_state=ctx.seed)
+    ctx.print()
+    ctx.print(f"sentence matching (paper Sec. 3.3) on {len(S):,} synthetic sentences whose duplicates use "
+              "synonyms: TF-IDF -> FILM (triplets from the training pairs by clustering) -> pairwise kNN "
+              f"rule, k chosen by log loss on validation pairs; {len(te):,} test pairs")
+    rows = []
+    film_pipe = Pipeline([("tfidf", TfidfVectorizer()), ("film", FILM(n_components=32, random_state=ctx.seed,
+                                                                       n_threads=nt))])
+    for name, tf, kw in [("TF-IDF + LSA (TruncatedSVD 32)", make_pipeline(TfidfVectorizer(),
+                                                                        TruncatedSVD(32, random_state=ctx.seed)), {}),
+                         ("TF-IDF + FILM (d = 32)", film_pipe, {"film__triplets": Tp})]:
+        t0 = time.perf_counter()
+        m = PairwiseKNNMatcher(tf, n_threads=nt).fit(S, pairs[va], labels[va], **kw)
+        dt = time.perf_counter() - t0
+        proba = m.predict_proba(S, pairs[te])[:, 1]
+        acc = float((m.predict(S, pairs[te]) == labels[te]).mean())
+        ll = log_loss(labels[te], proba)
+        rows.append([name, m.k_, _fmt(acc), _fmt(ll), f"{dt:.2f} s"])
+        ctx.record(**{("film" if "FILM" in name else "lsa") + "_match_acc": acc,
+                      ("film" if "FILM" in name else "lsa") + "_match_logloss": ll})
+    ctx.table(["embedding", "k", "accuracy", "log loss", "fit time"], rows)
+    fitted = m.transformer_
+    vocab = fitted.named_steps["tfidf"].get_feature_names_out()
+    top = fitted.named_steps["film"].top_features(vocab, n_top=6)
+    ctx.print("  top-weighted words of the two strongest FILM components (paper Fig. 5):")
+    for c in top[:2]:
+        ctx.print("   ", ", ".join(f"{w} ({v:+.2f})" for w, v in c))
