@@ -122,10 +122,14 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
             out += np.asarray(Xb.T @ np.asarray(Xb @ Z))
         return out
 
+    def orth(Z):  # Householder QR of a tall-skinny block: BLAS threads only hurt here
+        with blas_limits(1):
+            return np.linalg.qr(Z)[0]
+
     Q = rs.standard_normal((D, ell))
-    Q, _ = np.linalg.qr(gram(Q))
+    Q = orth(gram(Q))
     for _ in range(n_iter):
-        Q, _ = np.linalg.qr(gram(Q))
+        Q = orth(gram(Q))
     # Rayleigh-Ritz on the Gram operator: B^T B = Q^T X^T X Q (ell x ell)
     Bt = Q.T @ gram(Q)
     Bt = 0.5 * (Bt + Bt.T)
