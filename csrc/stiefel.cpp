@@ -14,7 +14,8 @@ void cayley_prepare(const double* P, const double* G, std::int64_t r, std::int64
   blas::gemm_rm<double>(true, false, d, d, r, 1.0, P, d, G, d, 0.0, HtF, d2);            // P^T G
   blas::gemm_rm<double>(true, false, d, d, r, 1.0, P, d, P, d, 0.0, HtF + d, d2);        // P^T P
   blas::gemm_rm<double>(true, false, d, d, r, -1.0, G, d, G, d, 0.0, HtF + d * d2, d2);  // -G^T G
-  blas::gemm_rm<double>(true, false, d, d, r, -1.0, G, d, P, d, 0.0, HtF + d * d2 + d, d2);  // -G^T P
+  for (std::int64_t i = 0; i < d; ++i)  // -G^T P = -(P^T G)^T: no fourth GEMM
+    for (std::int64_t j = 0; j < d; ++j) HtF[(d + i) * d2 + d + j] = -HtF[j * d2 + i];
   for (std::int64_t i = 0; i < d; ++i)
     for (std::int64_t j = 0; j < d; ++j) {
       HtP[i * d + j] = HtF[i * d2 + d + j];             // P^T P

@@ -172,7 +172,8 @@ def stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gtol
         on_accept(P)
     f, G = evaluate(P)
     n_fev = 1
-    R = projected_gradient(P, G)
+    HtF, HtP = _core.cayley_prepare(P, G)
+    R = G - P @ HtF[:d, :d].T  # HtF[:d, :d] = P^T G, so this is G - P G^T P with one GEMM
     gnorm = float(np.linalg.norm(R))
     target = gtol * gnorm + gtol_abs
     tau = float(tau0) if tau0 is not None else (1.0 / gnorm if gnorm > 0 else 1.0)
@@ -186,7 +187,6 @@ def stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gtol
         converged, message = True, "projected gradient norm below tolerance"
         max_iter = 0
     for k in range(1, max_iter + 1):
-        HtF, HtP = _core.cayley_prepare(P, G)
         slope = gnorm * gnorm
         nb = 0
         while True:
@@ -214,11 +214,12 @@ def stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gtol
         if Gn is None:
             fn, Gn = evaluate(Pn)
             n_fev += 1
-        Rn = projected_gradient(Pn, Gn)
+        HtFn, HtPn = _core.cayley_prepare(Pn, Gn)  # also the next iteration's Cayley data
+        Rn = Gn - Pn @ HtFn[:d, :d].T
         ss, sy, yy = _core.bb_products(Pn, P, Rn, R)
         xdiffs.append(math.sqrt(ss) / sqrt_r)
         fdiffs.append(abs(fn - f) / (1.0 + abs(f)))
-        P, f, G, R = Pn, fn, Gn, Rn
+        P, f, G, R, HtF, HtP = Pn, fn, Gn, Rn, HtFn, HtPn
         gnorm = float(np.linalg.norm(R))
         Qn = gamma * Q + 1.0
         C = (gamma * Q * C + f) / Qn
