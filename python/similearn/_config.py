@@ -106,6 +106,21 @@ def blas_single_threaded():
 
 
 @contextlib.contextmanager
+def scipy_blas_single_threaded():
+    """Limit only the BLAS that SciPy's cython_blas (and so similearn's kernels) calls to
+    one thread, leaving NumPy's (used by user callbacks such as ``A @ P``) alone.  Two
+    OpenBLAS copies both running threads on the same cores thrash."""
+    ctl = _get_controller()
+    paths = [lib["filepath"] for lib in _blas_info() if lib.get("used_by_similearn") and "filepath" in lib]
+    sel = ctl.select(filepath=paths) if paths else None
+    if sel is None or not getattr(sel, "lib_controllers", None):
+        yield
+        return
+    with sel.limit(limits=1):
+        yield
+
+
+@contextlib.contextmanager
 def blas_limits(n):
     """Limit the BLAS to ``n`` threads (for estimators whose dense work is NumPy/BLAS)."""
     ctl = _get_controller()

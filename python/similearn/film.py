@@ -440,8 +440,11 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         return self
 
     def _fit_full(self, X, U, sigma, T, P0, dtype, nt):
-        V = np.asarray(X @ (U / sigma[None, :]))
-        V = np.ascontiguousarray(V, dtype=dtype)
+        # V = X U diag(1/sigma), built in row blocks straight into the working dtype
+        Us = U / sigma[None, :]
+        V = np.empty((X.shape[0], Us.shape[1]), dtype=dtype)
+        for r0 in range(0, X.shape[0], 65536):
+            V[r0:r0 + 65536] = np.asarray(X[r0:r0 + 65536] @ Us)
         obj = FilmObjective(V, T, margin=self.margin, n_threads=nt)
         obj.refresh(P0)
         res = stiefel_minimize(obj.value_and_grad, P0, value=obj.value, on_accept=obj.refresh,

@@ -10,6 +10,7 @@ no maintained Python library has this solver.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _core
+from ._config import scipy_blas_single_threaded
 from ._validation import check_int
 
 __all__ = ["stiefel_minimize", "StiefelResult", "cayley_retraction", "random_stiefel", "projected_gradient"]
@@ -95,7 +97,7 @@ def _reorthonormalise(P):
     return np.ascontiguousarray(U @ Vt)
 
 
-def stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gtol=1e-5, gtol_abs=0.0,
+def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gtol=1e-5, gtol_abs=0.0,
                      xtol=1e-10, ftol=1e-12, n_check=5, tau0=None, tau_min=1e-20, tau_max=1e20, rho=1e-4,
                      eta=0.2, gamma=0.85, max_backtracks=30, bb="alternate", callback=None, verbose=0):
     """Minimise f(P) subject to P^T P = I_d.
@@ -253,3 +255,11 @@ def stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gtol
         P = _reorthonormalise(P)
     return StiefelResult(P=P, fun=f, grad_norm=gnorm, n_iter=len(hist["fun"]) - 1, n_fev=n_fev,
                          converged=converged, message=message, history=hist)
+
+
+@functools.wraps(_stiefel_minimize)
+def stiefel_minimize(fun, P0, **kwargs):
+    # the small r x 2d products of the retraction run on one thread of SciPy's BLAS,
+    # so they never compete with a multi-threaded ``fun`` (NumPy's BLAS is untouched)
+    with scipy_blas_single_threaded():
+        return _stiefel_minimize(fun, P0, **kwargs)
