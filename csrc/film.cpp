@@ -51,15 +51,21 @@ void forward(std::int64_t n, std::int64_t d, const std::int64_t* ct_ptr, const s
 
 template <class T>
 void backward(std::int64_t n, std::int64_t d, const std::int64_t* c_ptr, const std::int64_t* c_idx, const T* c_val,
-              const T* W, const T* tw, const T* D, T* M, int n_threads) {
+              const T* W, const T* tw, const T* D, T* M, double* k, int n_threads) {
   const std::int64_t n_tasks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(static_cast<std::size_t>(n_tasks * d), 0.0);
   parallel_for(n_tasks, n_threads, [&](std::int64_t task, int) {
+    double* kp = partial.data() + task * d;
     const std::int64_t r1 = std::min(n, (task + 1) * kChunk);
     for (std::int64_t j = task * kChunk; j < r1; ++j) {
       T* Mj = M + j * d;
       const T twj = tw[j];
       const T* Dj = D + j * d;
+      const T* Wj = W + j * d;
       for (std::int64_t i = 0; i < d; ++i) Mj[i] = twj * Dj[i];
+      if (twj != T(0))
+        for (std::int64_t i = 0; i < d; ++i)
+          kp[i] += static_cast<double>(twj) * static_cast<double>(Wj[i]) * static_cast<double>(Dj[i]);
       for (std::int64_t e = c_ptr[j]; e < c_ptr[j + 1]; ++e) {
         const std::int64_t a = c_idx[e];
         const T v = c_val[e] * tw[a];
@@ -69,6 +75,9 @@ void backward(std::int64_t n, std::int64_t d, const std::int64_t* c_ptr, const s
       }
     }
   });
+  std::fill(k, k + d, 0.0);
+  for (std::int64_t task = 0; task < n_tasks; ++task)
+    for (std::int64_t i = 0; i < d; ++i) k[i] += partial[static_cast<std::size_t>(task * d + i)];
 }
 
 template <class T>
@@ -110,9 +119,9 @@ template void forward<double>(std::int64_t, std::int64_t, const std::int64_t*, c
                               const double*, const double*, const double*, const double*, double*, double*, double*,
                               int);
 template void backward<float>(std::int64_t, std::int64_t, const std::int64_t*, const std::int64_t*, const float*,
-                              const float*, const float*, const float*, float*, int);
+                              const float*, const float*, const float*, float*, double*, int);
 template void backward<double>(std::int64_t, std::int64_t, const std::int64_t*, const std::int64_t*, const double*,
-                               const double*, const double*, const double*, double*, int);
+                               const double*, const double*, const double*, double*, double*, int);
 
 }  // namespace film
 }  // namespace sl

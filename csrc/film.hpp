@@ -19,10 +19,11 @@ void forward(std::int64_t n, std::int64_t d, const std::int64_t* ct_ptr, const s
              int n_threads);
 
 // Backward pass:  M = C (tw o W) + tw o D   (n x d), with C given as CSR (row j,
-// column a).  (K + K^T) P = -V^T M.  Cost O(nnz(C) d + n d).
+// column a).  (K + K^T) P = -V^T M.  Also k_i = sum_j tw_j W[j,i] D[j,i] for the same
+// tw (fused: the pass already reads D).  Cost O(nnz(C) d + n d).
 template <class T>
 void backward(std::int64_t n, std::int64_t d, const std::int64_t* c_ptr, const std::int64_t* c_idx, const T* c_val,
-              const T* W, const T* tw, const T* D, T* M, int n_threads);
+              const T* W, const T* tw, const T* D, T* M, double* k, int n_threads);
 
 // One pass over the rows of W and D (n x d) for the s / Lambda refresh:
 //   k_i = sum_a tw_a W[a,i] D[a,i],  z_a = -t_a sum_i s_i W[a,i] D[a,i],

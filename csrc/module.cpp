@@ -118,12 +118,13 @@ void def_film(py::module_& m, const char* fwd, const char* bwd, const char* stat
          const carray<T>& tw, const carray<T>& D, int n_threads) {
         const i64 n = W.shape(0), d = W.shape(1);
         carray<T> M({n, d});
+        carray<double> k(d);
         {
           py::gil_scoped_release nogil;
           sl::film::backward<T>(n, d, c_ptr.data(), c_idx.data(), c_val.data(), W.data(), tw.data(), D.data(),
-                                M.mutable_data(), n_threads);
+                                M.mutable_data(), k.mutable_data(), n_threads);
         }
-        return M;
+        return py::make_tuple(M, k);
       },
       py::arg("c_ptr").noconvert(), py::arg("c_idx").noconvert(), py::arg("c_val").noconvert(),
       py::arg("W").noconvert(), py::arg("tw").noconvert(), py::arg("D").noconvert(), py::arg("n_threads"));

@@ -53,8 +53,9 @@ def test_sparse_kernels_match_oracle(rng, dtype, n, r, d):
     np.testing.assert_allclose(D, rD, rtol=tol, atol=tol)
     np.testing.assert_allclose(k, rk, rtol=tol, atol=tol)
     np.testing.assert_allclose(z, rz, rtol=tol, atol=tol)
-    M = bwd(*parts(C), W, tw, D, 2)
+    M, kb = bwd(*parts(C), W, tw, D, 2)
     np.testing.assert_allclose(M, orc.backward(W.astype(np.float64), T, tw.astype(np.float64), rD), rtol=tol, atol=tol)
+    np.testing.assert_allclose(kb, (tw[:, None] * W.astype(np.float64) * D).sum(0), rtol=tol, atol=tol)
     # thread count does not change the result
     D1, k1, z1 = fwd(*parts(CT), W, tw, t, s, 1)
     np.testing.assert_array_equal(k1, k)

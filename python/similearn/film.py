@@ -214,15 +214,22 @@ class FilmObjective:
         return float(-0.5 * np.sum(k * _softplus(k)) + self.abs_margin * self.lam.sum())
 
     # -- public ------------------------------------------------------------------------
+    def _k(self, P):
+        W, D, k, z = self._state(P)
+        if k is None:  # after a refresh: k for the new Lambda, one O(n d) pass
+            k, _, _ = self._stats(W, D, self.tw, self.t, self.s, self.n_threads)
+            self._cache = (W, D, k, z)
+        return k
+
     def value(self, P):
         """f2(P) with Lambda fixed."""
-        _, _, k, _ = self._state(P)
-        return self._f(k)
+        return self._f(self._k(P))
 
     def value_and_grad(self, P):
         """(f2(P), G) with G = -(K + K^T) P diag(q) = (V^T M) diag(q), (r x d) float64."""
-        W, D, k, _ = self._state(P)
-        M = self._bwd(*self._c, W, self.tw, D, self.n_threads)
+        W, D, _, z = self._state(P)
+        M, k = self._bwd(*self._c, W, self.tw, D, self.n_threads)  # k for the current Lambda, fused
+        self._cache = (W, D, k, z)
         t0 = time.perf_counter()
         VtM = self.V.T @ M
         self.gemm_time += time.perf_counter() - t0
@@ -231,7 +238,8 @@ class FilmObjective:
 
     def refresh(self, P):
         """s* = max(0, k) (Eq. 15), then Lambda = 1[z + m > 0] with the relative margin."""
-        W, D, k, _ = self._state(P)
+        k = self._k(P)
+        W, D, _, _ = self._state(P)
         s = np.maximum(k, 0.0)
         _, z, Y2 = self._stats(W, D, self.tw, self.t, s, self.n_threads)  # z_a, ||y_a||^2 at the new s
         self.abs_margin = self.margin * float(Y2[self.is_anchor].mean()) if self.is_anchor.any() else 0.0
@@ -250,9 +258,9 @@ class FilmObjective:
         self.lam = lam
         self.s = s
         self.tw = (self.t * lam).astype(self.V.dtype)
-        # k depends on Lambda: recompute it (one O(n d) pass) and keep W, D
-        k_new, _, _ = self._stats(W, D, self.tw, self.t, s, self.n_threads)
-        self._cache = (W, D, k_new, z)
+        # k depends on Lambda: it is recomputed lazily (fused into the backward pass
+        # when the gradient is asked for next, as the solver does); W and D stay valid
+        self._cache = (W, D, None, z)
         return s, lam
 
     def hinge_loss(self, P, s):
