@@ -26,6 +26,7 @@ __all__ = [
     "check_labels",
     "check_pairs",
     "check_triplets",
+    "check_pair_labels",
     "check_similarity",
     "check_random_state",
     "seed_from_random_state",
@@ -387,7 +388,8 @@ def _check_tuples(t, n, name, width, what, min_rows):
             hint = " (index arrays, not feature vectors: rows of X are looked up by index)"
         raise ValueError(f"{name} must have shape (n_{what}, {width}), got shape {a.shape}{hint}")
     if a.shape[0] < min_rows:
-        raise ValueError(f"{name} must hold at least {min_rows} row(s), got shape {a.shape}")
+        empty = " (it is empty)" if a.shape[0] == 0 else ""
+        raise ValueError(f"{name} must hold at least {min_rows} row(s), got shape {a.shape}{empty}")
     return check_indices(a, n, name)
 
 
@@ -412,16 +414,63 @@ def check_pairs(pairs, n, name="pairs", *, min_pairs=1):
     return _check_tuples(pairs, n, name, 2, "pairs", min_pairs)
 
 
-def check_triplets(triplets, n, name="triplets", *, min_triplets=1):
+def check_triplets(triplets, n, name="triplets", *, min_triplets=1, distinct=False):
     """Triplets (anchor, positive, negative) of row indices into ``n`` rows.
+
+    ``distinct=True`` also rejects degenerate rows (anchor == positive, anchor ==
+    negative or positive == negative), which carry no information.
 
     Returns
     -------
     ndarray of shape (n_triplets, 3), int64, C-contiguous
 
-    Raises as :func:`check_pairs`.
+    Raises as :func:`check_pairs`; ValueError naming the first degenerate row.
     """
-    return _check_tuples(triplets, n, name, 3, "triplets", min_triplets)
+    t = _check_tuples(triplets, n, name, 3, "triplets", min_triplets)
+    if distinct:
+        for (c1, c2), what in (((0, 1), "anchor == positive"), ((0, 2), "anchor == negative"),
+                               ((1, 2), "positive == negative")):
+            bad = np.flatnonzero(t[:, c1] == t[:, c2])
+            if bad.size:
+                raise ValueError(f"{name} has {bad.size} degenerate row(s) with {what}, first at row {bad[0]}: "
+                                 f"{tuple(int(v) for v in t[bad[0]])}")
+    return t
+
+
+def check_pair_labels(labels, n_pairs, name="labels", *, min_classes=1):
+    """0/1 labels of pairs (1 = similar, 0 = dissimilar), one per pair.
+
+    A column vector is raveled; booleans, integers and floats holding 0/1 are accepted.
+    ``min_classes=2`` also rejects labels of a single class.
+
+    Returns
+    -------
+    ndarray of shape (n_pairs,), int64
+    """
+    if labels is None:
+        raise ValueError(f"{name} is required with the pairs")
+    if sp.issparse(labels):
+        raise TypeError(f"{name} must be a dense 1-D array of 0/1 labels")
+    y = np.asarray(labels)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"{name} must be 1-D of shape (n_pairs,), got shape {y.shape}")
+    if y.shape[0] != n_pairs:
+        raise ValueError(f"{name} has {y.shape[0]} entries but pairs has {n_pairs} rows; one label per pair is "
+                         f"needed ({y.shape[0]} labels but {n_pairs} pairs)")
+    if y.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must hold 0/1 (or bool) labels, got dtype {y.dtype}")
+    if y.dtype.kind == "f" and np.isnan(y).any():
+        raise ValueError(f"{name} contains NaN; labels must be 0 (dissimilar) or 1 (similar)")
+    ok = np.isin(y, (0, 1))
+    if not ok.all():
+        raise ValueError(f"{name} must contain only 0 (dissimilar) and 1 (similar), got {y[~ok][0]!r}")
+    y = y.astype(np.int64)
+    if min_classes >= 2 and y.size and y.min() == y.max():
+        raise ValueError(f"{name} has only one class ({int(y[0])}); both similar (1) and dissimilar (0) pairs "
+                         "are needed")
+    return y
 
 
 def check_similarity(s, n_pairs, name="similarity", low=-1.0, high=1.0):

@@ -118,7 +118,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from .base import SaveLoadMixin
-from ._validation import check_dense, check_int, check_k, check_pairs, check_X
+from ._validation import check_dense, check_int, check_k, check_pair_labels, check_pairs, check_X
 from .neighbors import METRICS, topk
 
 __all__ = ["PairwiseKNNMatcher", "pair_ranks"]
@@ -247,30 +247,6 @@ def _is_fitted(est):
     except NotFittedError:
         return False
     return True
-
-
-def _check_labels01(labels, n_pairs, name):
-    if labels is None:
-        raise ValueError(f"{name} is required with the pairs")
-    if sp.issparse(labels):
-        raise TypeError(f"{name} must be a dense 1-D array of 0/1 labels")
-    y = np.asarray(labels)
-    if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-D of shape (n_pairs,), got shape {y.shape}")
-    if y.shape[0] != n_pairs:
-        raise ValueError(f"{name} has {y.shape[0]} labels but there are {n_pairs} pairs; they must match")
-    if y.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold 0/1 (or bool) labels, got dtype {y.dtype}")
-    if y.dtype.kind == "f" and np.isnan(y).any():
-        raise ValueError(f"{name} contains NaN; labels must be 0 (dissimilar) or 1 (similar)")
-    if not np.isin(y, (0, 1)).all():
-        bad = y[~np.isin(y, (0, 1))][0]
-        raise ValueError(f"{name} must contain only 0 (dissimilar) and 1 (similar), got {bad!r}")
-    y = y.astype(np.int64)
-    if y.min() == y.max():
-        raise ValueError(f"{name} has only one class ({int(y[0])}); both similar (1) and dissimilar (0) pairs "
-                         "are needed to choose k and calibrate")
-    return y
 
 
 def _log_loss(y, p):
@@ -503,7 +479,7 @@ class PairwiseKNNMatcher(SaveLoadMixin, BaseEstimator):
             self.n_features_in_ = E.shape[1]
         n = E.shape[0]
         pairs = check_pairs(pairs, n, pname)
-        y = _check_labels01(labels, pairs.shape[0], lname)
+        y = check_pair_labels(labels, pairs.shape[0], lname, min_classes=2)
         if n < 2:
             raise ValueError(f"the pool has {n} item; at least 2 are needed for a neighbour rule")
         if isinstance(self.k, str):
@@ -610,15 +586,5 @@ class PairwiseKNNMatcher(SaveLoadMixin, BaseEstimator):
     def score(self, X, pairs, labels):
         """Accuracy of :meth:`predict` on labelled pairs (float)."""
         pairs_checked = np.asarray(pairs)
-        y = _check_labels01_any(labels, pairs_checked.shape[0] if pairs_checked.ndim else -1)
+        y = check_pair_labels(labels, pairs_checked.shape[0] if pairs_checked.ndim else -1)
         return float(np.mean(self.predict(X, pairs) == y))
-
-
-def _check_labels01_any(labels, n_pairs):
-    """0/1 labels for scoring (a single class is allowed here)."""
-    y = np.asarray(labels)
-    if y.ndim != 1 or y.shape[0] != n_pairs:
-        raise ValueError(f"labels must have shape ({n_pairs},), got {y.shape}")
-    if y.dtype.kind not in "biuf" or not np.isin(y, (0, 1)).all():
-        raise ValueError("labels must contain only 0 (dissimilar) and 1 (similar)")
-    return y.astype(np.int64)

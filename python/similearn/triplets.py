@@ -31,6 +31,7 @@ from ._validation import (
     check_indices,
     check_int,
     check_labels,
+    check_pair_labels,
     check_pairs,
     check_triplets,
     seed_from_random_state,
@@ -441,20 +442,7 @@ def _check_pair_input(pairs, labels, n_samples):
     else:
         n_samples = check_int(n_samples, "n_samples", low=1)
     pairs = check_pairs(pairs, n_samples, "pairs")
-    if sp.issparse(labels):
-        raise TypeError("labels must be a dense 1-D array of 0/1")
-    lab = np.asarray(labels)
-    if lab.ndim == 2 and lab.shape[1] == 1:
-        lab = lab.ravel()
-    if lab.ndim != 1:
-        raise ValueError(f"labels must be 1-D of length {pairs.shape[0]}, got shape {lab.shape}")
-    if lab.shape[0] != pairs.shape[0]:
-        raise ValueError(f"labels has {lab.shape[0]} entries but pairs has {pairs.shape[0]} rows; they must match")
-    if lab.dtype.kind not in "biuf":
-        raise TypeError(f"labels must hold 0/1 numbers, got dtype {lab.dtype}")
-    if lab.size and not np.isin(lab, (0, 1)).all():
-        bad = lab[~np.isin(lab, (0, 1))][0]
-        raise ValueError(f"labels must contain only 0 (dissimilar) and 1 (similar), got {bad!r}")
+    lab = check_pair_labels(labels, pairs.shape[0], "labels")
     lab = lab.astype(np.int8)
     self_pair = pairs[:, 0] == pairs[:, 1]
     if self_pair.any():
@@ -652,11 +640,4 @@ def validate_triplets(triplets, n_samples):
         message names ``triplets`` and the first offending row).
     """
     n_samples = check_int(n_samples, "n_samples", low=1)
-    t = check_triplets(triplets, n_samples, "triplets")
-    for (c1, c2), what in (((0, 1), "anchor == positive"), ((0, 2), "anchor == negative"),
-                           ((1, 2), "positive == negative")):
-        bad = np.flatnonzero(t[:, c1] == t[:, c2])
-        if bad.size:
-            raise ValueError(f"triplets has {bad.size} degenerate row(s) with {what}, first at row {bad[0]}: "
-                             f"{tuple(int(v) for v in t[bad[0]])}")
-    return t
+    return check_triplets(triplets, n_samples, "triplets", distinct=True)
