@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import check_int, check_labels, check_X
+from ._validation import check_int, check_labels, check_triplets, check_X
 from .base import SaveLoadMixin
 from .manifold import random_stiefel, stiefel_minimize
 
@@ -52,31 +52,6 @@ def _softplus(x):
 
 def _sigmoid(x):
     return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
-def check_triplets_film(triplets, n, name="triplets"):
-    """(n_triplets, 3) int64 in [0, n), anchor != positive, anchor != negative, positive != negative."""
-    if sp.issparse(triplets):
-        raise TypeError(f"{name} must be a dense integer array of shape (n_triplets, 3)")
-    t = np.asarray(triplets)
-    if t.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integer row indices, got dtype {t.dtype}")
-    if t.ndim != 2 or t.shape[1] != 3:
-        raise ValueError(f"{name} must have shape (n_triplets, 3), got {t.shape}")
-    if t.shape[0] == 0:
-        raise ValueError(f"{name} is empty")
-    lo, hi = t.min(), t.max()
-    if lo < 0:
-        raise ValueError(f"{name} contains a negative index ({lo})")
-    if hi >= n:
-        raise ValueError(f"{name} contains index {hi}, out of range for {n} samples")
-    t = np.ascontiguousarray(t, dtype=np.int64)
-    for (i, j, a, b) in ((0, 1, "anchor", "positive"), (0, 2, "anchor", "negative"), (1, 2, "positive", "negative")):
-        bad = np.flatnonzero(t[:, i] == t[:, j])
-        if bad.size:
-            raise ValueError(f"{name}[{bad[0]}] has {a} == {b} ({t[bad[0], i]}); such triplets carry no "
-                             "information")
-    return t
 
 
 def triplet_matrices(triplets, n, dtype=np.float64):
@@ -173,7 +148,7 @@ class FilmObjective:
             V = V.astype(np.float64)
         self.V = V
         n = V.shape[0]
-        self.triplets = check_triplets_film(triplets, n)
+        self.triplets = check_triplets(triplets, n, distinct=True)
         self.margin = float(margin)
         self.n_threads = get_num_threads(n_threads)
         C, CT, t, is_anchor = triplet_matrices(self.triplets, n, V.dtype)
@@ -262,12 +237,6 @@ class FilmObjective:
         # when the gradient is asked for next, as the solver does); W and D stay valid
         self._cache = (W, D, None, z)
         return s, lam
-
-    def hinge_loss(self, P, s):
-        """The paper's Problem (5) loss sum_a max(0, z_a + m) at (P, s) (for monitoring)."""
-        W, D, _, _ = self._state(P)
-        z = -self.t * ((W.astype(np.float64) * D) @ s)
-        return float(np.maximum(z + self.abs_margin, 0.0)[self.is_anchor].sum())
 
 
 class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
@@ -369,7 +338,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         if y is None and triplets is None:
             raise ValueError("pass either y (class labels) or triplets ((n_triplets, 3) row indices)")
         if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
-            return check_triplets_film(triplets, n)
+            return check_triplets(triplets, n, distinct=True)
         check_labels(y, n, "y", min_classes=2)
         from .triplets import triplets_from_labels
 
@@ -377,7 +346,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
                                                             low=1),
                                  negatives=self.negatives, X=X if self.negatives == "hard" else None,
                                  random_state=rs)
-        return check_triplets_film(T, n)
+        return check_triplets(T, n, distinct=True)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, triplets=None):
@@ -493,7 +462,6 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         tau = None
         prev = None
         t0 = time.perf_counter()
-        converged = False
         for it in range(self.max_iter):
             sel = rs.choice(len(anchors), size=bs, replace=False)
             idx = np.concatenate([np.arange(starts[i], ends[i]) for i in sel])
@@ -531,7 +499,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         s = s_sum / max(n_it, 1)
         res = StiefelResult(P=P, fun=hist["fun"][-1] if hist["fun"] else np.nan,
                             grad_norm=hist["grad_norm"][-1] if hist["grad_norm"] else np.nan,
-                            n_iter=n_it, n_fev=0, converged=converged, message="max_iter (M-FILM)", history=hist)
+                            n_iter=n_it, n_fev=0, converged=False, message="max_iter (M-FILM)", history=hist)
         return res, s, hist
 
     # ------------------------------------------------------------------ API
