@@ -255,7 +255,6 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   const std::int64_t bq = 128;
   const std::int64_t cap = std::min(std::max<std::int64_t>(2 * k, k + 64), nx) + 1;
   const std::int64_t item = static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));
-  const int nt = std::max(1, n_threads);
   // Full-ranking path (k a sizeable fraction of the database): keep every key of
   // the row and radix-sort it, O(nx) per query instead of O(nx log nx).
   const bool full = 4 * k >= nx;
@@ -269,7 +268,6 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   tq = std::min(tq, tq_mem >= bq ? tq_mem / bq * bq : tq_mem);
   const std::int64_t n_tasks = (nq + tq - 1) / tq;
   const int nw = n_workers(n_tasks, n_threads);
-  (void)nt;
   // packing a database block pays off only when enough queries reuse it
   const bool packed = gemmk::available() && nq >= 32;
 

@@ -100,8 +100,7 @@ def _get_controller():
 @contextlib.contextmanager
 def blas_single_threaded():
     """Limit the BLAS to one thread while a similearn kernel runs its own threads."""
-    ctl = _get_controller()
-    with ctl.limit(limits=1, user_api="blas"):
+    with blas_limits(1):
         yield
 
 
