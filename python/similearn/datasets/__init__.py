@@ -2,7 +2,7 @@
 file first (checksummed when a checksum is known), into ``get_data_home()``.
 """
 from ._fetch import fetch, get_data_home, sha256sum
-from ._synthetic import make_planted_stiefel, make_text_pairs, make_tfidf_like
+from ._synthetic import make_planted_metric, make_planted_stiefel, make_text_pairs, make_tfidf_like
 from ._text import load_quora_pairs, load_sts
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     "load_sts",
     "make_tfidf_like",
     "make_planted_stiefel",
+    "make_planted_metric",
     "make_text_pairs",
 ]

@@ -6,6 +6,9 @@
 * :func:`make_planted_stiefel`: a random symmetric matrix with a known leading
   eigenspace, the exact minimiser of ``-trace(P^T A P)`` over the Stiefel
   manifold;
+* :func:`make_planted_metric`: dense labelled points whose classes separate only
+  in a hidden low-dimensional subspace, under heteroscedastic noise in all
+  dimensions (the true metric is the projector on that subspace);
 * :func:`make_text_pairs`: short synthetic "sentences" from a topic model and
   labelled duplicate / not-duplicate pairs, for matching demos.
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["make_tfidf_like", "make_planted_stiefel", "make_text_pairs"]
+__all__ = ["make_tfidf_like", "make_planted_stiefel", "make_text_pairs", "make_planted_metric"]
 
 
 def _rng(random_state):
@@ -181,6 +184,53 @@ def make_planted_stiefel(r, d, random_state=None, *, gap=0.5, dtype=np.float64):
     A = (Q * w) @ Q.T
     A = 0.5 * (A + A.T)
     return A.astype(dtype), np.ascontiguousarray(Q[:, :d]).astype(dtype), w
+
+
+# --------------------------------------------------------------------------- planted low-rank metric
+def make_planted_metric(n_samples=2000, n_features=1000, n_classes=20, n_informative=10, random_state=None,
+                        dtype=np.float64, *, class_sep=1.0, within_std=0.3, noise=3.0):
+    """Labelled points whose classes separate only inside a hidden subspace.
+
+    ``x = Q (c_y + e) + z``: ``Q`` (n_features x n_informative) has Haar-random
+    orthonormal columns, the class centres ``c_k ~ N(0, class_sep^2 I)`` and the
+    within-class spread ``e ~ N(0, within_std^2 I)`` live in ``span(Q)``, and the
+    noise ``z`` has independent coordinates ``z_j ~ N(0, (noise * s_j)^2 / n_features
+    * n_informative)`` with per-feature scales ``s_j`` log-uniform in [1/4, 4]
+    (normalised to mean square 1).  So the total noise energy is about
+    ``noise^2 * n_informative``, comparable to the signal, and spread over every
+    feature: Euclidean neighbours are poor, while the rank-``n_informative``
+    metric ``Q Q^T`` (times a whitening of the noise) separates the classes.
+    Labels are balanced (``i % n_classes``, then shuffled).
+
+    Returns
+    -------
+    X : (n_samples, n_features) array of ``dtype``
+    y : (n_samples,) int64 labels in [0, n_classes)
+    Q : (n_features, n_informative) float64 orthonormal basis of the planted subspace
+    """
+    n = _check_positive_int("n_samples", n_samples, 2)
+    D = _check_positive_int("n_features", n_features)
+    k = _check_positive_int("n_classes", n_classes, 2)
+    s = _check_positive_int("n_informative", n_informative)
+    if s > D:
+        raise ValueError(f"n_informative must be <= n_features, got {s} > {D}")
+    for name, v in (("class_sep", class_sep), ("within_std", within_std), ("noise", noise)):
+        if not (np.isfinite(v) and v >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    rng = _rng(random_state)
+    Q, R = np.linalg.qr(rng.standard_normal((D, s)))
+    Q *= np.sign(np.diag(R))
+    centres = class_sep * rng.standard_normal((k, s))
+    y = rng.permutation(np.arange(n) % k).astype(np.int64)
+    latent = centres[y] + within_std * rng.standard_normal((n, s))
+    scales = np.exp(rng.uniform(np.log(0.25), np.log(4.0), D))
+    scales /= np.sqrt(np.mean(scales ** 2))
+    Z = rng.standard_normal((n, D)) * (noise * scales * np.sqrt(s / D))
+    X = latent @ Q.T + Z
+    return np.ascontiguousarray(X, dtype=dtype), y, Q
 
 
 # --------------------------------------------------------------------------- text pairs
