@@ -2,12 +2,16 @@
 // happens in Python (similearn._validation), the work in the kernels.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "blas.hpp"
 #include "film.hpp"
+#include "frml.hpp"
 #include "gemm_kernel.hpp"
 #include "stiefel.hpp"
 #include "hamming.hpp"
@@ -30,6 +34,109 @@ using carray = py::array_t<T, py::array::c_style>;
 #endif
 
 namespace {
+
+// FRML relevance sets: (mode, n, perm, gstart, gcount, group, grank, pip, pidx, nip, nidx, eip, eidx);
+// the arrays stay owned by the Python tuple for the duration of the call.
+sl::frml::Relevance frml_relevance(const py::tuple& t) {
+  if (t.size() != 13) throw std::invalid_argument("relevance tuple must have 13 entries");
+  sl::frml::Relevance r;
+  r.mode = t[0].cast<int>();
+  r.n = t[1].cast<i64>();
+  const i64** slots[11] = {&r.perm, &r.gstart, &r.gcount, &r.group, &r.grank, &r.pip,
+                           &r.pidx, &r.nip,    &r.nidx,   &r.eip,   &r.eidx};
+  for (int i = 0; i < 11; ++i) *slots[i] = t[2 + i].cast<carray<i64>>().data();
+  return r;
+}
+
+sl::frml::Params frml_params(i64 batch, i64 gamma, double lam, int loss, std::uint64_t seed) {
+  sl::frml::Params p;
+  p.batch = batch;
+  p.gamma = gamma;
+  p.lam = lam;
+  p.loss = loss;
+  p.seed = seed;
+  return p;
+}
+
+template <class T>
+void def_frml(py::module_& m, const char* sample_name, const char* retract_name, const char* run_name) {
+  m.def(
+      sample_name,
+      [](const carray<T>& X, const carray<T>& L, const std::optional<carray<T>>& Z, const py::tuple& rel,
+         const carray<i64>& queries, i64 gamma, int loss, std::uint64_t seed, i64 s0, i64 count, int n_threads) {
+        const auto R = frml_relevance(rel);
+        const auto p = frml_params(1, gamma, 0.0, loss, seed);
+        std::vector<sl::frml::Record> recs(static_cast<size_t>(count));
+        {
+          py::gil_scoped_release nogil;
+          sl::frml::sample<T>(X.data(), X.shape(0), X.shape(1), L.data(), L.shape(1), Z ? Z->data() : nullptr, R,
+                              queries.data(), queries.shape(0), p, s0, count, n_threads, recs.data());
+        }
+        carray<i64> idx({count, static_cast<i64>(4)});
+        carray<double> val({count, static_cast<i64>(3)});
+        for (i64 i = 0; i < count; ++i) {
+          const auto& r = recs[i];
+          i64* o = idx.mutable_data(i);
+          o[0] = r.q, o[1] = r.pos, o[2] = r.neg, o[3] = r.checks;
+          double* v = val.mutable_data(i);
+          v[0] = r.w, v[1] = r.hinge, v[2] = r.dpos;
+        }
+        return py::make_tuple(idx, val);
+      },
+      py::arg("X").noconvert(), py::arg("L").noconvert(), py::arg("Z").noconvert(), py::arg("relevance"),
+      py::arg("queries").noconvert(), py::arg("gamma"), py::arg("loss"), py::arg("seed"), py::arg("s0"),
+      py::arg("count"), py::arg("n_threads"));
+  m.def(
+      retract_name,
+      [](carray<T>& L, carray<T>& LtL, const carray<T>& Vt, const carray<T>& Y, const carray<double>& c,
+         const std::optional<carray<T>>& X, std::optional<carray<T>>& Z, int n_threads) {
+        bool ok;
+        {
+          py::gil_scoped_release nogil;
+          ok = sl::frml::retract<T>(L.mutable_data(), L.shape(0), L.shape(1), LtL.mutable_data(), Vt.data(),
+                                    Y.data(), c.data(), c.shape(0), X ? X->data() : nullptr, X ? X->shape(0) : 0,
+                                    Z ? Z->mutable_data() : nullptr, n_threads);
+        }
+        return ok;
+      },
+      py::arg("L").noconvert(), py::arg("LtL").noconvert(), py::arg("Vt").noconvert(), py::arg("Y").noconvert(),
+      py::arg("c").noconvert(), py::arg("X").noconvert(), py::arg("Z").noconvert(), py::arg("n_threads"));
+  m.def(
+      run_name,
+      [](const carray<T>& X, carray<T>& L, carray<T>& LtL, carray<T>& Z, carray<double>& state, const py::tuple& rel,
+         const carray<i64>& queries, i64 batch, i64 gamma, double lam, int loss, std::uint64_t seed, i64 step0,
+         i64 n_steps, double eta0, double decay, double power, int strategy, i64 refresh_gram, i64 cache_bytes,
+         int n_threads) {
+        const auto R = frml_relevance(rel);
+        const auto p = frml_params(batch, gamma, lam, loss, seed);
+        sl::frml::RunConfig cfg;
+        cfg.step0 = step0, cfg.n_steps = n_steps, cfg.eta0 = eta0, cfg.decay = decay, cfg.power = power;
+        cfg.strategy = strategy, cfg.refresh_gram = refresh_gram, cfg.cache_bytes = cache_bytes;
+        cfg.n_threads = n_threads;
+        double* sv = state.mutable_data();
+        sl::frml::RunState st;
+        st.ema_checks = sv[0], st.cached = static_cast<int>(sv[1]);
+        st.since_z = static_cast<i64>(sv[2]), st.since_gram = static_cast<i64>(sv[3]);
+        sl::frml::RunStats out;
+        {
+          py::gil_scoped_release nogil;
+          out = sl::frml::run<T>(X.data(), X.shape(0), X.shape(1), L.mutable_data(), L.shape(1), LtL.mutable_data(),
+                                 Z.mutable_data(), st, R, queries.data(), queries.shape(0), p, cfg);
+        }
+        sv[0] = st.ema_checks, sv[1] = st.cached, sv[2] = static_cast<double>(st.since_z);
+        sv[3] = static_cast<double>(st.since_gram);
+        py::dict d;
+        d["samples"] = out.samples, d["checks"] = out.checks, d["violators"] = out.violators;
+        d["steps"] = out.steps, d["cached_steps"] = out.cached_steps, d["skipped_steps"] = out.skipped_steps;
+        d["loss"] = out.loss;
+        return d;
+      },
+      py::arg("X").noconvert(), py::arg("L").noconvert(), py::arg("LtL").noconvert(), py::arg("Z").noconvert(),
+      py::arg("state").noconvert(), py::arg("relevance"), py::arg("queries").noconvert(), py::arg("batch"),
+      py::arg("gamma"), py::arg("lam"), py::arg("loss"), py::arg("seed"), py::arg("step0"), py::arg("n_steps"),
+      py::arg("eta0"), py::arg("decay"), py::arg("power"), py::arg("strategy"), py::arg("refresh_gram"),
+      py::arg("cache_bytes"), py::arg("n_threads"));
+}
 
 template <class T>
 py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, i64 self_offset, int n_threads) {
@@ -165,6 +272,9 @@ PYBIND11_MODULE(_core, m) {
 
   def_film<float>(m, "film_forward_f32", "film_backward_f32", "film_stats_f32");
   def_film<double>(m, "film_forward_f64", "film_backward_f64", "film_stats_f64");
+
+  def_frml<float>(m, "frml_sample_f32", "frml_retract_f32", "frml_run_f32");
+  def_frml<double>(m, "frml_sample_f64", "frml_retract_f64", "frml_run_f64");
 
   m.def(
       "cayley_prepare",

@@ -81,4 +81,9 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
   if (error) std::rethrow_exception(error);
 }
 
+void SignalPoll::check() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 }  // namespace sl

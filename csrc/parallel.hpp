@@ -8,6 +8,7 @@
 // the remaining tasks are skipped and KeyboardInterrupt is raised in Python.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
@@ -27,5 +28,25 @@ inline int n_workers(std::int64_t n_tasks, int n_threads) {
   if (n_threads < 1) n_threads = 1;
   return static_cast<int>(n_tasks < n_threads ? (n_tasks < 1 ? 1 : n_tasks) : n_threads);
 }
+
+// For long serial loops run WITHOUT the GIL: call tick() often (it is cheap); about
+// every 50 ms it takes the GIL and runs PyErr_CheckSignals(), and throws
+// pybind11::error_already_set (KeyboardInterrupt) when a handler raised.
+class SignalPoll {
+ public:
+  SignalPoll() : last_(std::chrono::steady_clock::now()) {}
+  void tick() {
+    if (++count_ & 63) return;
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_ < std::chrono::milliseconds(50)) return;
+    last_ = now;
+    check();
+  }
+
+ private:
+  void check();
+  std::chrono::steady_clock::time_point last_;
+  std::uint32_t count_ = 0;
+};
 
 }  // namespace sl

@@ -9,6 +9,7 @@ from ._config import get_num_threads, set_num_threads, thread_limits, show_confi
 from . import base, datasets, manifold, matching, metrics, neighbors, scaling, triplets
 from .base import load, save
 from .film import FILM
+from .frml import FRML
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
 from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
@@ -27,6 +28,7 @@ __all__ = [
     "unpack_bits",
     "KNeighborsClassifier",
     "FILM",
+    "FRML",
     "PairwiseKNNMatcher",
     "matching",
     "stiefel_minimize",

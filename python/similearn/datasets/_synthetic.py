@@ -188,14 +188,14 @@ def make_planted_stiefel(r, d, random_state=None, *, gap=0.5, dtype=np.float64):
 
 # --------------------------------------------------------------------------- planted low-rank metric
 def make_planted_metric(n_samples=2000, n_features=1000, n_classes=20, n_informative=10, random_state=None,
-                        dtype=np.float64, *, class_sep=1.0, within_std=0.3, noise=3.0):
+                        dtype=np.float64, *, class_sep=1.0, within_std=0.3, noise=3.0, noise_spread=4.0):
     """Labelled points whose classes separate only inside a hidden subspace.
 
     ``x = Q (c_y + e) + z``: ``Q`` (n_features x n_informative) has Haar-random
     orthonormal columns, the class centres ``c_k ~ N(0, class_sep^2 I)`` and the
     within-class spread ``e ~ N(0, within_std^2 I)`` live in ``span(Q)``, and the
     noise ``z`` has independent coordinates ``z_j ~ N(0, (noise * s_j)^2 / n_features
-    * n_informative)`` with per-feature scales ``s_j`` log-uniform in [1/4, 4]
+    * n_informative)`` with per-feature scales ``s_j`` log-uniform in [1/noise_spread, noise_spread]
     (normalised to mean square 1).  So the total noise energy is about
     ``noise^2 * n_informative``, comparable to the signal, and spread over every
     feature: Euclidean neighbours are poor, while the rank-``n_informative``
@@ -214,6 +214,8 @@ def make_planted_metric(n_samples=2000, n_features=1000, n_classes=20, n_informa
     s = _check_positive_int("n_informative", n_informative)
     if s > D:
         raise ValueError(f"n_informative must be <= n_features, got {s} > {D}")
+    if not (np.isfinite(noise_spread) and noise_spread >= 1):
+        raise ValueError(f"noise_spread must be a finite number >= 1, got {noise_spread!r}")
     for name, v in (("class_sep", class_sep), ("within_std", within_std), ("noise", noise)):
         if not (np.isfinite(v) and v >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
@@ -226,7 +228,7 @@ def make_planted_metric(n_samples=2000, n_features=1000, n_classes=20, n_informa
     centres = class_sep * rng.standard_normal((k, s))
     y = rng.permutation(np.arange(n) % k).astype(np.int64)
     latent = centres[y] + within_std * rng.standard_normal((n, s))
-    scales = np.exp(rng.uniform(np.log(0.25), np.log(4.0), D))
+    scales = np.exp(rng.uniform(-np.log(noise_spread), np.log(noise_spread), D))
     scales /= np.sqrt(np.mean(scales ** 2))
     Z = rng.standard_normal((n, D)) * (noise * scales * np.sqrt(s / D))
     X = latent @ Q.T + Z

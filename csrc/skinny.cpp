@@ -1,0 +1,173 @@
+#include "skinny.hpp"
+
+#include <cstring>
+#include <vector>
+
+#include "simd.hpp"
+
+namespace sl {
+namespace skinny {
+namespace {
+
+using i64 = std::int64_t;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SL_ALWAYS_INLINE inline __attribute__((always_inline))
+template <class T>
+struct Vec {
+  typedef T type __attribute__((vector_size(64)));
+};
+template <class T>
+using V = typename Vec<T>::type;
+constexpr int kBytes = 64;
+template <class T>
+SL_ALWAYS_INLINE V<T> load(const T* p) {
+  V<T> v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+template <class T>
+SL_ALWAYS_INLINE void store(T* p, V<T> v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+#define SL_HAVE_VEC 1
+#else
+#define SL_ALWAYS_INLINE inline
+#define SL_HAVE_VEC 0
+#endif
+
+// --- rows_times: K rows at once, L streamed column strip by column strip
+template <class T, int K>
+SL_ALWAYS_INLINE void rows_block(const T* const* x, i64 D, const T* L, i64 m, T* out) {
+  i64 c = 0;
+#if SL_HAVE_VEC
+  constexpr int W = kBytes / sizeof(T);
+  for (; c + W <= m; c += W) {
+    V<T> acc[K];
+    for (int j = 0; j < K; ++j) acc[j] = V<T>{} ;
+    for (i64 d = 0; d < D; ++d) {
+      const V<T> l = load(L + d * m + c);
+      for (int j = 0; j < K; ++j) acc[j] += x[j][d] * l;
+    }
+    for (int j = 0; j < K; ++j) store(out + j * m + c, acc[j]);
+  }
+#endif
+  for (; c < m; ++c) {
+    T acc[K] = {};
+    for (i64 d = 0; d < D; ++d)
+      for (int j = 0; j < K; ++j) acc[j] += x[j][d] * L[d * m + c];
+    for (int j = 0; j < K; ++j) out[j * m + c] = acc[j];
+  }
+}
+
+template <class T>
+SL_ALWAYS_INLINE void rows_body(const T* const* x, i64 k, i64 D, const T* L, i64 m, T* out) {
+  i64 j = 0;
+  for (; j + 4 <= k; j += 4) rows_block<T, 4>(x + j, D, L, m, out + j * m);
+  switch (k - j) {
+    case 3: rows_block<T, 3>(x + j, D, L, m, out + j * m); break;
+    case 2: rows_block<T, 2>(x + j, D, L, m, out + j * m); break;
+    case 1: rows_block<T, 1>(x + j, D, L, m, out + j * m); break;
+    default: break;
+  }
+}
+
+// --- retraction pass
+template <class T>
+SL_ALWAYS_INLINE void retraction_body(T* L, i64 D, i64 m, const T* A1t, const T* A2t, const T* Vt,
+                                      const double* P1, const double* P2, i64 r, T* Bt, double* BtB) {
+  std::vector<double> ah(static_cast<size_t>(r)), b(static_cast<size_t>(r));
+  std::vector<T> bt(static_cast<size_t>(r));
+  for (i64 d = 0; d < D; ++d) {
+    T* l = L + d * m;
+    for (i64 i = 0; i < r; ++i) {
+      const T* a = A1t + i * m;
+      i64 c = 0;
+      T s = 0;
+#if SL_HAVE_VEC
+      constexpr int W = kBytes / sizeof(T);
+      V<T> acc = V<T>{};
+      for (; c + W <= m; c += W) acc += load(a + c) * load(l + c);
+      for (int w = 0; w < W; ++w) s += acc[w];
+#endif
+      for (; c < m; ++c) s += a[c] * l[c];
+      ah[i] = s;
+    }
+    for (i64 j = 0; j < r; ++j) {
+      double s = 0;
+      for (i64 i = 0; i < r; ++i) s += P1[i * r + j] * static_cast<double>(Vt[i * D + d]) + P2[i * r + j] * ah[i];
+      b[j] = s;
+      bt[j] = static_cast<T>(s);
+      Bt[j * D + d] = bt[j];
+    }
+    for (i64 i = 0; i < r; ++i)
+      for (i64 j = 0; j <= i; ++j) BtB[i * r + j] += static_cast<double>(bt[i]) * static_cast<double>(bt[j]);
+    i64 c = 0;
+#if SL_HAVE_VEC
+    constexpr int W = kBytes / sizeof(T);
+    for (; c + W <= m; c += W) {
+      V<T> acc = load(l + c);
+      for (i64 j = 0; j < r; ++j) acc += bt[j] * load(A2t + j * m + c);
+      store(l + c, acc);
+    }
+#endif
+    for (; c < m; ++c) {
+      T acc = l[c];
+      for (i64 j = 0; j < r; ++j) acc += bt[j] * A2t[j * m + c];
+      l[c] = acc;
+    }
+  }
+  for (i64 i = 0; i < r; ++i)
+    for (i64 j = 0; j < i; ++j) BtB[j * r + i] = BtB[i * r + j];
+}
+
+#define SL_SKINNY_VARIANT(suffix, attr)                                                                           \
+  template <class T>                                                                                              \
+  attr void rows_##suffix(const T* const* x, i64 k, i64 D, const T* L, i64 m, T* out) {                           \
+    rows_body<T>(x, k, D, L, m, out);                                                                             \
+  }                                                                                                               \
+  template <class T>                                                                                              \
+  attr void retr_##suffix(T* L, i64 D, i64 m, const T* A1t, const T* A2t, const T* Vt, const double* P1,          \
+                          const double* P2, i64 r, T* Bt, double* BtB) {                                          \
+    retraction_body<T>(L, D, m, A1t, A2t, Vt, P1, P2, r, Bt, BtB);                                                \
+  }
+
+SL_SKINNY_VARIANT(generic, )
+#if SL_X86_DISPATCH
+SL_SKINNY_VARIANT(avx2, SL_TARGET("avx2,fma"))
+SL_SKINNY_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
+#endif
+
+}  // namespace
+
+template <class T>
+void rows_times(const T* const* x, i64 k, i64 D, const T* L, i64 m, T* out) {
+#if SL_X86_DISPATCH
+  static const int isa = cpu::has_avx512f() ? 2 : cpu::has_avx2() ? 1 : 0;
+  if (isa == 2) return rows_avx512<T>(x, k, D, L, m, out);
+  if (isa == 1) return rows_avx2<T>(x, k, D, L, m, out);
+#endif
+  rows_generic<T>(x, k, D, L, m, out);
+}
+
+template <class T>
+void retraction_pass(T* L, i64 D, i64 m, const T* A1t, const T* A2t, const T* Vt, const double* P1, const double* P2,
+                     i64 r, T* Bt, double* BtB) {
+  for (i64 i = 0; i < r * r; ++i) BtB[i] = 0;
+#if SL_X86_DISPATCH
+  static const int isa = cpu::has_avx512f() ? 2 : cpu::has_avx2() ? 1 : 0;
+  if (isa == 2) return retr_avx512<T>(L, D, m, A1t, A2t, Vt, P1, P2, r, Bt, BtB);
+  if (isa == 1) return retr_avx2<T>(L, D, m, A1t, A2t, Vt, P1, P2, r, Bt, BtB);
+#endif
+  retr_generic<T>(L, D, m, A1t, A2t, Vt, P1, P2, r, Bt, BtB);
+}
+
+template void rows_times<float>(const float* const*, i64, i64, const float*, i64, float*);
+template void rows_times<double>(const double* const*, i64, i64, const double*, i64, double*);
+template void retraction_pass<float>(float*, i64, i64, const float*, const float*, const float*, const double*,
+                                     const double*, i64, float*, double*);
+template void retraction_pass<double>(double*, i64, i64, const double*, const double*, const double*,
+                                      const double*, const double*, i64, double*, double*);
+
+}  // namespace skinny
+}  // namespace sl

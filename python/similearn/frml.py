@@ -1,0 +1,552 @@
+"""FRML: low-rank Mahalanobis metric learning to rank (Lim & Lanckriet, ICML 2014).
+
+Paper: frml.txt (Sec. 2-3) with the corrections of ALGORITHMS.md ("FRML").
+Sample-major notation: X is (n, D); the metric is W = L L^T with L (D x m), and
+``transform(X) = X @ components_.T`` with ``components_ = L^T`` (m x D).
+
+Objective (Eq. 6).  For queries q with relevant set X_q+ and irrelevant set X_q-,
+d_q(x) = ||L^T (q - x)||^2, minimise by SGD over sampled (q, x+, x-)
+
+    w(r) [1 + d_q(x+) - d_q(x-)]_+ + lam d_q(x+)
+
+WARP: negatives are drawn uniformly from X_q- until a violator (hinge > 0) is found
+or N > |X_q-| / gamma draws were made (rank-gamma truncation, Sec. 2.2); the rank
+estimate is r = floor(|X_q-| / N) and w = H(r) / H(|X_q-|) with H(k) = sum_{j<=k} 1/j.
+AUC: one uniform negative, w = 1.
+
+Optimisation (Alg. 1-2).  A step averages b samples: -eta * gradient = U V^T with
+U = V diag(c) (two columns per sample with a violator, one otherwise), and L is
+moved by the second-order symmetric retraction of Lemma 3.2 in factored form,
+L <- L + (U - Ahat/2 + (3/8 Ahat - U/2) S) A2^T with A1 = (L^T L)^{-1} L^T U,
+A2 = (L^T L)^{-1} L^T V, S = A2^T A1 (the order of ALGORITHMS.md), Ahat = L A1.
+L^T L is updated by its exact rank-2r change and re-factored (m x m Cholesky);
+it is recomputed from L every ``refresh_gram`` steps.  Cost per step
+O(D m b + m^2 b + m^3) plus the violator checks.
+
+Violator checks.  A check needs z = L^T x (O(D m)).  The kernel evaluates drawn
+candidates in growing blocks (one GEMM per block), and, when the checks per step
+cost more than keeping Z = X L current (O(n D b) per step, a rank-2b update), it
+switches to the cached embedding where a check costs O(m).  The switch is decided
+from counts only (deterministic); the draws, and so the result, do not depend on it
+beyond rounding.
+
+Randomness is counter-based (csrc/frml.hpp): sample s always sees the same
+draws, so a fit is reproducible for a given ``random_state`` and thread count.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.model_selection import train_test_split
+from sklearn.utils.validation import check_is_fitted
+
+from . import _core
+from ._config import blas_limits, get_num_threads
+from ._validation import check_indices, check_int, check_labels, check_X, seed_from_random_state
+from .base import PairMixin, SaveLoadMixin
+from .metrics import retrieval_scores
+
+__all__ = ["FRML", "relevance_from_labels", "relevance_from_sets"]
+
+_EMPTY = np.zeros(1, dtype=np.int64)
+_LOSSES = {"warp": 0, "auc": 1}
+_STRATEGIES = {"auto": 0, "direct": 1, "cached": 2}
+_MAX_N = 2**32 - 1
+
+
+class Relevance:
+    """Relevant / irrelevant sets in the kernel's layout (see csrc/frml.hpp).
+
+    Attributes: ``kernel`` (the tuple handed to C++), ``queries`` (int64 indices of
+    queries with at least one relevant and one irrelevant item), ``n_pos``,
+    ``n_neg`` (per item), ``pos_sets`` / ``neg_sets`` (callables q -> index array,
+    used for validation), ``n``.
+    """
+
+    def __init__(self, kernel, n_pos, n_neg, pos_fn, neg_fn):
+        self.kernel = kernel
+        self.n = int(kernel[1])
+        self.n_pos = n_pos
+        self.n_neg = n_neg
+        self.queries = np.flatnonzero((n_pos > 0) & (n_neg > 0)).astype(np.int64)
+        self.pos_set = pos_fn
+        self.neg_set = neg_fn
+
+    def restrict_queries(self, keep):
+        """Only the items in ``keep`` (bool mask) may be sampled as queries."""
+        self.queries = self.queries[keep[self.queries]]
+
+
+def relevance_from_labels(groups):
+    """Class relevance from encoded labels ``groups`` (int64, 0..G-1): relevant =
+    same class (q excluded), irrelevant = other classes.  O(n) memory."""
+    g = np.ascontiguousarray(groups, dtype=np.int64)
+    n = g.shape[0]
+    perm = np.argsort(g, kind="stable").astype(np.int64)
+    gcount = np.bincount(g).astype(np.int64)
+    gstart = (np.cumsum(gcount) - gcount).astype(np.int64)
+    grank = np.empty(n, dtype=np.int64)
+    grank[perm] = np.arange(n, dtype=np.int64) - gstart[g[perm]]
+    kernel = (0, n, perm, gstart, gcount, g, grank) + (_EMPTY,) * 6
+    n_pos = gcount[g] - 1
+    n_neg = n - gcount[g]
+    return Relevance(kernel, n_pos, n_neg, lambda q: perm[gstart[g[q]]:gstart[g[q]] + gcount[g[q]]][
+        perm[gstart[g[q]]:gstart[g[q]] + gcount[g[q]]] != q], lambda q: np.flatnonzero(g != g[q]))
+
+
+def _sets_to_csr(sets, n, name):
+    """Per-query index sets (list of n array-likes, or an (n, n) sparse / dense 0/1
+    indicator) -> CSR (indptr, indices) sorted, deduplicated, diagonal removed."""
+    if sp.issparse(sets) or (isinstance(sets, np.ndarray) and sets.ndim == 2):
+        A = sp.csr_matrix(sets)
+        if A.shape != (n, n):
+            raise ValueError(f"{name} as an indicator matrix must have shape (n_samples, n_samples) = ({n}, {n}), "
+                             f"got {A.shape}")
+        if A.nnz and not np.isfinite(A.data).all():
+            raise ValueError(f"{name} contains NaN or inf")
+        if A.nnz and (A.data < 0).any():
+            raise ValueError(f"{name} indicator must be 0/1 (nonzero = member), got negative entries")
+        A.eliminate_zeros()
+        A.sum_duplicates()
+        A.sort_indices()
+        indptr, indices = A.indptr.astype(np.int64), A.indices.astype(np.int64)
+    else:
+        try:
+            sets = list(sets)
+        except TypeError:
+            raise TypeError(f"{name} must be a list of index arrays (one per sample) or an (n_samples, n_samples) "
+                            f"indicator matrix, got {type(sets).__name__}") from None
+        if len(sets) != n:
+            raise ValueError(f"{name} must have one index set per sample: got {len(sets)} sets for {n} samples")
+        parts = []
+        for q, s in enumerate(sets):
+            a = np.asarray([] if s is None else s)
+            if a.size == 0:
+                parts.append(np.zeros(0, dtype=np.int64))
+                continue
+            parts.append(np.unique(check_indices(a.ravel(), n, f"{name}[{q}]")))
+        lens = np.array([len(p) for p in parts], dtype=np.int64)
+        indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        indices = np.concatenate(parts).astype(np.int64) if len(parts) else np.zeros(0, dtype=np.int64)
+    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+    keep = indices != rows
+    if not keep.all():
+        indices = indices[keep]
+        rows = rows[keep]
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
+    return np.ascontiguousarray(indptr), np.ascontiguousarray(indices)
+
+
+def relevance_from_sets(relevant, irrelevant, n):
+    """Explicit relevance (non-transitive allowed).  ``relevant[q]`` / ``irrelevant[q]``:
+    index arrays into the n samples (or (n, n) indicator matrices); q itself is
+    ignored.  ``irrelevant=None``: every item that is neither q nor relevant."""
+    pip, pidx = _sets_to_csr(relevant, n, "relevant")
+    n_pos = np.diff(pip)
+    if irrelevant is None:
+        rows = np.repeat(np.arange(n, dtype=np.int64), n_pos)
+        eidx_all = np.concatenate([pidx, np.arange(n, dtype=np.int64)])
+        erows = np.concatenate([rows, np.arange(n, dtype=np.int64)])
+        order = np.lexsort((eidx_all, erows))
+        eidx = np.ascontiguousarray(eidx_all[order])
+        eip = np.concatenate([[0], np.cumsum(n_pos + 1)]).astype(np.int64)
+        kernel = (2, n) + (_EMPTY,) * 5 + (pip, pidx, _EMPTY, _EMPTY, eip, eidx)
+        n_neg = n - 1 - n_pos
+
+        def neg_fn(q):
+            mask = np.ones(n, dtype=bool)
+            mask[eidx[eip[q]:eip[q + 1]]] = False
+            return np.flatnonzero(mask)
+    else:
+        nip, nidx = _sets_to_csr(irrelevant, n, "irrelevant")
+        rows_p = np.repeat(np.arange(n, dtype=np.int64), n_pos)
+        rows_n = np.repeat(np.arange(n, dtype=np.int64), np.diff(nip))
+        both = np.intersect1d(rows_p * n + pidx, rows_n * n + nidx)
+        if both.size:
+            q, x = divmod(int(both[0]), n)
+            raise ValueError(f"item {x} is both relevant and irrelevant for query {q} ({both.size} such pairs); "
+                             "relevant and irrelevant sets must be disjoint")
+        kernel = (1, n) + (_EMPTY,) * 5 + (pip, pidx, nip, nidx, _EMPTY, _EMPTY)
+        n_neg = np.diff(nip)
+
+        def neg_fn(q):
+            return nidx[nip[q]:nip[q + 1]]
+    return Relevance(kernel, n_pos.astype(np.int64), np.asarray(n_neg, dtype=np.int64),
+                     lambda q: pidx[pip[q]:pip[q + 1]], neg_fn)
+
+
+def _set_map(Zq, Z, qidx, rel):
+    """Mean average precision of queries ``qidx`` (rows of Z, embedded as Zq) ranking
+    their relevant + irrelevant items by Euclidean distance in the embedding."""
+    aps = []
+    for row, q in zip(Zq, qidx):
+        pos, neg = rel.pos_set(q), rel.neg_set(q)
+        if len(pos) == 0 or len(neg) == 0:
+            continue
+        dp = np.sum((Z[pos] - row) ** 2, axis=1)
+        dn = np.sort(np.sum((Z[neg] - row) ** 2, axis=1))
+        dp = np.sort(dp)
+        ranks_pos = np.arange(1, len(dp) + 1)
+        n_neg_before = np.searchsorted(dn, dp, side="right")
+        aps.append(np.mean(ranks_pos / (ranks_pos + n_neg_before)))
+    return float(np.mean(aps)) if aps else float("nan")
+
+
+class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
+    """Fast Ranking via Metric Learning: a rank-m Mahalanobis metric W = L L^T
+    trained for the WARP (or AUC) ranking loss by Riemannian SGD on the manifold
+    of rank-m PSD matrices (Lim & Lanckriet 2014, Alg. 1-2, Eq. 6).
+
+    Parameters
+    ----------
+    n_components : int or None, default=None
+        m, the rank of W (the embedding dimension); 1 <= m <= n_features.
+        None: ``min(n_features, 32)``.  The paper uses 20-200.
+    loss : {"warp", "auc"}, default="warp"
+        "warp": sampled WARP with weight H(r)/H(|X_q-|) (top-heavy: optimises MAP
+        and P@k).  "auc": one uniform negative per sample, weight 1 (FRML-AUC).
+    gamma : int >= 1, default=1
+        Rank-gamma truncation (Sec. 2.2): stop drawing negatives after
+        |X_q-| / gamma draws.  1 is exact sampled WARP; 10-25 cut the violator checks
+        (and training time) by up to that factor at little loss of MAP (paper Fig.
+        2-4).  Ignored for loss="auc".
+    lam : float >= 0, default=0.1
+        Weight of the regulariser sum d_q(x+) (Eq. 2), the paper's value.
+    batch_size : int >= 1, default=5
+        b, samples per SGD step (the paper's 5).
+    learning_rate : float > 0, default=0.05
+        Step size eta_0, in the units of the internally scaled data (see Notes), so
+        it transfers between data sets.
+    schedule : {"adaptive", "constant", "invscaling"}, default="adaptive"
+        "constant": eta_0.  "invscaling": eta_t = eta_0 / sqrt(1 + t / 1000) (t in
+        steps).  "adaptive": eta_0, divided by 2 each time the validation MAP fails
+        to improve by ``tol`` (as the paper selects eta on held-out MAP); without
+        validation it behaves as "invscaling".
+    max_iter : int >= 1, default=100_000
+        Sampled (q, x+) pairs (the paper runs 300,000).
+    init : {"random", "pca"} or ndarray of shape (m, n_features), default="random"
+        "random": Gaussian L (the paper's), scaled so that a random pair's distance
+        under W is about the scaled squared Euclidean one.  "pca": the m leading
+        principal directions.  An array: the initial ``components_``; must have rank m.
+    validation : float in [0, 1), tuple (X_val, y_val) or None, default=0.1
+        Held-out data for early stopping on MAP.  A float: that fraction of the
+        samples (stratified when fitting from ``y``; with explicit sets, that fraction
+        of the queries is never sampled as a query).  None or 0: no validation, run
+        ``max_iter`` samples.
+    validation_interval : int or None, default=None
+        Samples between validation evaluations; None: ``max(2000, max_iter // 20)``.
+    n_iter_no_change : int, default=4
+        Stop after this many evaluations without a MAP improvement of ``tol``; the
+        best ``components_`` seen are kept.
+    tol : float, default=1e-4
+    cache_size : float, default=256
+        MB for cached Gram columns X x_i (at most n of them).  When violator checks
+        are many, the kernel keeps Z = X L current; with the columns of the points a
+        step touches that costs O(n m b) per step instead of O(n D b).  Does not
+        change the result beyond rounding.
+    random_state : None, int or RandomState
+    verbose : int, default=0
+    n_threads : int or None
+        Threads of the sampling and embedding kernels (default
+        :func:`similearn.get_num_threads`); BLAS runs single-threaded inside.
+
+    Attributes
+    ----------
+    components_ : ndarray (m, n_features), L^T in the units of X
+    n_iter_ : int, samples drawn
+    n_steps_ : int
+    scale_ : float, the scale X was divided by during training
+    validation_scores_ : list of (n_samples_seen, MAP)
+    loss_history_ : list of (n_samples_seen, mean sampled loss since the last entry)
+    stats_ : dict: "checks" (violator checks), "violators", "checks_per_sample",
+        "cached_fraction" (steps run with the cached embedding), "fit_time"
+    best_iter_ : int, samples seen at the kept components
+
+    Notes
+    -----
+    Input scaling: X is divided by ``scale_ = sqrt(mean ||x_i - x_j||^2)`` (computed
+    from the feature variances) so that the hinge margin 1 and ``learning_rate``
+    mean the same on any data; ``components_`` is reported for the original units.
+    Tuning: raise ``learning_rate`` (x2-x4) if validation MAP still rises at
+    ``max_iter``, lower it if the loss oscillates or L^T L loses definiteness; use
+    ``gamma=10``..``25`` for large problems; ``n_components`` trades accuracy for
+    speed (the step cost is linear in m up to the m^3 Cholesky).
+
+    Complexity per step: O(D m b + m^2 b + m^3) plus checks, each O(D m) (direct)
+    or O(m) (cached embedding, O(n D b) per step to keep current).  Memory
+    O(n D + n m + D m): no n x n or D x D array.
+    """
+
+    def __init__(self, n_components=None, loss="warp", gamma=1, lam=0.1, batch_size=5, learning_rate=1.0,
+                 schedule="adaptive", max_iter=100_000, init="pca", validation=0.1, validation_interval=None,
+                 n_iter_no_change=4, tol=1e-4, cache_size=256, random_state=None, verbose=0, n_threads=None):
+        self.n_components = n_components
+        self.loss = loss
+        self.gamma = gamma
+        self.lam = lam
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.schedule = schedule
+        self.max_iter = max_iter
+        self.init = init
+        self.validation = validation
+        self.validation_interval = validation_interval
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.cache_size = cache_size
+        self.random_state = random_state
+        self.verbose = verbose
+        self.n_threads = n_threads
+
+    # ------------------------------------------------------------------ checks
+    _strategy = "auto"  # "direct" / "cached" force a violator-check mode (tests, benchmarks)
+
+    def _check_params(self, D):
+        m = min(D, 32) if self.n_components is None else check_int(self.n_components, "n_components", low=1)
+        if m > D:
+            raise ValueError(f"n_components={m} exceeds n_features={D}: W = L L^T has rank at most n_features")
+        if self.loss not in _LOSSES:
+            raise ValueError(f"loss must be 'warp' or 'auc', got {self.loss!r}")
+        check_int(self.gamma, "gamma", low=1)
+        if not (isinstance(self.lam, (int, float, np.floating, np.integer)) and np.isfinite(self.lam)
+                and self.lam >= 0):
+            raise ValueError(f"lam must be a finite number >= 0, got {self.lam!r}")
+        check_int(self.batch_size, "batch_size", low=1)
+        if not (isinstance(self.learning_rate, (int, float, np.floating, np.integer))
+                and np.isfinite(self.learning_rate) and self.learning_rate > 0):
+            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
+        if self.schedule not in ("adaptive", "constant", "invscaling"):
+            raise ValueError(f"schedule must be 'adaptive', 'constant' or 'invscaling', got {self.schedule!r}")
+        check_int(self.max_iter, "max_iter", low=1)
+        if self.validation_interval is not None:
+            check_int(self.validation_interval, "validation_interval", low=1)
+        check_int(self.n_iter_no_change, "n_iter_no_change", low=1)
+        if not (isinstance(self.cache_size, (int, float, np.floating, np.integer)) and np.isfinite(self.cache_size)
+                and self.cache_size >= 0):
+            raise ValueError(f"cache_size must be a finite number of MB >= 0, got {self.cache_size!r}")
+        if not (np.isfinite(self.tol) and self.tol >= 0):
+            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        return m
+
+    def _split(self, X, y, relevant, irrelevant, rs):
+        """-> X_train, relevance, validation tuple or None."""
+        n = X.shape[0]
+        v = self.validation
+        val = None
+        if y is not None:
+            _, g = check_labels(y, n, "y", min_classes=2)
+            if isinstance(v, tuple):
+                if len(v) != 2:
+                    raise ValueError("validation as a tuple must be (X_val, y_val)")
+                Xv = check_X(v[0], "validation[0] (X_val)", n_features=X.shape[1])
+                yv = np.asarray(v[1])
+                if yv.shape != (Xv.shape[0],):
+                    raise ValueError(f"validation[1] (y_val) must have shape ({Xv.shape[0]},), got {yv.shape}")
+                val = ("labels", Xv.astype(X.dtype, copy=False), yv, np.asarray(y))
+            elif v is not None and v != 0:
+                frac = self._check_fraction(v)
+                idx = np.arange(n)
+                counts = np.bincount(g)
+                strat = g if counts.min() >= 2 and int(round(frac * n)) >= len(counts) else None
+                tr, va = train_test_split(idx, test_size=frac, stratify=strat, random_state=rs)
+                tr, va = np.sort(tr), np.sort(va)
+                val = ("labels", X[va], g[va], g[tr])
+                X, g = np.ascontiguousarray(X[tr]), g[tr]
+                if np.unique(g).shape[0] < 2:
+                    raise ValueError("after holding out the validation fraction the training set has one class; "
+                                     "lower validation or pass validation=None")
+            rel = relevance_from_labels(g)
+        else:
+            if relevant is None:
+                raise ValueError("pass either y (class labels) or relevant= (per-sample relevant index sets)")
+            rel = relevance_from_sets(relevant, irrelevant, n)
+            if isinstance(v, tuple):
+                raise ValueError("with explicit relevance sets, validation must be a fraction or None")
+            if v is not None and v != 0:
+                frac = self._check_fraction(v)
+                cand = rel.queries
+                n_val = int(round(frac * cand.shape[0]))
+                if 0 < n_val < cand.shape[0]:
+                    rng = np.random.default_rng(seed_from_random_state(rs))
+                    va = np.sort(rng.choice(cand, n_val, replace=False))
+                    keep = np.ones(n, dtype=bool)
+                    keep[va] = False
+                    rel.restrict_queries(keep)
+                    val = ("sets", va, rel)
+        return X, rel, val
+
+    @staticmethod
+    def _check_fraction(v):
+        if not isinstance(v, (float, int, np.floating, np.integer)) or not 0 <= v < 1:
+            raise ValueError(f"validation must be a fraction in [0, 1), a tuple (X_val, y_val) or None, got {v!r}")
+        return float(v)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None, *, relevant=None, irrelevant=None):
+        """Learn W from class labels ``y`` or explicit per-query sets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features), float32 or float64
+            Dense (sparse input: densify first; D x m products need dense rows).
+        y : array-like of shape (n_samples,), optional
+            Class labels: relevant = same class, irrelevant = other classes.
+        relevant : list of n_samples index arrays or (n_samples, n_samples) indicator
+            Explicit relevant sets (need not be transitive or symmetric).
+        irrelevant : same form, optional
+            Explicit irrelevant sets (disjoint from ``relevant``); default: all the
+            other samples.
+
+        Queries without a relevant or without an irrelevant item are skipped with a
+        ``UserWarning``; if none remains, ``ValueError``.
+        """
+        t0 = time.perf_counter()
+        if sp.issparse(X):
+            raise TypeError("FRML needs dense X (n_samples, n_features); densify sparse input (X.toarray()) "
+                            "or reduce it first (e.g. TruncatedSVD)")
+        X = check_X(X, "X", min_samples=2, estimator=self)
+        n, D = X.shape
+        if n > _MAX_N:
+            raise ValueError(f"FRML supports at most {_MAX_N} samples, got {n}")
+        m = self._check_params(D)
+        self.n_features_in_ = D
+        rs = self.random_state
+        seed = seed_from_random_state(rs)
+        rng = np.random.default_rng(seed)
+        Xt, rel, val = self._split(X, y, relevant, irrelevant, seed % (2**32))
+        n_all = rel.n
+        n_bad = int(np.sum((rel.n_pos == 0) | (rel.n_neg == 0)))
+        if rel.queries.shape[0] == 0:
+            raise ValueError("no query has both a relevant and an irrelevant item; FRML needs at least one "
+                             "(check y / relevant / irrelevant)")
+        if n_bad:
+            warnings.warn(f"{n_bad} of {n_all} samples have no relevant or no irrelevant item and are never used "
+                          "as queries", UserWarning, stacklevel=2)
+        dtype = Xt.dtype
+        scale = self._scale(Xt)
+        Xs = np.ascontiguousarray(Xt / scale, dtype=dtype)
+        L = self._init_L(Xs, m, rng, scale).astype(dtype)
+        self.scale_ = float(scale)
+        nt = get_num_threads(self.n_threads)
+        with blas_limits(1):
+            self._run(Xs, L, rel, val, seed, nt)
+        self.stats_["fit_time"] = time.perf_counter() - t0
+        return self
+
+    @staticmethod
+    def _scale(X):
+        # E ||x_i - x_j||^2 over distinct random pairs = 2 * sum of feature variances
+        var = np.var(X, axis=0, dtype=np.float64).sum()
+        s = np.sqrt(2.0 * var)
+        return s if s > 0 and np.isfinite(s) else 1.0
+
+    def _init_L(self, Xs, m, rng, scale):
+        D = Xs.shape[1]
+        if isinstance(self.init, str):
+            if self.init == "random":
+                return rng.standard_normal((D, m)) / np.sqrt(m)
+            if self.init == "pca":
+                C = Xs - Xs.mean(axis=0)
+                _, _, Vt = np.linalg.svd(C[:min(C.shape[0], 20000)].astype(np.float64), full_matrices=False)
+                if Vt.shape[0] < m:
+                    raise ValueError(f"init='pca' needs n_samples >= n_components ({m})")
+                return Vt[:m].T.copy()
+            raise ValueError(f"init must be 'random', 'pca' or an array of shape (n_components, n_features), "
+                             f"got {self.init!r}")
+        A = check_X(self.init, "init")
+        if A.shape != (m, D):
+            raise ValueError(f"init must have shape (n_components, n_features) = ({m}, {D}), got {A.shape}")
+        L = A.T.astype(np.float64) * scale  # components in X units -> internal units
+        if np.linalg.matrix_rank(L) < m:
+            raise ValueError("init must have full row rank n_components (W = L L^T of rank m)")
+        return L
+
+    def _run(self, X, L, rel, val, seed, nt):
+        n, D = X.shape
+        m = L.shape[1]
+        b = int(self.batch_size)
+        LtL = np.ascontiguousarray(L.T @ L)
+        Z = np.zeros((n, m), dtype=X.dtype)
+        state = np.array([-1.0, 0.0, 0.0, 0.0])
+        run = _core.frml_run_f32 if X.dtype == np.float32 else _core.frml_run_f64
+        total = int(self.max_iter)
+        n_steps_total = -(-total // b)
+        interval = self.validation_interval or max(2000, total // 20)
+        steps_per_chunk = max(1, -(-int(interval) // b))
+        eta = float(self.learning_rate)
+        decay, power = 0.0, 0.0
+        if self.schedule == "invscaling" or (self.schedule == "adaptive" and val is None):
+            decay, power = 1e-3, 0.5
+        stats = dict(checks=0, violators=0, steps=0, cached_steps=0, samples=0)
+        self.validation_scores_, self.loss_history_ = [], []
+        best = (-np.inf, L.copy(), 0)
+        bad = 0
+        step = 0
+        kernel_seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+        while step < n_steps_total:
+            k = min(steps_per_chunk, n_steps_total - step)
+            out = run(X, L, LtL, Z, state, rel.kernel, rel.queries, b, int(self.gamma), float(self.lam),
+                      _LOSSES[self.loss], kernel_seed, step, k, eta, decay, power, _STRATEGIES[self._strategy], 500,
+                      int(self.cache_size * 2**20), nt)
+            step += k
+            for key in stats:
+                stats[key] += out[key]
+            self.loss_history_.append((step * b, out["loss"] / max(out["samples"], 1)))
+            if not np.isfinite(L).all():
+                raise FloatingPointError("FRML diverged (non-finite L); lower learning_rate")
+            if val is not None:
+                score = self._validate(X, L, val)
+                self.validation_scores_.append((step * b, score))
+                if self.verbose:
+                    print(f"[FRML] samples {step * b}: loss {self.loss_history_[-1][1]:.4f} "
+                          f"validation MAP {score:.4f} eta {eta:.3g}")
+                if score > best[0] + self.tol:
+                    best = (score, L.copy(), step * b)
+                    bad = 0
+                else:
+                    bad += 1
+                    if self.schedule == "adaptive":
+                        eta *= 0.5
+                    if bad >= self.n_iter_no_change:
+                        break
+            elif self.verbose:
+                print(f"[FRML] samples {step * b}: loss {self.loss_history_[-1][1]:.4f}")
+        if val is not None and best[0] > -np.inf:
+            L_final, self.best_iter_ = best[1], best[2]
+        else:
+            L_final, self.best_iter_ = L, step * b
+        self.components_ = np.ascontiguousarray((L_final / self.scale_).T)
+        self.n_iter_ = step * b
+        self.n_steps_ = step
+        samples = max(stats["samples"], 1)
+        self.stats_ = dict(checks=int(stats["checks"]), violators=int(stats["violators"]),
+                           checks_per_sample=stats["checks"] / samples,
+                           cached_fraction=stats["cached_steps"] / max(stats["steps"], 1))
+
+    def _validate(self, Xs, L, val):
+        if val[0] == "labels":
+            _, Xv, yv, ytr = val
+            Zv = (np.asarray(Xv, dtype=Xs.dtype) / self.scale_).astype(Xs.dtype) @ L
+            Zt = Xs @ L
+            return float(retrieval_scores(np.ascontiguousarray(Zv), np.ascontiguousarray(Zt), yv, ytr,
+                                          metric="euclidean", ks=(1,), n_threads=1)["map"])
+        _, va, rel = val
+        Z = Xs @ L
+        return _set_map(Z[va], Z, va, rel)
+
+    # ------------------------------------------------------------------ API
+    def transform(self, X):
+        """Embed X: ``X @ components_.T`` (n_samples, m), in X's dtype (float32 kept,
+        else float64).  O(n D m)."""
+        check_is_fitted(self, "components_")
+        X = check_X(X, "X", n_features=self.n_features_in_, estimator=self)
+        return X @ self.components_.T.astype(X.dtype, copy=False)
+
+    def get_mahalanobis_matrix(self):
+        """W = L L^T = components_^T components_ (n_features x n_features), rank m."""
+        check_is_fitted(self, "components_")
+        return self.components_.T @ self.components_
