@@ -429,7 +429,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         dtype = Xt.dtype
         scale = self._scale(Xt)
         Xs = np.ascontiguousarray(Xt / scale, dtype=dtype)
-        L = self._init_L(Xs, m, rng, scale).astype(dtype)
+        L = np.ascontiguousarray(self._init_L(Xs, m, rng, scale), dtype=dtype)
         self.scale_ = float(scale)
         nt = get_num_threads(self.n_threads)
         with blas_limits(1):
