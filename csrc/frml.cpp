@@ -187,8 +187,18 @@ struct GramCache {
   }
   const T* col(i64 i) const { return cols.data() + slot_of[i] * n; }
 
-  // Make the columns of the distinct points pts[0..k) resident (k <= cap).
+  // Make the columns of the distinct points pts[0..k) resident (k <= cap).  When all n
+  // columns fit, the first call computes them all at once (one X X^T product instead of
+  // a pass over X per step while the cache warms up).
   void ensure(const i64* pts, i64 k, int n_threads) {
+    if (cap == n && used == 0) {
+      for_blocks((n + kRowBlock - 1) / kRowBlock, n_threads, [&](i64 t, int) {
+        const i64 r0 = t * kRowBlock, r1 = std::min(n, r0 + kRowBlock);
+        gemm_rm<T>(false, true, r1 - r0, n, D, T(1), X + r0 * D, D, X, D, T(0), cols.data() + r0 * n, n);
+      });
+      for (i64 i = 0; i < n; ++i) slot_of[i] = owner[i] = i, stamp[i] = 0;
+      used = n;
+    }
     ++clock;
     std::vector<i64> miss;
     for (i64 j = 0; j < k; ++j) {
