@@ -145,3 +145,10 @@ def test_python_dash_m():
     assert r.returncode == 0 and f"similearn {similearn.__version__}" in r.stdout
     r = subprocess.run([sys.executable, "-m", "similearn", "nope"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_demo_frml_section_beats_euclidean():
+    from similearn._demo import run_demo
+    import io
+    res = run_demo(["frml"], quick=True, file=io.StringIO(), n_threads=1)["frml"]
+    assert res["frml_map_gamma10"] > res["euclidean_map"] + 0.1
