@@ -40,6 +40,20 @@ def _check_positive_int(name, value, minimum=1):
     return int(value)
 
 
+def _check_float_dtype(dtype):
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    return dtype
+
+
+def _haar_columns(rng, rows, cols):
+    """rows x cols with Haar-distributed orthonormal columns (QR of a Gaussian
+    matrix, signs fixed so that the distribution is uniform)."""
+    Q, R = np.linalg.qr(rng.standard_normal((rows, cols)))
+    return Q * np.sign(np.diag(R))
+
+
 # --------------------------------------------------------------------------- TF-IDF-like documents
 def make_tfidf_like(n_samples, n_features, nnz_per_row=10, n_classes=20, random_state=None,
                     dtype=np.float64, *, class_word_fraction=0.5, topic_size=None, zipf_exponent=1.0):
@@ -173,12 +187,9 @@ def make_planted_stiefel(r, d, random_state=None, *, gap=0.5, dtype=np.float64):
         raise ValueError(f"d must be <= r, got d={d}, r={r}")
     if not gap > 0:
         raise ValueError(f"gap must be > 0, got {gap!r}")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    dtype = _check_float_dtype(dtype)
     rng = _rng(random_state)
-    Q, R = np.linalg.qr(rng.standard_normal((r, r)))
-    Q *= np.sign(np.diag(R))
+    Q = _haar_columns(rng, r, r)
     w = np.concatenate([np.sort(rng.uniform(1.0 + gap, 2.0 + gap, d))[::-1],
                         np.sort(rng.uniform(-1.0, 1.0, r - d))[::-1]])
     A = (Q * w) @ Q.T
@@ -219,12 +230,9 @@ def make_planted_metric(n_samples=2000, n_features=1000, n_classes=20, n_informa
     for name, v in (("class_sep", class_sep), ("within_std", within_std), ("noise", noise)):
         if not (np.isfinite(v) and v >= 0):
             raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
-        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    dtype = _check_float_dtype(dtype)
     rng = _rng(random_state)
-    Q, R = np.linalg.qr(rng.standard_normal((D, s)))
-    Q *= np.sign(np.diag(R))
+    Q = _haar_columns(rng, D, s)
     centres = class_sep * rng.standard_normal((k, s))
     y = rng.permutation(np.arange(n) % k).astype(np.int64)
     latent = centres[y] + within_std * rng.standard_normal((n, s))
