@@ -361,13 +361,10 @@ RunStats run(const T* X, i64 n, i64 D, T* L, i64 m, T* LtL, T* Z, RunState& st, 
     exact_gram(L, D, m, LtL);
     if (!cholesky(LtL, chol.data(), m))
       throw std::runtime_error(
-          "FRML: L^T L is no longer positive definite (the metric lost rank); lower learning_rate");
+          "FRML: L^T L is no longer positive definite (the metric lost rank): lower learning_rate, or "
+          "n_components if it exceeds the rank of the data");
   };
   refactor(false);
-  // cost model (multiply-adds per step): direct = checks * D * m, cached = n * (D + m) * 2b
-  const double cached_cost = static_cast<double>(n) * static_cast<double>(D + m) * 2.0 * static_cast<double>(b);
-  // (with the Gram cache the steady-state cached step is cheaper, O(n m b); the
-  // threshold stays at the cache-miss cost so the switch is never premature)
   const i64 refresh_z = std::max<i64>(2000, (10 * D * m) / std::max<i64>(1, (D + m) * 2 * b));
 
   const int nw = n_workers(b, nt);
@@ -384,6 +381,12 @@ RunStats run(const T* X, i64 n, i64 D, T* L, i64 m, T* LtL, T* Z, RunState& st, 
   const i64 gram_cap = std::min<i64>(n, cfg.cache_bytes / std::max<i64>(1, n * static_cast<i64>(sizeof(T))));
   std::unique_ptr<GramCache<T>> gram;
   if (gram_cap >= 3 * b) gram.reset(new GramCache<T>(X, n, D, gram_cap));
+  // Cost model (multiply-adds per step): direct = checks * D * m; cached = keeping Z current,
+  // 2 n m r with every Gram column resident (one X X^T product on entry), else up to a
+  // pass over X per step, n (D + m) r; r ~ 2b.
+  const double r2b = 2.0 * static_cast<double>(b);
+  const double cached_cost = gram && gram_cap == n ? 2.0 * static_cast<double>(n) * static_cast<double>(m) * r2b
+                                           : static_cast<double>(n) * static_cast<double>(D + m) * r2b;
   SignalPoll poll;
 
   if (cfg.strategy == 2 && !st.cached) {

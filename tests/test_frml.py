@@ -83,7 +83,6 @@ def test_warp_weight_and_truncation(rng):
     """Rank estimate floor(|X-|/N) -> H(r)/H(|X-|); with gamma, at most |X-|//gamma checks."""
     X, y, L = _problem(rng, n=60)
     rel = relevance_from_labels(np.unique(y, return_inverse=True)[1])
-    Z = X @ L
     for gamma in (1, 4, 25):
         idx, val = _core.frml_sample_f64(X, L * 0.01, None, rel.kernel, rel.queries, gamma, 0, 3, 0, 40, 1)
         for (q, p, neg, checks), (w, hinge, dpos) in zip(idx, val):
@@ -94,7 +93,6 @@ def test_warp_weight_and_truncation(rng):
                 assert nn // checks >= gamma
             else:
                 assert w == 0 and checks == nn // gamma
-    del Z
 
 
 def test_sampler_threads_and_chunks_do_not_change_draws(rng):
@@ -225,8 +223,7 @@ def test_run_matches_oracle_loop(strategy, kind, rng):
 
 
 def test_run_in_chunks_equals_one_run_and_is_thread_independent(rng):
-    X, y, _ = make_planted_metric(300, 40, 5, 4, random_state=1)[0], make_planted_metric(300, 40, 5, 4,
-                                                                                        random_state=1)[1], None
+    X, y, _ = make_planted_metric(300, 40, 5, 4, random_state=1)
     rel = relevance_from_labels(y)
     L = rng.standard_normal((40, 6)) / 3
 

@@ -337,3 +337,15 @@ def test_estimator_built_on_these_checks_passes_sklearn_estimator_checks():
         pytest.skip("check_estimator(on_fail=None) needs scikit-learn >= 1.6")
     failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
     assert not failed, failed
+
+
+def test_check_float():
+    from similearn._validation import check_float
+    assert check_float(np.float32(0.5), "a", low=0) == 0.5
+    for bad in (np.nan, np.inf, "1", True, None):
+        with pytest.raises(ValueError, match="a must be a finite number"):
+            check_float(bad, "a")
+    with pytest.raises(ValueError, match=">= 0"):
+        check_float(-1, "a", low=0)
+    with pytest.raises(ValueError, match="> 0"):
+        check_float(0, "a", low=0, strict=True)

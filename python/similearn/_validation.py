@@ -105,6 +105,16 @@ def check_int(v, name, *, low=None, high=None):
     return v
 
 
+def check_float(v, name, *, low=None, strict=False):
+    """A finite real number (bool rejected), optionally >= low (> low if ``strict``);
+    returns float(v)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if low is not None and (v <= low if strict else v < low):
+        raise ValueError(f"{name} must be a finite number {'>' if strict else '>='} {low}, got {v!r}")
+    return float(v)
+
+
 def check_k(k, n_candidates, name="k"):
     """k nearest among n_candidates: 1 <= k <= n_candidates."""
     k = check_int(k, name)

@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import check_int, check_labels, check_triplets, check_X
+from ._validation import check_float, check_int, check_labels, check_triplets, check_X
 from .base import SaveLoadMixin
 from .manifold import random_stiefel, stiefel_minimize
 
@@ -320,8 +320,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"rank={r} must be >= n_components={d}")
         if r > min(n, D):
             raise ValueError(f"rank={r} exceeds min(n_samples, n_features) = {min(n, D)}")
-        if not (np.isfinite(self.margin) and self.margin >= 0):
-            raise ValueError(f"margin must be a finite number >= 0, got {self.margin}")
+        check_float(self.margin, "margin", low=0)
         check_int(self.max_iter, "max_iter", low=1)
         if not self.tol > 0:
             raise ValueError(f"tol must be > 0, got {self.tol}")

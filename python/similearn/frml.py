@@ -46,7 +46,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import check_indices, check_int, check_labels, check_X, seed_from_random_state
+from ._validation import check_float, check_indices, check_int, check_labels, check_X, seed_from_random_state
 from .base import PairMixin, SaveLoadMixin
 from .metrics import retrieval_scores
 
@@ -94,8 +94,11 @@ def relevance_from_labels(groups):
     kernel = (0, n, perm, gstart, gcount, g, grank) + (_EMPTY,) * 6
     n_pos = gcount[g] - 1
     n_neg = n - gcount[g]
-    return Relevance(kernel, n_pos, n_neg, lambda q: perm[gstart[g[q]]:gstart[g[q]] + gcount[g[q]]][
-        perm[gstart[g[q]]:gstart[g[q]] + gcount[g[q]]] != q], lambda q: np.flatnonzero(g != g[q]))
+
+    def pos_fn(q):
+        members = perm[gstart[g[q]]:gstart[g[q]] + gcount[g[q]]]
+        return members[members != q]
+    return Relevance(kernel, n_pos, n_neg, pos_fn, lambda q: np.flatnonzero(g != g[q]))
 
 
 def _sets_to_csr(sets, n, name):
@@ -122,16 +125,15 @@ def _sets_to_csr(sets, n, name):
                             f"indicator matrix, got {type(sets).__name__}") from None
         if len(sets) != n:
             raise ValueError(f"{name} must have one index set per sample: got {len(sets)} sets for {n} samples")
-        parts = []
-        for q, s in enumerate(sets):
-            a = np.asarray([] if s is None else s)
-            if a.size == 0:
-                parts.append(np.zeros(0, dtype=np.int64))
-                continue
-            parts.append(np.unique(check_indices(a.ravel(), n, f"{name}[{q}]")))
-        lens = np.array([len(p) for p in parts], dtype=np.int64)
-        indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
-        indices = np.concatenate(parts).astype(np.int64) if len(parts) else np.zeros(0, dtype=np.int64)
+        arrays = [np.asarray(e).ravel() if e is not None and np.size(e) else np.zeros(0, dtype=np.int64)
+                  for e in sets]
+        lens = np.array([a.size for a in arrays], dtype=np.int64)
+        flat = np.concatenate(arrays) if lens.sum() else np.zeros(0, dtype=np.int64)
+        flat = check_indices(flat, n, name) if flat.size else flat.astype(np.int64)
+        # sort and deduplicate within each row at once: keys row * n + index
+        keys = np.unique(np.repeat(np.arange(n, dtype=np.int64), lens) * n + flat)
+        rows, indices = np.divmod(keys, n)
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))]).astype(np.int64)
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     keep = indices != rows
     if not keep.all():
@@ -312,24 +314,16 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         if self.loss not in _LOSSES:
             raise ValueError(f"loss must be 'warp' or 'auc', got {self.loss!r}")
         check_int(self.gamma, "gamma", low=1)
-        if not (isinstance(self.lam, (int, float, np.floating, np.integer)) and np.isfinite(self.lam)
-                and self.lam >= 0):
-            raise ValueError(f"lam must be a finite number >= 0, got {self.lam!r}")
-        check_int(self.batch_size, "batch_size", low=1)
-        if not (isinstance(self.learning_rate, (int, float, np.floating, np.integer))
-                and np.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate!r}")
+        check_float(self.lam, "lam", low=0)
+        check_float(self.learning_rate, "learning_rate", low=0, strict=True)
         if self.schedule not in ("adaptive", "constant", "invscaling"):
             raise ValueError(f"schedule must be 'adaptive', 'constant' or 'invscaling', got {self.schedule!r}")
         check_int(self.max_iter, "max_iter", low=1)
         if self.validation_interval is not None:
             check_int(self.validation_interval, "validation_interval", low=1)
         check_int(self.n_iter_no_change, "n_iter_no_change", low=1)
-        if not (isinstance(self.cache_size, (int, float, np.floating, np.integer)) and np.isfinite(self.cache_size)
-                and self.cache_size >= 0):
-            raise ValueError(f"cache_size must be a finite number of MB >= 0, got {self.cache_size!r}")
-        if not (np.isfinite(self.tol) and self.tol >= 0):
-            raise ValueError(f"tol must be a finite number >= 0, got {self.tol!r}")
+        check_float(self.cache_size, "cache_size", low=0)
+        check_float(self.tol, "tol", low=0)
         return m
 
     def _split(self, X, y, relevant, irrelevant, rs):
@@ -429,6 +423,8 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         dtype = Xt.dtype
         scale = self._scale(Xt)
         Xs = np.ascontiguousarray(Xt / scale, dtype=dtype)
+        if val is not None and val[0] == "labels":  # scaled once, not at every evaluation
+            val = (val[0], np.ascontiguousarray(val[1] / scale, dtype=dtype)) + val[2:]
         L = np.ascontiguousarray(self._init_L(Xs, m, rng, scale), dtype=dtype)
         self.scale_ = float(scale)
         nt = get_num_threads(self.n_threads)
@@ -530,10 +526,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     def _validate(self, Xs, L, val):
         if val[0] == "labels":
             _, Xv, yv, ytr = val
-            Zv = (np.asarray(Xv, dtype=Xs.dtype) / self.scale_).astype(Xs.dtype) @ L
-            Zt = Xs @ L
-            return float(retrieval_scores(np.ascontiguousarray(Zv), np.ascontiguousarray(Zt), yv, ytr,
-                                          metric="euclidean", ks=(1,), n_threads=1)["map"])
+            return float(retrieval_scores(Xv @ L, Xs @ L, yv, ytr, metric="euclidean", ks=(1,), n_threads=1)["map"])
         _, va, rel = val
         Z = Xs @ L
         return _set_map(Z[va], Z, va, rel)
