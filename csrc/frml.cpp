@@ -87,6 +87,18 @@ struct Embedder {
   }
 };
 
+constexpr i64 kPrefetch = 8;  // candidates ahead whose rows of Z are prefetched (random rows miss L2)
+
+template <class T>
+inline void prefetch_row(const T* p, i64 m) {
+#if defined(__GNUC__) || defined(__clang__)
+  const char* c = reinterpret_cast<const char*>(p);
+  for (i64 off = 0; off < m * static_cast<i64>(sizeof(T)); off += 64) __builtin_prefetch(c + off);
+#else
+  (void)p, (void)m;
+#endif
+}
+
 template <class T>
 double sqdist(const T* a, const T* b, i64 m) {
   double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // 8 independent partial sums: vectorisable
@@ -126,15 +138,17 @@ Record sample_one(Embedder<T>& E, const Relevance& rel, const i64* queries, i64 
   while (k < max_checks) {
     const i64 kk = std::min(blk, max_checks - k);
     for (i64 j = 0; j < kk; ++j) idx[j] = rel.neg_at(q, bounded(draw(key, static_cast<u64>(2 + k + j)), n_neg));
-    E.rows(idx, kk, cand);
+    if (!E.Z) E.rows(idx, kk, cand);  // cached: read the rows of Z in place
     for (i64 j = 0; j < kk; ++j) {
-      const double hinge = 1.0 + rec.dpos - sqdist(z, cand + j * m, m);
+      if (E.Z && j + kPrefetch < kk) prefetch_row(E.Z + idx[j + kPrefetch] * m, m);
+      const T* zc = E.Z ? E.Z + idx[j] * m : cand + j * m;
+      const double hinge = 1.0 + rec.dpos - sqdist(z, zc, m);
       if (hinge > 0) {
         rec.neg = idx[j];
         rec.checks = k + j + 1;
         rec.hinge = hinge;
         rec.w = p.loss == 0 ? H[n_neg / rec.checks] / H[n_neg] : 1.0;
-        std::memcpy(z + 2 * m, cand + j * m, sizeof(T) * m);
+        std::memcpy(z + 2 * m, zc, sizeof(T) * m);
         return rec;
       }
     }
@@ -272,7 +286,42 @@ void retract_with_factor(T* L, i64 D, i64 m, T* LtL, const T* chol, const T* Vt,
       P2[i * r + j] = 0.375 * S[i * r + j] - 0.5 * d;
     }
   std::vector<T> Bt(static_cast<size_t>(r * D));
-  skinny::retraction_pass<T>(L, D, m, A1t.data(), A2t.data(), Vt, P1.data(), P2.data(), r, Bt.data(), BtB.data());
+  auto l_pass = [&] {
+    skinny::retraction_pass<T>(L, D, m, A1t.data(), A2t.data(), Vt, P1.data(), P2.data(), r, Bt.data(), BtB.data());
+  };
+  // Z += (X B) A2^T.  With the Gram cache and the points of each column (v_j =
+  // x_{pairs[2j]} - x_{pairs[2j+1]}): X B = (X V) P1 + Z (A1 P2), X V from Gram columns,
+  // i.e. Z evolves as L does with V replaced by X V: the same one-pass kernel on row
+  // blocks of Z, independent of the pass over L, so both run side by side.
+  if (Z && gram && pairs) {
+    std::vector<i64> pts(pairs, pairs + 2 * r);
+    std::sort(pts.begin(), pts.end());
+    pts.erase(std::unique(pts.begin(), pts.end()), pts.end());
+    gram->ensure(pts.data(), static_cast<i64>(pts.size()), n_threads);
+    std::vector<const T*> ga(static_cast<size_t>(r)), gb(static_cast<size_t>(r));
+    for (i64 j = 0; j < r; ++j) ga[j] = gram->col(pairs[2 * j]), gb[j] = gram->col(pairs[2 * j + 1]);
+    const i64 n_blocks = (n + kRowBlock - 1) / kRowBlock;
+    for_blocks(n_blocks + 1, n_threads, [&](i64 t, int) {
+      if (t == 0) return l_pass();
+      const i64 r0 = (t - 1) * kRowBlock, r1 = std::min(n, r0 + kRowBlock), rows = r1 - r0;
+      std::vector<T> xvt(static_cast<size_t>(r * rows)), bt(static_cast<size_t>(r * rows));
+      std::vector<double> btb(static_cast<size_t>(r * r));
+      for (i64 j = 0; j < r; ++j)
+        for (i64 i = 0; i < rows; ++i) xvt[j * rows + i] = ga[j][r0 + i] - gb[j][r0 + i];
+      skinny::retraction_pass<T>(Z + r0 * m, rows, m, A1t.data(), A2t.data(), xvt.data(), P1.data(), P2.data(), r,
+                                 bt.data(), btb.data());
+    });
+  } else {
+    l_pass();
+    if (Z) {  // without the cache: X B from X (a pass over X)
+      for_blocks((n + kRowBlock - 1) / kRowBlock, n_threads, [&](i64 t, int) {
+        const i64 r0 = t * kRowBlock, r1 = std::min(n, r0 + kRowBlock);
+        std::vector<T> xb(static_cast<size_t>((r1 - r0) * r));
+        gemm_rm<T>(false, true, r1 - r0, r, D, T(1), X + r0 * D, D, Bt.data(), D, T(0), xb.data(), r);
+        gemm_rm<T>(false, false, r1 - r0, m, r, T(1), xb.data(), r, A2t.data(), m, T(1), Z + r0 * m, m);
+      });
+    }
+  }
   // L^T L change (from quantities of the old L): with L^T Ahat = L^T U,
   // L^T B = Y^T diag(c) (I/2 - S/8);  E = L^T B + 1/2 A2 (B^T B);
   // L_new^T L_new = L^T L + E A2^T + A2 E^T.   E stored transposed (r x m).
@@ -291,34 +340,6 @@ void retract_with_factor(T* L, i64 D, i64 m, T* LtL, const T* chol, const T* Vt,
   gemm_rm<T>(true, false, m, m, r, T(1), A2t.data(), m, Et.data(), m, T(1), LtL, m);
   for (i64 i = 0; i < m; ++i)
     for (i64 j = 0; j < i; ++j) LtL[i * m + j] = LtL[j * m + i] = T(0.5) * (LtL[i * m + j] + LtL[j * m + i]);
-  // Z += (X B) A2^T.  With the Gram cache and the points of each column (v_j =
-  // x_{pairs[2j]} - x_{pairs[2j+1]}): X B = (X V) P1 + Z (A1 P2), X V from Gram columns.
-  if (Z && gram && pairs) {
-    std::vector<i64> pts(pairs, pairs + 2 * r);
-    std::sort(pts.begin(), pts.end());
-    pts.erase(std::unique(pts.begin(), pts.end()), pts.end());
-    gram->ensure(pts.data(), static_cast<i64>(pts.size()), n_threads);
-    std::vector<const T*> ga(static_cast<size_t>(r)), gb(static_cast<size_t>(r));
-    for (i64 j = 0; j < r; ++j) ga[j] = gram->col(pairs[2 * j]), gb[j] = gram->col(pairs[2 * j + 1]);
-    // Z evolves as L does with V replaced by X V: the same one-pass kernel on row blocks of Z
-    for_blocks((n + kRowBlock - 1) / kRowBlock, n_threads, [&](i64 t, int) {
-      const i64 r0 = t * kRowBlock, r1 = std::min(n, r0 + kRowBlock), rows = r1 - r0;
-      std::vector<T> xvt(static_cast<size_t>(r * rows)), bt(static_cast<size_t>(r * rows));
-      std::vector<double> btb(static_cast<size_t>(r * r));
-      for (i64 j = 0; j < r; ++j)
-        for (i64 i = 0; i < rows; ++i) xvt[j * rows + i] = ga[j][r0 + i] - gb[j][r0 + i];
-      skinny::retraction_pass<T>(Z + r0 * m, rows, m, A1t.data(), A2t.data(), xvt.data(), P1.data(), P2.data(), r,
-                                 bt.data(), btb.data());
-    });
-  } else if (Z) {
-    for_blocks((n + kRowBlock - 1) / kRowBlock, n_threads, [&](i64 t, int) {
-      const i64 r0 = t * kRowBlock, r1 = std::min(n, r0 + kRowBlock);
-      std::vector<T> xb_store(static_cast<size_t>((r1 - r0) * r));
-      T* xb = xb_store.data();
-      gemm_rm<T>(false, true, r1 - r0, r, D, T(1), X + r0 * D, D, Bt.data(), D, T(0), xb, r);
-      gemm_rm<T>(false, false, r1 - r0, m, r, T(1), xb, r, A2t.data(), m, T(1), Z + r0 * m, m);
-    });
-  }
 }
 
 }  // namespace
@@ -405,10 +426,7 @@ RunStats run(const T* X, i64 n, i64 D, T* L, i64 m, T* LtL, T* Z, RunState& st, 
       recs[i] = sample_one(emb[tid], rel, queries, n_queries, p, H, t * b + i, zbuf.data() + i * 3 * m,
                            cand.data() + static_cast<i64>(tid) * kMaxBlock * m);
     };
-    if (st.cached)
-      for_blocks(b, 1, one);
-    else
-      for_blocks(b, nt, one);
+    for_blocks(b, nt, one);  // samples are independent (own draws, own z rows)
 
     i64 r = 0, step_checks = 0;
     for (i64 i = 0; i < b; ++i) {

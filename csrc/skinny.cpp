@@ -42,9 +42,21 @@ SL_ALWAYS_INLINE void rows_block(const T* const* x, i64 D, const T* L, i64 m, T*
   i64 c = 0;
 #if SL_HAVE_VEC
   constexpr int W = kBytes / sizeof(T);
+  for (; c + 2 * W <= m; c += 2 * W) {  // two column chunks: 2K independent FMA chains
+    V<T> a0[K], a1[K];
+    for (int j = 0; j < K; ++j) a0[j] = a1[j] = V<T>{};
+    for (i64 d = 0; d < D; ++d) {
+      const V<T> l0 = load(L + d * m + c), l1 = load(L + d * m + c + W);
+      for (int j = 0; j < K; ++j) {
+        a0[j] += x[j][d] * l0;
+        a1[j] += x[j][d] * l1;
+      }
+    }
+    for (int j = 0; j < K; ++j) store(out + j * m + c, a0[j]), store(out + j * m + c + W, a1[j]);
+  }
   for (; c + W <= m; c += W) {
     V<T> acc[K];
-    for (int j = 0; j < K; ++j) acc[j] = V<T>{} ;
+    for (int j = 0; j < K; ++j) acc[j] = V<T>{};
     for (i64 d = 0; d < D; ++d) {
       const V<T> l = load(L + d * m + c);
       for (int j = 0; j < K; ++j) acc[j] += x[j][d] * l;
@@ -72,6 +84,53 @@ SL_ALWAYS_INLINE void rows_body(const T* const* x, i64 k, i64 D, const T* L, i64
   }
 }
 
+// ah[i] = a_i . l for the r rows a_i of A (r x m): four dots share each load of l,
+// so four FMA chains run side by side (one chain is bound by the FMA latency).
+template <class T>
+SL_ALWAYS_INLINE void dots(const T* A, const T* l, i64 m, i64 r, double* ah) {
+  i64 i = 0;
+  for (; i + 4 <= r; i += 4) {
+    const T *a0 = A + i * m, *a1 = a0 + m, *a2 = a1 + m, *a3 = a2 + m;
+    T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    i64 c = 0;
+#if SL_HAVE_VEC
+    constexpr int W = kBytes / sizeof(T);
+    V<T> v0 = V<T>{}, v1 = V<T>{}, v2 = V<T>{}, v3 = V<T>{};
+    for (; c + W <= m; c += W) {
+      const V<T> x = load(l + c);
+      v0 += load(a0 + c) * x, v1 += load(a1 + c) * x, v2 += load(a2 + c) * x, v3 += load(a3 + c) * x;
+    }
+    for (int w = 0; w < W; ++w) s0 += v0[w], s1 += v1[w], s2 += v2[w], s3 += v3[w];
+#endif
+    for (; c < m; ++c) s0 += a0[c] * l[c], s1 += a1[c] * l[c], s2 += a2[c] * l[c], s3 += a3[c] * l[c];
+    ah[i] = s0, ah[i + 1] = s1, ah[i + 2] = s2, ah[i + 3] = s3;
+  }
+  for (; i < r; ++i) {
+    const T* a = A + i * m;
+    T s = 0;
+    i64 c = 0;
+#if SL_HAVE_VEC
+    constexpr int W = kBytes / sizeof(T);
+    V<T> v = V<T>{};
+    for (; c + W <= m; c += W) v += load(a + c) * load(l + c);
+    for (int w = 0; w < W; ++w) s += v[w];
+#endif
+    for (; c < m; ++c) s += a[c] * l[c];
+    ah[i] = s;
+  }
+}
+
+// l += alpha * a (length m)
+template <class T>
+SL_ALWAYS_INLINE void axpy(T alpha, const T* a, T* l, i64 m) {
+  i64 c = 0;
+#if SL_HAVE_VEC
+  constexpr int W = kBytes / sizeof(T);
+  for (; c + W <= m; c += W) store(l + c, load(l + c) + alpha * load(a + c));
+#endif
+  for (; c < m; ++c) l[c] += alpha * a[c];
+}
+
 // --- retraction pass
 template <class T>
 SL_ALWAYS_INLINE void retraction_body(T* L, i64 D, i64 m, const T* A1t, const T* A2t, const T* Vt,
@@ -80,42 +139,22 @@ SL_ALWAYS_INLINE void retraction_body(T* L, i64 D, i64 m, const T* A1t, const T*
   std::vector<T> bt(static_cast<size_t>(r));
   for (i64 d = 0; d < D; ++d) {
     T* l = L + d * m;
+    dots(A1t, l, m, r, ah.data());
+    // b = P1^T v + P2^T ahat, accumulated row by row of P1, P2 so that the r outputs
+    // are independent (a per-output sum over i is a serial FMA chain)
+    for (i64 j = 0; j < r; ++j) b[j] = 0;
     for (i64 i = 0; i < r; ++i) {
-      const T* a = A1t + i * m;
-      i64 c = 0;
-      T s = 0;
-#if SL_HAVE_VEC
-      constexpr int W = kBytes / sizeof(T);
-      V<T> acc = V<T>{};
-      for (; c + W <= m; c += W) acc += load(a + c) * load(l + c);
-      for (int w = 0; w < W; ++w) s += acc[w];
-#endif
-      for (; c < m; ++c) s += a[c] * l[c];
-      ah[i] = s;
+      const double vi = static_cast<double>(Vt[i * D + d]), ai = ah[i];
+      const double *p1 = P1 + i * r, *p2 = P2 + i * r;
+      for (i64 j = 0; j < r; ++j) b[j] += vi * p1[j] + ai * p2[j];
     }
     for (i64 j = 0; j < r; ++j) {
-      double s = 0;
-      for (i64 i = 0; i < r; ++i) s += P1[i * r + j] * static_cast<double>(Vt[i * D + d]) + P2[i * r + j] * ah[i];
-      b[j] = s;
-      bt[j] = static_cast<T>(s);
+      bt[j] = static_cast<T>(b[j]);
       Bt[j * D + d] = bt[j];
     }
     for (i64 i = 0; i < r; ++i)
       for (i64 j = 0; j <= i; ++j) BtB[i * r + j] += static_cast<double>(bt[i]) * static_cast<double>(bt[j]);
-    i64 c = 0;
-#if SL_HAVE_VEC
-    constexpr int W = kBytes / sizeof(T);
-    for (; c + W <= m; c += W) {
-      V<T> acc = load(l + c);
-      for (i64 j = 0; j < r; ++j) acc += bt[j] * load(A2t + j * m + c);
-      store(l + c, acc);
-    }
-#endif
-    for (; c < m; ++c) {
-      T acc = l[c];
-      for (i64 j = 0; j < r; ++j) acc += bt[j] * A2t[j * m + c];
-      l[c] = acc;
-    }
+    for (i64 j = 0; j < r; ++j) axpy(bt[j], A2t + j * m, l, m);  // independent across columns
   }
   for (i64 i = 0; i < r; ++i)
     for (i64 j = 0; j < i; ++j) BtB[j * r + i] = BtB[i * r + j];
