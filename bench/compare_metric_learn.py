@@ -21,8 +21,8 @@ metric="euclidean", ks=(1, 10))``: MAP, ROC AUC, P@1, P@10.  The fit time is ``t
 
 Methods: ``euclidean`` (identity embedding, fit time 0), ``lmnn``, ``nca``,
 ``itml`` (metric_learn.LMNN / NCA / ITML_Supervised with the library defaults,
-``random_state=seed``), ``frml`` (``similearn.FRML(n_components=min(--frml-m,
-n_features), random_state=seed)``, skipped when similearn has no FRML).
+``random_state=seed``), ``frml`` (``similearn.FRML(random_state=seed)``, ``n_components=min(--frml-m,
+n_features)`` when given, skipped when similearn has no FRML).
 
 Every learned method is fitted in a spawned child process; when it has not
 finished ``--max-seconds`` after its fit started, the child is killed and the
@@ -73,7 +73,8 @@ def parse_args(argv=None):
     p.add_argument("--no-scale", action="store_true",
                    help="skip the StandardScaler (it removes the per-feature noise scales of the planted sets, "
                         "which then become easy for plain Euclidean retrieval)")
-    p.add_argument("--frml-m", type=int, default=64, help="FRML n_components (capped at n_features)")
+    p.add_argument("--frml-m", type=int, default=None,
+                   help="FRML n_components (capped at n_features); default: FRML's own default")
     p.add_argument("--frml-param", action="append", default=[], metavar="KEY=VALUE",
                    help="extra FRML keyword (VALUE read as a Python literal); repeatable")
     p.add_argument("--max-seconds", type=float, default=3600.0,
@@ -169,7 +170,9 @@ def make_estimator(method, n_features, seed, frml_m, frml_kw):
     if method == "frml":
         import similearn
         cls = similearn.FRML
-        params = dict(n_components=min(frml_m, n_features), random_state=seed)
+        params = dict(random_state=seed)
+        if frml_m is not None:
+            params["n_components"] = min(frml_m, n_features)
         params.update(frml_kw)
     else:
         import metric_learn
