@@ -307,6 +307,18 @@ def test_frml_auc_pca_and_array_init(rng):
         assert np.isfinite(f.components_).all()
 
 
+def test_frml_n_components_above_data_rank(rng):
+    # centred data of rank 4 in 20 features: PCA init cannot supply 6 directions that
+    # ever receive gradient; an explicit m is rejected, the default m is capped at 4
+    Z = rng.standard_normal((200, 4)) @ rng.standard_normal((4, 20))
+    y = rng.integers(0, 3, 200)
+    with pytest.raises(ValueError, match=r"n_components=6 exceeds the rank .* \(4\)"):
+        FRML(n_components=6, max_iter=200).fit(Z, y)
+    f = FRML(max_iter=500, random_state=0).fit(Z, y)
+    assert f.components_.shape == (4, 20)
+    assert np.linalg.matrix_rank(f.get_mahalanobis_matrix()) == 4
+
+
 # ----------------------------------------------------------------------------- bad input
 def test_frml_bad_input(rng):
     X, y, _ = make_planted_metric(60, 8, 3, 2, random_state=0)

@@ -207,7 +207,10 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     ----------
     n_components : int or None, default=None
         m, the rank of W (the embedding dimension); 1 <= m <= n_features.
-        None: ``min(n_features, 32)``.  The paper uses 20-200.
+        None: ``min(n_features, 32)``, capped at the rank of the centred data
+        when ``init="pca"``.  The paper uses 20-200.  With ``init="pca"`` an
+        explicit m above the data rank is a ``ValueError`` (the extra directions
+        get no gradient and W would lose rank during training).
     loss : {"warp", "auc"}, default="warp"
         "warp": sampled WARP with weight H(r)/H(|X_q-|) (top-heavy: optimises MAP
         and P@k).  "auc": one uniform negative per sample, weight 1 (FRML-AUC).
@@ -447,9 +450,17 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
                 return rng.standard_normal((D, m)) / np.sqrt(m)
             if self.init == "pca":
                 C = Xs - Xs.mean(axis=0)
-                _, _, Vt = np.linalg.svd(C[:min(C.shape[0], 20000)].astype(np.float64), full_matrices=False)
-                if Vt.shape[0] < m:
-                    raise ValueError(f"init='pca' needs n_samples >= n_components ({m})")
+                C = C[:min(C.shape[0], 20000)].astype(np.float64)
+                _, sv, Vt = np.linalg.svd(C, full_matrices=False)
+                rank = int(np.sum(sv > sv[:1] * max(C.shape) * np.finfo(np.float64).eps)) if sv.size else 0
+                if rank < m:
+                    if self.n_components is None and rank >= 1:
+                        m = rank  # default m = min(n_features, 32) capped at the rank of the data
+                    else:
+                        raise ValueError(
+                            f"n_components={m} exceeds the rank of the centred training data ({rank}): "
+                            "directions outside the data span get no gradient and W would lose rank; "
+                            f"use n_components <= {rank}")
                 return Vt[:m].T.copy()
             raise ValueError(f"init must be 'random', 'pca' or an array of shape (n_components, n_features), "
                              f"got {self.init!r}")
