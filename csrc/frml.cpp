@@ -168,11 +168,18 @@ bool cholesky(const T* A, T* C, i64 m) {
   return info == 0;
 }
 
+// Rounding leaves a computed L^T L slightly asymmetric; potrf reads one triangle only,
+// so both triangles are averaged to keep the factor and the updates consistent.
+template <class T>
+void symmetrize(T* LtL, i64 m) {
+  for (i64 i = 0; i < m; ++i)
+    for (i64 j = 0; j < i; ++j) LtL[i * m + j] = LtL[j * m + i] = T(0.5) * (LtL[i * m + j] + LtL[j * m + i]);
+}
+
 template <class T>
 void exact_gram(const T* L, i64 D, i64 m, T* LtL) {
   gemm_rm<T>(true, false, m, m, D, T(1), L, m, L, m, T(0), LtL, m);
-  for (i64 i = 0; i < m; ++i)
-    for (i64 j = 0; j < i; ++j) LtL[i * m + j] = LtL[j * m + i] = T(0.5) * (LtL[i * m + j] + LtL[j * m + i]);
+  symmetrize(LtL, m);
 }
 
 template <class T>
@@ -338,8 +345,7 @@ void retract_with_factor(T* L, i64 D, i64 m, T* LtL, const T* chol, const T* Vt,
     }
   gemm_rm<T>(true, false, m, m, r, T(1), Et.data(), m, A2t.data(), m, T(1), LtL, m);
   gemm_rm<T>(true, false, m, m, r, T(1), A2t.data(), m, Et.data(), m, T(1), LtL, m);
-  for (i64 i = 0; i < m; ++i)
-    for (i64 j = 0; j < i; ++j) LtL[i * m + j] = LtL[j * m + i] = T(0.5) * (LtL[i * m + j] + LtL[j * m + i]);
+  symmetrize(LtL, m);
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ class Relevance:
 
     Attributes: ``kernel`` (the tuple handed to C++), ``queries`` (int64 indices of
     queries with at least one relevant and one irrelevant item), ``n_pos``,
-    ``n_neg`` (per item), ``pos_sets`` / ``neg_sets`` (callables q -> index array,
+    ``n_neg`` (per item), ``pos_set`` / ``neg_set`` (callables q -> index array,
     used for validation), ``n``.
     """
 
@@ -223,7 +223,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         Weight of the regulariser sum d_q(x+) (Eq. 2), the paper's value.
     batch_size : int >= 1, default=5
         b, samples per SGD step (the paper's 5).
-    learning_rate : float > 0, default=0.05
+    learning_rate : float > 0, default=1.0
         Step size eta_0, in the units of the internally scaled data (see Notes), so
         it transfers between data sets.
     schedule : {"adaptive", "constant", "invscaling"}, default="adaptive"
@@ -233,7 +233,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         validation it behaves as "invscaling".
     max_iter : int >= 1, default=100_000
         Sampled (q, x+) pairs (the paper runs 300,000).
-    init : {"random", "pca"} or ndarray of shape (m, n_features), default="random"
+    init : {"random", "pca"} or ndarray of shape (m, n_features), default="pca"
         "random": Gaussian L (the paper's), scaled so that a random pair's distance
         under W is about the scaled squared Euclidean one.  "pca": the m leading
         principal directions.  An array: the initial ``components_``; must have rank m.
