@@ -16,6 +16,7 @@
 #include "stiefel.hpp"
 #include "hamming.hpp"
 #include "parallel.hpp"
+#include "ssne.hpp"
 #include "topk.hpp"
 
 namespace py = pybind11;
@@ -237,6 +238,49 @@ void def_film(py::module_& m, const char* fwd, const char* bwd, const char* stat
       py::arg("W").noconvert(), py::arg("tw").noconvert(), py::arg("D").noconvert(), py::arg("n_threads"));
 }
 
+template <class T>
+void def_ssne(py::module_& m, const char* epoch_name, const char* transform_name) {
+  m.def(
+      epoch_name,
+      [](const carray<T>& X, const carray<i64>& pairs, const carray<double>& s, const carray<i64>& col_perm,
+         carray<T>& Wt, carray<double>& v, i64 batch_size, i64 block_size, double eta, double inv_lam,
+         bool adaptive, double beta, i64 t0) {
+        if (v.shape(0) != Wt.shape(0)) throw std::invalid_argument("v must have one entry per row of Wt");
+        sl::ssne::EpochConfig cfg;
+        cfg.batch_size = batch_size;
+        cfg.block_size = block_size;
+        cfg.eta = eta;
+        cfg.inv_lam = inv_lam;
+        cfg.adaptive = adaptive;
+        cfg.beta = beta;
+        cfg.t0 = t0;
+        sl::ssne::EpochStats st;
+        {
+          py::gil_scoped_release nogil;
+          st = sl::ssne::epoch<T>(X.data(), X.shape(0), X.shape(1), pairs.data(), s.data(), pairs.shape(0),
+                                  col_perm.data(), Wt.mutable_data(), Wt.shape(0), v.mutable_data(), cfg);
+        }
+        return py::make_tuple(st.loss, st.n_batches);
+      },
+      py::arg("X").noconvert(), py::arg("pairs").noconvert(), py::arg("s").noconvert(),
+      py::arg("col_perm").noconvert(), py::arg("Wt").noconvert(), py::arg("v").noconvert(), py::arg("batch_size"),
+      py::arg("block_size"), py::arg("eta"), py::arg("inv_lam"), py::arg("adaptive"), py::arg("beta"),
+      py::arg("t0"));
+  m.def(
+      transform_name,
+      [](const carray<T>& X, const carray<T>& Wt, int n_threads) {
+        const i64 n = X.shape(0), M = Wt.shape(0);
+        carray<T> H({n, M}), nrm({n});
+        {
+          py::gil_scoped_release nogil;
+          sl::ssne::transform<T>(X.data(), n, X.shape(1), Wt.data(), M, H.mutable_data(), nrm.mutable_data(),
+                                 n_threads);
+        }
+        return py::make_tuple(H, nrm);
+      },
+      py::arg("X").noconvert(), py::arg("Wt").noconvert(), py::arg("n_threads"));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -275,6 +319,9 @@ PYBIND11_MODULE(_core, m) {
 
   def_frml<float>(m, "frml_sample_f32", "frml_retract_f32", "frml_run_f32");
   def_frml<double>(m, "frml_sample_f64", "frml_retract_f64", "frml_run_f64");
+
+  def_ssne<float>(m, "ssne_epoch_f32", "ssne_transform_f32");
+  def_ssne<double>(m, "ssne_epoch_f64", "ssne_transform_f64");
 
   m.def(
       "cayley_prepare",

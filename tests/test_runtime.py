@@ -43,6 +43,16 @@ _INTERRUPT = textwrap.dedent(
         X = rng.standard_normal((200000, 128)).astype(np.float32)
         Q = rng.standard_normal((200000, 128)).astype(np.float32)
         call = lambda: topk(Q, X, 10, n_threads=2)
+    elif which == "ssne":
+        from similearn import _core
+        X = rng.standard_normal((100000, 200))
+        P = rng.integers(0, 100000, (4000000, 2))
+        s = rng.uniform(-1, 1, 4000000)
+        M = 256
+        cp = np.tile(np.arange(M), (4000000 // 256, 1))
+        Wt = rng.standard_normal((M, 201))
+        v = np.zeros(M)
+        call = lambda: _core.ssne_epoch_f64(X, P, s, cp, Wt, v, 256, 1, 0.01, 0.0, True, 0.99, 0)
     else:
         X = rng.integers(0, 2**63, (2000000, 2), dtype=np.uint64)
         call = lambda: hamming_topk(X, X, 10, n_threads=2)
@@ -58,7 +68,7 @@ _INTERRUPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT delivery differs on Windows")
-@pytest.mark.parametrize("which", ["topk", "hamming"])
+@pytest.mark.parametrize("which", ["topk", "hamming", "ssne"])
 def test_ctrl_c_interrupts_kernels(which):
     p = subprocess.Popen([sys.executable, "-c", _INTERRUPT, which], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "READY"

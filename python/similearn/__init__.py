@@ -2,14 +2,16 @@
 
 Public API only; see the README for a tour.  Submodules: ``neighbors`` (exact
 top-k search, Hamming search, k-NN classifier), ``metrics`` (retrieval metrics),
-``base`` (save/load, estimator mixins), ``scaling`` (scaling studies).
+``base`` (save/load, estimator mixins), ``scaling`` (scaling studies),
+``evaluation`` (the k-NN cross-validation protocol).
 """
 from ._version import __version__
 from ._config import get_num_threads, set_num_threads, thread_limits, show_config
-from . import base, datasets, manifold, matching, metrics, neighbors, scaling, triplets
+from . import base, datasets, evaluation, manifold, matching, metrics, neighbors, scaling, triplets
 from .base import load, save
 from .film import FILM
 from .frml import FRML
+from .ssne import SSNE
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
 from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
@@ -29,6 +31,7 @@ __all__ = [
     "KNeighborsClassifier",
     "FILM",
     "FRML",
+    "SSNE",
     "PairwiseKNNMatcher",
     "matching",
     "stiefel_minimize",
@@ -36,6 +39,7 @@ __all__ = [
     "manifold",
     "triplets",
     "base",
+    "evaluation",
     "metrics",
     "neighbors",
     "scaling",

@@ -12,7 +12,10 @@ sample ``j`` than to sample ``k``".  Two sources of supervision are supported:
   anchor's positives are the other members of its cluster and its negatives are
   its explicit negative partners first, then random samples outside its cluster.
 
-Every generator returns an ``int64`` array of shape ``(n_triplets, 3)`` ordered
+:func:`pairs_from_labels` draws labelled pairs (similar / dissimilar) from class
+labels, for pair-based learners such as SSNE.
+
+Every triplet generator returns an ``int64`` array of shape ``(n_triplets, 3)`` ordered
 anchor by anchor (anchor-major), is deterministic given ``random_state`` and is
 vectorised: random sampling costs O(n_anchors * n_per_anchor * log n_per_anchor)
 array operations, with no Python loop over anchors.
@@ -39,6 +42,7 @@ from ._validation import (
 from .neighbors import topk
 
 __all__ = [
+    "pairs_from_labels",
     "triplets_from_labels",
     "triplets_from_pairs",
     "clusters_from_pairs",
@@ -307,6 +311,76 @@ def _check_choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
     return value
+
+
+def pairs_from_labels(y, n_pairs, similar_fraction=0.5, random_state=None):
+    """Random labelled pairs from class labels: similar = same class (never a sample
+    with itself), dissimilar = different classes.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Class labels (at least two classes).
+    n_pairs : int >= 1
+        Number of pairs to draw (with replacement over pairs).
+    similar_fraction : float in [0, 1] or "natural", default=0.5
+        Fraction of similar pairs; 0.5 is the balanced sampling of SSNE.
+        "natural": both samples uniform over distinct samples, so the fraction is
+        the data's own (sum_c n_c (n_c - 1) / (n (n - 1))).
+    random_state : None, int, RandomState or Generator
+
+    Returns
+    -------
+    pairs : ndarray of shape (n_pairs, 2), int64
+        Similar pairs first, then dissimilar ones (shuffle them for SGD).
+    labels : ndarray of shape (n_pairs,), int64
+        1 = similar, 0 = dissimilar.
+
+    Notes
+    -----
+    Similar pairs: the first sample is uniform over the samples whose class has at
+    least two members, the second uniform over the other members of its class.
+    Dissimilar pairs: the first sample is uniform, the second uniform over the
+    other classes.  O(n log n + n_pairs), no Python loop.  Raises ValueError when a
+    similar pair is requested but no class has two members.
+    """
+    n_pairs = check_int(n_pairs, "n_pairs", low=1)
+    y_arr = np.asarray(y)
+    _, groups = check_labels(y_arr, y_arr.shape[0] if y_arr.ndim else 0, "y", min_classes=2)
+    rng = _make_rng(random_state)
+    n = groups.shape[0]
+    layout = _group_layout(groups, int(groups.max()) + 1)
+    sizes = layout[1]
+    if isinstance(similar_fraction, str):
+        if similar_fraction != "natural":
+            raise ValueError(f"similar_fraction must be a number in [0, 1] or 'natural', got {similar_fraction!r}")
+        i = rng.integers(0, n, n_pairs)
+        j = rng.integers(0, n - 1, n_pairs)
+        j += j >= i
+        lab = (groups[i] == groups[j]).astype(np.int64)
+        order = np.argsort(-lab, kind="stable")
+        return np.ascontiguousarray(np.c_[i, j][order]), lab[order]
+    if isinstance(similar_fraction, bool) or not isinstance(similar_fraction, (int, float, np.number)) \
+            or not 0 <= similar_fraction <= 1:
+        raise ValueError(f"similar_fraction must be a number in [0, 1] or 'natural', got {similar_fraction!r}")
+    n_sim = int(round(similar_fraction * n_pairs))
+    n_dis = n_pairs - n_sim
+    out = []
+    if n_sim:
+        eligible = np.flatnonzero(sizes[groups] >= 2)
+        if eligible.size == 0:
+            raise ValueError("y has no class with two or more samples, so no similar pair exists; "
+                             "use similar_fraction=0 or give more samples per class")
+        a = eligible[rng.integers(0, eligible.size, n_sim)]
+        off = rng.integers(0, sizes[groups[a]] - 1)
+        out.append(np.c_[a, _map_same_group(off, a, groups, layout)])
+    if n_dis:
+        a = rng.integers(0, n, n_dis)
+        off = rng.integers(0, n - sizes[groups[a]])
+        out.append(np.c_[a, _map_other_group(off, a, groups, layout)])
+    pairs = np.ascontiguousarray(np.vstack(out), dtype=np.int64)
+    labels = np.r_[np.ones(n_sim, dtype=np.int64), np.zeros(n_dis, dtype=np.int64)]
+    return pairs, labels
 
 
 def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="cosine", random_state=None,

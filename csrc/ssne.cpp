@@ -1,0 +1,218 @@
+// SSNE epoch and transform kernels (see ssne.hpp).  The dense products go through
+// SciPy's BLAS (single-threaded inside our threads); the per-pair loops are O(P)
+// per block and stay in cache.
+#include "ssne.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "blas.hpp"
+#include "parallel.hpp"
+
+namespace sl {
+namespace ssne {
+
+namespace {
+
+template <class T>
+inline T act(T a) {  // 2 / (1 + exp(a)) - 1, computed without overflow
+  return -std::tanh(T(0.5) * a);
+}
+
+// Group soft-threshold of one column: w <- max(0, 1 - t / ||w||) w.
+template <class T>
+void prox_group(T* w, i64 len, double t) {
+  if (t <= 0) return;
+  double s = 0;
+  for (i64 d = 0; d < len; ++d) s += double(w[d]) * double(w[d]);
+  const double nw = std::sqrt(s);
+  if (nw <= t) {
+    std::fill(w, w + len, T(0));
+    return;
+  }
+  const T f = T(1.0 - t / nw);
+  for (i64 d = 0; d < len; ++d) w[d] *= f;
+}
+
+}  // namespace
+
+template <class T>
+EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i64 n_pairs, const i64* col_perm,
+                 T* Wt, i64 M, double* v, const EpochConfig& cfg) {
+  EpochStats out;
+  const i64 B = std::max<i64>(1, cfg.batch_size);
+  const i64 C = std::max<i64>(1, std::min(cfg.block_size, M));
+  const i64 Dp = D + 1;
+  const i64 Umax = std::min<i64>(2 * B, n);
+  std::vector<i64> loc(static_cast<size_t>(n), -1);  // global row -> local id within the batch
+  std::vector<i64> pts(static_cast<size_t>(Umax)), lp(static_cast<size_t>(2 * B));
+  std::vector<T> Phi(static_cast<size_t>(Umax * Dp)), h(static_cast<size_t>(Umax * M));
+  std::vector<double> nrm2(static_cast<size_t>(Umax)), inv(static_cast<size_t>(Umax)),
+      gdot(static_cast<size_t>(Umax)), dots(static_cast<size_t>(B)), cq(static_cast<size_t>(B));
+  std::vector<double> gH(static_cast<size_t>(Umax * C));
+  std::vector<T> ga(static_cast<size_t>(Umax * C)), G(static_cast<size_t>(C * Dp)), Wb(static_cast<size_t>(C * Dp)),
+      Anew(static_cast<size_t>(Umax * C));
+  SignalPoll poll;
+
+  for (i64 b0 = 0, bi = 0; b0 < n_pairs; b0 += B, ++bi) {
+    const i64 P = std::min(B, n_pairs - b0);
+    const i64* pr = pairs + 2 * b0;
+    const double* sb = s + b0;
+    const i64* order = col_perm + bi * M;
+    // distinct points of the batch, in order of first appearance
+    i64 U = 0;
+    for (i64 e = 0; e < 2 * P; ++e) {
+      const i64 g = pr[e];
+      if (loc[g] < 0) loc[g] = U, pts[U++] = g;
+      lp[e] = loc[g];
+    }
+    const double bias_corr = 1.0 - std::pow(cfg.beta, double(cfg.t0 + bi + 1));
+    for (i64 u = 0; u < U; ++u) {
+      const T* x = X + pts[u] * D;
+      T* ph = Phi.data() + u * Dp;
+      std::copy(x, x + D, ph);
+      ph[D] = T(1);
+    }
+    // h = act(Phi W) (U x M), ||h||^2 and h_i . h_j
+    blas::gemm_rm<T>(false, true, U, M, Dp, T(1), Phi.data(), Dp, Wt, Dp, T(0), h.data(), M);
+    for (i64 u = 0; u < U; ++u) {
+      T* hu = h.data() + u * M;
+      double acc = 0;
+      for (i64 m = 0; m < M; ++m) {
+        hu[m] = act(hu[m]);
+        acc += double(hu[m]) * double(hu[m]);
+      }
+      nrm2[u] = acc;
+    }
+    for (i64 q = 0; q < P; ++q) {
+      const T* hi = h.data() + lp[2 * q] * M;
+      const T* hj = h.data() + lp[2 * q + 1] * M;
+      double acc = 0;
+      for (i64 m = 0; m < M; ++m) acc += double(hi[m]) * double(hj[m]);
+      dots[q] = acc;
+    }
+    const double scale = 2.0 / double(P);  // d mean_q (S_q - s_q)^2 / d S_q = scale * (S_q - s_q)
+    for (i64 k0 = 0; k0 < M; k0 += C) {
+      const i64 c = std::min(C, M - k0);
+      const i64* cols = order + k0;
+      for (i64 u = 0; u < U; ++u) {
+        inv[u] = nrm2[u] > 0 ? 1.0 / std::sqrt(nrm2[u]) : 0.0;
+        gdot[u] = 0;
+      }
+      std::fill(gH.begin(), gH.begin() + U * c, 0.0);
+      for (i64 q = 0; q < P; ++q) {
+        const i64 i = lp[2 * q], j = lp[2 * q + 1];
+        const double S = dots[q] * inv[i] * inv[j];
+        if (k0 == 0) out.loss += (S - sb[q]) * (S - sb[q]);
+        const double cv = scale * (S - sb[q]);
+        gdot[i] += cv * S;
+        gdot[j] += cv * S;
+        const T* hi = h.data() + i * M;
+        const T* hj = h.data() + j * M;
+        double* gi = gH.data() + i * c;
+        double* gj = gH.data() + j * c;
+        const double ci = cv * inv[j], cj = cv * inv[i];
+        for (i64 k = 0; k < c; ++k) {
+          gi[k] += ci * double(hj[cols[k]]);
+          gj[k] += cj * double(hi[cols[k]]);
+        }
+      }
+      // dL/da for the block's columns: -(1 - h^2)/2 * (gH - (gH . H) H) / ||h||
+      for (i64 u = 0; u < U; ++u) {
+        const T* hu = h.data() + u * M;
+        const double iv = inv[u];
+        for (i64 k = 0; k < c; ++k) {
+          const double hv = double(hu[cols[k]]);
+          const double gh = (gH[u * c + k] - gdot[u] * hv * iv) * iv;
+          ga[u * c + k] = T(-0.5 * (1.0 - hv * hv) * gh);
+        }
+      }
+      // G (c x Dp) = ga^T Phi ; step, prox ; Anew (U x c) = Phi Wb^T
+      blas::gemm_rm<T>(true, false, c, Dp, U, T(1), ga.data(), c, Phi.data(), Dp, T(0), G.data(), Dp);
+      for (i64 k = 0; k < c; ++k) {
+        T* w = Wt + cols[k] * Dp;
+        const T* g = G.data() + k * Dp;
+        double e = cfg.eta;
+        if (cfg.adaptive) {
+          double g2 = 0;
+          for (i64 d = 0; d < Dp; ++d) g2 += double(g[d]) * double(g[d]);
+          double& vm = v[cols[k]];
+          vm = cfg.beta * vm + (1.0 - cfg.beta) * g2 / double(Dp);
+          const double vhat = vm / bias_corr;
+          e = vhat > 0 ? cfg.eta / std::sqrt(vhat) : 0.0;  // g = 0 (a zeroed unit): no step
+        }
+        const T et = T(e);
+        for (i64 d = 0; d < Dp; ++d) w[d] -= et * g[d];
+        prox_group(w, Dp, e * cfg.inv_lam);
+        std::copy(w, w + Dp, Wb.data() + k * Dp);
+      }
+      blas::gemm_rm<T>(false, true, U, c, Dp, T(1), Phi.data(), Dp, Wb.data(), Dp, T(0), Anew.data(), c);
+      // refresh h, ||h||^2 and the pair dots for the block (old values still in h)
+      for (i64 q = 0; q < P; ++q) {
+        const T* hi = h.data() + lp[2 * q] * M;
+        const T* hj = h.data() + lp[2 * q + 1] * M;
+        const T* ai = Anew.data() + lp[2 * q] * c;
+        const T* aj = Anew.data() + lp[2 * q + 1] * c;
+        double delta = 0;
+        for (i64 k = 0; k < c; ++k) {
+          const double ni = double(act(ai[k])), nj = double(act(aj[k]));
+          delta += ni * nj - double(hi[cols[k]]) * double(hj[cols[k]]);
+        }
+        dots[q] += delta;
+      }
+      for (i64 u = 0; u < U; ++u) {
+        T* hu = h.data() + u * M;
+        const T* au = Anew.data() + u * c;
+        double delta = 0;
+        for (i64 k = 0; k < c; ++k) {
+          const T nv = act(au[k]);
+          delta += double(nv) * double(nv) - double(hu[cols[k]]) * double(hu[cols[k]]);
+          hu[cols[k]] = nv;
+        }
+        nrm2[u] = std::max(0.0, nrm2[u] + delta);
+      }
+    }
+    for (i64 u = 0; u < U; ++u) loc[pts[u]] = -1;
+    ++out.n_batches;
+    poll.tick();
+  }
+  return out;
+}
+
+template <class T>
+void transform(const T* X, i64 n, i64 D, const T* Wt, i64 M, T* Hout, T* nrm, int n_threads) {
+  constexpr i64 kChunk = 512;
+  const i64 n_tasks = (n + kChunk - 1) / kChunk;
+  const i64 Dp = D + 1;
+  parallel_for(n_tasks, n_threads, [&](i64 task, int) {
+    const i64 r0 = task * kChunk, r1 = std::min(n, r0 + kChunk);
+    T* A = Hout + r0 * M;
+    blas::gemm_rm<T>(false, true, r1 - r0, M, D, T(1), X + r0 * D, D, Wt, Dp, T(0), A, M);
+    for (i64 i = r0; i < r1; ++i) {
+      T* a = Hout + i * M;
+      double acc = 0;
+      for (i64 m = 0; m < M; ++m) {
+        a[m] = act(a[m] + Wt[m * Dp + D]);
+        acc += double(a[m]) * double(a[m]);
+      }
+      const double nv = std::sqrt(acc);
+      nrm[i] = T(nv);
+      if (nv > 0) {
+        const T f = T(1.0 / nv);
+        for (i64 m = 0; m < M; ++m) a[m] *= f;
+      }
+    }
+  });
+}
+
+#define SL_SSNE_INSTANTIATE(T)                                                                                  \
+  template EpochStats epoch<T>(const T*, i64, i64, const i64*, const double*, i64, const i64*, T*, i64,         \
+                               double*, const EpochConfig&);                                                   \
+  template void transform<T>(const T*, i64, i64, const T*, i64, T*, T*, int);
+SL_SSNE_INSTANTIATE(float)
+SL_SSNE_INSTANTIATE(double)
+#undef SL_SSNE_INSTANTIATE
+
+}  // namespace ssne
+}  // namespace sl
