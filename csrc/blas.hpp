@@ -119,5 +119,21 @@ inline void gemm_rm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
                   &LDC);
 }
 
+// Row-major GEMV:  y = alpha * op(A) x + beta * y, A (m x n) row-major with leading
+// dimension lda; op(A) = A (trans = false, y of length m) or A^T (y of length n).
+template <class T>
+inline void gemv_rm(bool trans, std::int64_t m, std::int64_t n, T alpha, const T* A, std::int64_t lda, const T* x,
+                    T beta, T* y) {
+  const std::int64_t ny = trans ? n : m;
+  if (ny == 0) return;
+  if (m == 0 || n == 0) {
+    for (std::int64_t i = 0; i < ny; ++i) y[i] = beta == T(0) ? T(0) : beta * y[i];
+    return;
+  }
+  char t = trans ? 'N' : 'T';  // the row-major A is the column-major A^T (n x m)
+  fint M = to_fint(n, "n"), N = to_fint(m, "m"), LDA = to_fint(lda < 1 ? 1 : lda, "lda"), one = 1;
+  table<T>().gemv(&t, &M, &N, &alpha, const_cast<T*>(A), &LDA, const_cast<T*>(x), &one, &beta, y, &one);
+}
+
 }  // namespace blas
 }  // namespace sl

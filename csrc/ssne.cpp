@@ -129,7 +129,10 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
         }
       }
       // G (c x Dp) = ga^T Phi ; step, prox ; Anew (U x c) = Phi Wb^T
-      blas::gemm_rm<T>(true, false, c, Dp, U, T(1), ga.data(), c, Phi.data(), Dp, T(0), G.data(), Dp);
+      if (c == 1)  // one column (the default): GEMV, no packing of Phi
+        blas::gemv_rm<T>(true, U, Dp, T(1), Phi.data(), Dp, ga.data(), T(0), G.data());
+      else
+        blas::gemm_rm<T>(true, false, c, Dp, U, T(1), ga.data(), c, Phi.data(), Dp, T(0), G.data(), Dp);
       for (i64 k = 0; k < c; ++k) {
         T* w = Wt + cols[k] * Dp;
         const T* g = G.data() + k * Dp;
@@ -147,7 +150,10 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
         prox_group(w, Dp, e * cfg.inv_lam);
         std::copy(w, w + Dp, Wb.data() + k * Dp);
       }
-      blas::gemm_rm<T>(false, true, U, c, Dp, T(1), Phi.data(), Dp, Wb.data(), Dp, T(0), Anew.data(), c);
+      if (c == 1)
+        blas::gemv_rm<T>(false, U, Dp, T(1), Phi.data(), Dp, Wb.data(), T(0), Anew.data());
+      else
+        blas::gemm_rm<T>(false, true, U, c, Dp, T(1), Phi.data(), Dp, Wb.data(), Dp, T(0), Anew.data(), c);
       // refresh h, ||h||^2 and the pair dots for the block (old values still in h)
       for (i64 q = 0; q < P; ++q) {
         const T* hi = h.data() + lp[2 * q] * M;

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.model_selection import RepeatedStratifiedKFold
-from sklearn.preprocessing import StandardScaler
 
 from ._validation import check_int, check_labels, check_X
 from .neighbors import KNeighborsClassifier
@@ -95,6 +93,11 @@ def knn_cv_accuracy(X, y, transformer=None, *, n_neighbors=3, metric=None, n_spl
     Complexity: n_splits * n_repeats fits plus one exact k-NN search per fold,
     O(n_test n_train d) each (no n x n matrix).
     """
+    # imported here: sklearn.model_selection pulls in sklearn's Cython BLAS users, and
+    # `import similearn` must reach similearn._core's own BLAS check first
+    from sklearn.model_selection import RepeatedStratifiedKFold
+    from sklearn.preprocessing import StandardScaler
+
     X = check_X(X, "X", min_samples=2)
     _, yc = check_labels(y, X.shape[0], "y", min_classes=2)
     k = check_int(n_neighbors, "n_neighbors", low=1)
