@@ -33,7 +33,6 @@ import time
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
@@ -242,10 +241,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         self
         """
         t0 = time.perf_counter()
-        if sp.issparse(X):
-            raise TypeError("SSNE needs dense X (n_samples, n_features); densify sparse input (X.toarray()) "
-                            "or reduce it first (e.g. TruncatedSVD)")
-        X = check_X(X, "X", min_samples=2, estimator=self)
+        X = check_X(X, "X", min_samples=2, estimator=self)  # sparse X: TypeError (dense rows are needed)
         n, D = X.shape
         M, dis_target = self._check_params()
         seed = seed_from_random_state(self.random_state)

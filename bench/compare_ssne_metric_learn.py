@@ -1,0 +1,83 @@
+#!/usr/bin/env python
+"""SSNE Table 1 protocol, side by side with metric-learn 0.7.0 (ITML, LMNN, NCA).
+
+A standalone script (not a pytest file).  metric-learn 0.7.0 does not run on
+scikit-learn >= 1.8, so run it from a separate environment, e.g.::
+
+    python -m venv /work/venv-ml
+    /work/venv-ml/bin/pip install scikit-learn==1.7.2 metric-learn==0.7.0 numpy scipy threadpoolctl \\
+        scikit-build-core pybind11
+    /work/venv-ml/bin/pip install --no-build-isolation .          # similearn itself
+    /work/venv-ml/bin/python bench/compare_ssne_metric_learn.py --json out.json
+
+Protocol (the paper's Table 1, ``similearn.evaluation.knn_cv_accuracy``): 5
+repetitions of stratified 2-fold cross-validation (the same folds for every
+method: ``RepeatedStratifiedKFold(2, 5, random_state=--seed)``), features
+standardised on the training fold, k-NN (``--k``, default 3) of the test fold
+against the training fold in the learned space: cosine for SSNE (its similarity),
+Euclidean for the Mahalanobis learners and the baseline.  Every method runs with
+its library defaults (``random_state`` fixed where it has one); fit time is the
+mean over the 10 folds of ``time.perf_counter()`` around ``fit``.
+
+Data: scikit-learn's bundled iris, wine and breast_cancer (= UCI wdbc).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+
+import numpy as np
+
+PAPER = {"iris": 96.22, "wine": 98.46, "wdbc": 97.12}
+
+
+def _datasets(names):
+    from sklearn.datasets import load_breast_cancer, load_iris, load_wine
+    loaders = {"iris": load_iris, "wine": load_wine, "wdbc": load_breast_cancer}
+    return {n: loaders[n](return_X_y=True) for n in names}
+
+
+def _methods(seed, only):
+    from similearn import SSNE
+    out = {"euclidean": None, "ssne": SSNE(random_state=seed)}
+    try:
+        import metric_learn as ml
+    except ImportError:
+        print("metric-learn not installed: ITML / LMNN / NCA skipped")
+    else:
+        out.update(itml=ml.ITML_Supervised(random_state=seed), lmnn=ml.LMNN(random_state=seed),
+                   nca=ml.NCA(random_state=seed))
+    return {k: v for k, v in out.items() if not only or k in only}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--datasets", default="iris,wine,wdbc")
+    p.add_argument("--methods", default="", help="comma-separated subset of euclidean,ssne,itml,lmnn,nca")
+    p.add_argument("--k", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None)
+    a = p.parse_args(argv)
+    from similearn.evaluation import knn_cv_accuracy
+
+    only = [m for m in a.methods.split(",") if m]
+    results = []
+    for dname, (X, y) in _datasets(a.datasets.split(",")).items():
+        for mname, est in _methods(a.seed, only).items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                r = knn_cv_accuracy(X, y, est, n_neighbors=a.k, random_state=a.seed,
+                                    metric="cosine" if mname == "ssne" else "euclidean")
+            row = dict(dataset=dname, method=mname, accuracy=100 * r.mean, std=100 * r.std,
+                       fit_time=r.mean_fit_time, paper_ssne=PAPER[dname])
+            results.append(row)
+            print(f"{dname:6s} {mname:10s} {100 * r.mean:6.2f} (+- {100 * r.std:4.2f})  fit {r.mean_fit_time:7.3f} s"
+                  f"   [paper SSNE {PAPER[dname]:.2f}]", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
