@@ -1,13 +1,10 @@
 #!/usr/bin/env python
 """SSNE Table 1 protocol, side by side with metric-learn 0.7.0 (ITML, LMNN, NCA).
 
-A standalone script (not a pytest file).  metric-learn 0.7.0 does not run on
-scikit-learn >= 1.8, so run it from a separate environment, e.g.::
+A standalone script (not a pytest file), run like bench/compare_metric_learn.py
+from a venv with scikit-learn 1.7.2 and metric-learn 0.7.0 (its docstring shows
+the setup; metric-learn 0.7.0 fails on scikit-learn >= 1.8)::
 
-    python -m venv /work/venv-ml
-    /work/venv-ml/bin/pip install scikit-learn==1.7.2 metric-learn==0.7.0 numpy scipy threadpoolctl \\
-        scikit-build-core pybind11
-    /work/venv-ml/bin/pip install --no-build-isolation .          # similearn itself
     /work/venv-ml/bin/python bench/compare_ssne_metric_learn.py --json out.json
 
 Protocol (the paper's Table 1, ``similearn.evaluation.knn_cv_accuracy``): 5

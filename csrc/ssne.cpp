@@ -49,7 +49,7 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
   std::vector<i64> pts(static_cast<size_t>(Umax)), lp(static_cast<size_t>(2 * B));
   std::vector<T> Phi(static_cast<size_t>(Umax * Dp)), h(static_cast<size_t>(Umax * M));
   std::vector<double> nrm2(static_cast<size_t>(Umax)), inv(static_cast<size_t>(Umax)),
-      gdot(static_cast<size_t>(Umax)), dots(static_cast<size_t>(B)), cq(static_cast<size_t>(B));
+      gdot(static_cast<size_t>(Umax)), dots(static_cast<size_t>(B));
   std::vector<double> gH(static_cast<size_t>(Umax * C));
   std::vector<T> ga(static_cast<size_t>(Umax * C)), G(static_cast<size_t>(C * Dp)), Wb(static_cast<size_t>(C * Dp)),
       Anew(static_cast<size_t>(Umax * C));
@@ -154,27 +154,26 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
         blas::gemv_rm<T>(false, U, Dp, T(1), Phi.data(), Dp, Wb.data(), T(0), Anew.data());
       else
         blas::gemm_rm<T>(false, true, U, c, Dp, T(1), Phi.data(), Dp, Wb.data(), Dp, T(0), Anew.data(), c);
-      // refresh h, ||h||^2 and the pair dots for the block (old values still in h)
+      // new h of the block: act() once per point, then the pair dots and ||h||^2 by
+      // their change (old values still in h), then h itself
+      for (i64 e = 0; e < U * c; ++e) Anew[e] = act(Anew[e]);
       for (i64 q = 0; q < P; ++q) {
         const T* hi = h.data() + lp[2 * q] * M;
         const T* hj = h.data() + lp[2 * q + 1] * M;
-        const T* ai = Anew.data() + lp[2 * q] * c;
-        const T* aj = Anew.data() + lp[2 * q + 1] * c;
+        const T* ni = Anew.data() + lp[2 * q] * c;
+        const T* nj = Anew.data() + lp[2 * q + 1] * c;
         double delta = 0;
-        for (i64 k = 0; k < c; ++k) {
-          const double ni = double(act(ai[k])), nj = double(act(aj[k]));
-          delta += ni * nj - double(hi[cols[k]]) * double(hj[cols[k]]);
-        }
+        for (i64 k = 0; k < c; ++k)
+          delta += double(ni[k]) * double(nj[k]) - double(hi[cols[k]]) * double(hj[cols[k]]);
         dots[q] += delta;
       }
       for (i64 u = 0; u < U; ++u) {
         T* hu = h.data() + u * M;
-        const T* au = Anew.data() + u * c;
+        const T* nu = Anew.data() + u * c;
         double delta = 0;
         for (i64 k = 0; k < c; ++k) {
-          const T nv = act(au[k]);
-          delta += double(nv) * double(nv) - double(hu[cols[k]]) * double(hu[cols[k]]);
-          hu[cols[k]] = nv;
+          delta += double(nu[k]) * double(nu[k]) - double(hu[cols[k]]) * double(hu[cols[k]]);
+          hu[cols[k]] = nu[k];
         }
         nrm2[u] = std::max(0.0, nrm2[u] + delta);
       }

@@ -336,7 +336,7 @@ def _ssne(ctx):
         est = SSNE(random_state=ctx.seed, n_threads=ctx.n_threads)
         ssne = knn_cv_accuracy(X, y, est, n_neighbors=3, n_repeats=reps, random_state=ctx.seed,
                                n_threads=ctx.n_threads)
-        active = len(SSNE(random_state=ctx.seed).fit((X - X.mean(0)) / X.std(0), y).active_components_)
+        active = len(SSNE(random_state=ctx.seed).fit(X, y).active_components_)  # standardises internally
         rows.append([name, f"{X.shape[0]} x {X.shape[1]}", f"{100 * euc.mean:.2f} (+- {100 * euc.std:.2f})",
                      f"{100 * ssne.mean:.2f} (+- {100 * ssne.std:.2f})", f"{active}/32",
                      f"{ssne.mean_fit_time:.3f} s"])

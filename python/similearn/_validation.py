@@ -28,6 +28,7 @@ __all__ = [
     "check_triplets",
     "check_pair_labels",
     "check_similarity",
+    "check_similar_fraction",
     "check_random_state",
     "seed_from_random_state",
 ]
@@ -526,6 +527,20 @@ def check_similarity(s, n_pairs, name="similarity", low=-1.0, high=1.0):
         if high is not None and a.max() > high:
             raise ValueError(f"{name} must be <= {high}, got {a.max()}")
     return a
+
+
+def check_similar_fraction(value, name="similar_fraction"):
+    """A fraction of similar pairs: a number in [0, 1], "balanced" (= 0.5) or
+    "natural" (the data's own proportion).  Returns a float or "natural"."""
+    if isinstance(value, str):
+        if value == "balanced":
+            return 0.5
+        if value == "natural":
+            return value
+    elif not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating)) \
+            and 0 <= value <= 1:
+        return float(value)
+    raise ValueError(f"{name} must be a number in [0, 1], 'balanced' or 'natural', got {value!r}")
 
 
 _SEED_BOUND = 2 ** 64

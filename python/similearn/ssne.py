@@ -39,10 +39,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import (check_float, check_int, check_labels, check_pairs, check_similarity, check_X,
-                          seed_from_random_state)
+from ._validation import (check_float, check_int, check_labels, check_pairs, check_similar_fraction,
+                          check_similarity, check_X, seed_from_random_state)
 from .base import PairMixin, SaveLoadMixin
-from .triplets import pairs_from_labels
+from .triplets import _PairDrawer
 
 __all__ = ["SSNE"]
 
@@ -185,12 +185,10 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             raise ValueError(f"dissimilar_target must be in [-1, 1] (a cosine similarity), got {t}")
         if self.n_pairs is not None:
             check_int(self.n_pairs, "n_pairs", low=1)
-        ps = self.pair_sampling
-        if isinstance(ps, str):
-            if ps not in ("balanced", "natural"):
-                raise ValueError(f"pair_sampling must be 'balanced', 'natural' or a fraction in (0, 1), got {ps!r}")
-        elif isinstance(ps, bool) or not isinstance(ps, (int, float, np.floating)) or not 0 < ps < 1:
-            raise ValueError(f"pair_sampling must be 'balanced', 'natural' or a fraction in (0, 1), got {ps!r}")
+        frac = check_similar_fraction(self.pair_sampling, "pair_sampling")
+        if frac != "natural" and not 0 < frac < 1:
+            raise ValueError(f"pair_sampling must leave both similar and dissimilar pairs (a fraction in (0, 1), "
+                             f"'balanced' or 'natural'), got {self.pair_sampling!r}")
         check_int(self.batch_size, "batch_size", low=1)
         check_int(self.block_size, "block_size", low=1)
         check_int(self.n_epochs, "n_epochs", low=1)
@@ -259,11 +257,11 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             if y is None:
                 raise ValueError("SSNE needs class labels y or explicit pairs= and similarity=")
             _, groups = check_labels(y, n, "y", min_classes=2)
-            frac = {"balanced": 0.5, "natural": "natural"}.get(self.pair_sampling, self.pair_sampling)
+            drawer = _PairDrawer(groups, self.pair_sampling)
             n_draw = self.n_pairs if self.n_pairs is not None else min(200_000, max(2_000, 20 * n))
 
             def draw():
-                p, lab = pairs_from_labels(groups, n_draw, similar_fraction=frac, random_state=rng)
+                p, lab = drawer(n_draw, rng)
                 return p, np.where(lab == 1, 1.0, dis_target)
         self.n_features_in_ = D
         dtype = X.dtype
@@ -285,16 +283,11 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         t_batches = 0
         with blas_limits(nt):
             for ep in range(1, int(self.n_epochs) + 1):
-                if draw is None:
-                    order = rng.permutation(P.shape[0])
-                    Pe, Se = np.ascontiguousarray(P[order]), np.ascontiguousarray(S[order])
-                else:
-                    Pe, Se = draw()
-                    order = rng.permutation(Pe.shape[0])
-                    Pe, Se = np.ascontiguousarray(Pe[order]), np.ascontiguousarray(Se[order])
-                n_batches = -(-Pe.shape[0] // bs)
-                col_perm = np.ascontiguousarray(rng.permuted(np.tile(np.arange(M, dtype=np.int64),
-                                                                     (n_batches, 1)), axis=1))
+                Pe, Se = (P, S) if draw is None else draw()
+                order = rng.permutation(Se.shape[0])
+                Pe, Se = Pe[order], Se[order]  # fancy indexing: fresh C-contiguous arrays
+                n_batches = -(-Se.shape[0] // bs)
+                col_perm = rng.permuted(np.tile(np.arange(M, dtype=np.int64), (n_batches, 1)), axis=1)
                 eta = float(self.learning_rate)
                 if self.schedule == "invscaling":
                     eta /= np.sqrt(ep)

@@ -36,6 +36,7 @@ from ._validation import (
     check_labels,
     check_pair_labels,
     check_pairs,
+    check_similar_fraction,
     check_triplets,
     seed_from_random_state,
 )
@@ -313,6 +314,46 @@ def _check_choice(value, name, choices):
     return value
 
 
+class _PairDrawer:
+    """Draws labelled pairs from encoded labels; the class layout is computed once,
+    so repeated draws (one per epoch) cost O(n_pairs) each."""
+
+    def __init__(self, groups, similar_fraction):
+        self.groups = groups
+        self.frac = check_similar_fraction(similar_fraction)
+        self.layout = _group_layout(groups, int(groups.max()) + 1)
+        sizes = self.layout[1]
+        self.eligible = np.flatnonzero(sizes[groups] >= 2)
+        if self.frac != "natural" and self.frac > 0 and self.eligible.size == 0:
+            raise ValueError("y has no class with two or more samples, so no similar pair exists; "
+                             "use similar_fraction=0 or give more samples per class")
+
+    def __call__(self, n_pairs, rng):
+        groups, layout = self.groups, self.layout
+        n, sizes = groups.shape[0], layout[1]
+        if self.frac == "natural":
+            i = rng.integers(0, n, n_pairs)
+            j = rng.integers(0, n - 1, n_pairs)
+            j += j >= i
+            lab = (groups[i] == groups[j]).astype(np.int64)
+            order = np.argsort(-lab, kind="stable")
+            return np.ascontiguousarray(np.c_[i, j][order]), lab[order]
+        n_sim = int(round(self.frac * n_pairs))
+        n_dis = n_pairs - n_sim
+        out = []
+        if n_sim:
+            a = self.eligible[rng.integers(0, self.eligible.size, n_sim)]
+            off = rng.integers(0, sizes[groups[a]] - 1)
+            out.append(np.c_[a, _map_same_group(off, a, groups, layout)])
+        if n_dis:
+            a = rng.integers(0, n, n_dis)
+            off = rng.integers(0, n - sizes[groups[a]])
+            out.append(np.c_[a, _map_other_group(off, a, groups, layout)])
+        pairs = np.ascontiguousarray(np.vstack(out), dtype=np.int64)
+        labels = np.r_[np.ones(n_sim, dtype=np.int64), np.zeros(n_dis, dtype=np.int64)]
+        return pairs, labels
+
+
 def pairs_from_labels(y, n_pairs, similar_fraction=0.5, random_state=None):
     """Random labelled pairs from class labels: similar = same class (never a sample
     with itself), dissimilar = different classes.
@@ -323,8 +364,8 @@ def pairs_from_labels(y, n_pairs, similar_fraction=0.5, random_state=None):
         Class labels (at least two classes).
     n_pairs : int >= 1
         Number of pairs to draw (with replacement over pairs).
-    similar_fraction : float in [0, 1] or "natural", default=0.5
-        Fraction of similar pairs; 0.5 is the balanced sampling of SSNE.
+    similar_fraction : float in [0, 1], "balanced" or "natural", default=0.5
+        Fraction of similar pairs; 0.5 ("balanced") is the sampling of SSNE.
         "natural": both samples uniform over distinct samples, so the fraction is
         the data's own (sum_c n_c (n_c - 1) / (n (n - 1))).
     random_state : None, int, RandomState or Generator
@@ -347,40 +388,7 @@ def pairs_from_labels(y, n_pairs, similar_fraction=0.5, random_state=None):
     n_pairs = check_int(n_pairs, "n_pairs", low=1)
     y_arr = np.asarray(y)
     _, groups = check_labels(y_arr, y_arr.shape[0] if y_arr.ndim else 0, "y", min_classes=2)
-    rng = _make_rng(random_state)
-    n = groups.shape[0]
-    layout = _group_layout(groups, int(groups.max()) + 1)
-    sizes = layout[1]
-    if isinstance(similar_fraction, str):
-        if similar_fraction != "natural":
-            raise ValueError(f"similar_fraction must be a number in [0, 1] or 'natural', got {similar_fraction!r}")
-        i = rng.integers(0, n, n_pairs)
-        j = rng.integers(0, n - 1, n_pairs)
-        j += j >= i
-        lab = (groups[i] == groups[j]).astype(np.int64)
-        order = np.argsort(-lab, kind="stable")
-        return np.ascontiguousarray(np.c_[i, j][order]), lab[order]
-    if isinstance(similar_fraction, bool) or not isinstance(similar_fraction, (int, float, np.number)) \
-            or not 0 <= similar_fraction <= 1:
-        raise ValueError(f"similar_fraction must be a number in [0, 1] or 'natural', got {similar_fraction!r}")
-    n_sim = int(round(similar_fraction * n_pairs))
-    n_dis = n_pairs - n_sim
-    out = []
-    if n_sim:
-        eligible = np.flatnonzero(sizes[groups] >= 2)
-        if eligible.size == 0:
-            raise ValueError("y has no class with two or more samples, so no similar pair exists; "
-                             "use similar_fraction=0 or give more samples per class")
-        a = eligible[rng.integers(0, eligible.size, n_sim)]
-        off = rng.integers(0, sizes[groups[a]] - 1)
-        out.append(np.c_[a, _map_same_group(off, a, groups, layout)])
-    if n_dis:
-        a = rng.integers(0, n, n_dis)
-        off = rng.integers(0, n - sizes[groups[a]])
-        out.append(np.c_[a, _map_other_group(off, a, groups, layout)])
-    pairs = np.ascontiguousarray(np.vstack(out), dtype=np.int64)
-    labels = np.r_[np.ones(n_sim, dtype=np.int64), np.zeros(n_dis, dtype=np.int64)]
-    return pairs, labels
+    return _PairDrawer(groups, similar_fraction)(n_pairs, _make_rng(random_state))
 
 
 def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="cosine", random_state=None,
