@@ -2,7 +2,9 @@
 file first (checksummed when a checksum is known), into ``get_data_home()``.
 """
 from ._fetch import fetch, get_data_home, sha256sum
-from ._synthetic import make_planted_metric, make_planted_stiefel, make_text_pairs, make_tfidf_like
+from ._documents import load_20newsgroups, load_hashing_mat, load_reuters21578, vectorize_documents
+from ._synthetic import (make_planted_metric, make_planted_stiefel, make_text_pairs, make_tfidf_like,
+                         make_topic_documents)
 from ._text import load_quora_pairs, load_sts
 
 __all__ = [
@@ -11,7 +13,12 @@ __all__ = [
     "sha256sum",
     "load_quora_pairs",
     "load_sts",
+    "load_20newsgroups",
+    "load_reuters21578",
+    "load_hashing_mat",
+    "vectorize_documents",
     "make_tfidf_like",
+    "make_topic_documents",
     "make_planted_stiefel",
     "make_planted_metric",
     "make_text_pairs",

@@ -9,6 +9,8 @@
 * :func:`make_planted_metric`: dense labelled points whose classes separate only
   in a hidden low-dimensional subspace, under heteroscedastic noise in all
   dimensions (the true metric is the projector on that subspace);
+* :func:`make_topic_documents`: word-count documents from an LDA-like topic
+  model (each document dominated by the topic of its class), for semantic hashing;
 * :func:`make_text_pairs`: short synthetic "sentences" from a topic model and
   labelled duplicate / not-duplicate pairs, for matching demos.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["make_tfidf_like", "make_planted_stiefel", "make_text_pairs", "make_planted_metric"]
+__all__ = ["make_tfidf_like", "make_topic_documents", "make_planted_stiefel", "make_text_pairs", "make_planted_metric"]
 
 
 def _rng(random_state):
@@ -153,6 +155,83 @@ def make_tfidf_like(n_samples, n_features, nnz_per_row=10, n_classes=20, random_
                        indptr.astype(np.int64 if len(vals) >= 2**31 else np.int32)), shape=(n, D))
     X.has_sorted_indices = True
     return X, y
+
+
+def make_topic_documents(n_samples=2000, n_features=2000, n_topics=20, doc_length=80, random_state=None,
+                         dtype=np.float64, *, dominant=0.6, background=0.3, topic_words=None, concentration=0.1):
+    """Word-count documents drawn from an LDA-like topic model with class labels.
+
+    Every class c owns a topic: a distribution over ``topic_words`` words drawn at
+    random from the vocabulary (topics may share words), with Dirichlet(1)
+    weights.  A background distribution over the whole vocabulary has Zipf
+    weights (rank r -> 1 / (r + 1)).  A document of class c (classes uniform)
+    mixes: the background with probability ``background``; otherwise topic c with
+    probability ``dominant`` and the other topics with weights drawn from a
+    symmetric Dirichlet(``concentration``) (so most documents also touch one or
+    two other topics).  Its length is 1 + Poisson(doc_length - 1) tokens, and
+    repeated tokens are summed into counts.  No row is empty.
+
+    Parameters
+    ----------
+    n_samples, n_features, n_topics : int >= 1 (n_topics >= 2)
+    doc_length : int >= 1, mean number of tokens per document
+    random_state : int, Generator or None
+    dtype : float32 or float64
+    dominant, background : float in [0, 1]
+    topic_words : int, optional, default max(10, n_features // n_topics)
+    concentration : float > 0
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_samples, n_features), counts in ``dtype``
+    y : ndarray of shape (n_samples,), int64 class (dominant topic) of each document
+
+    Complexity: O(n_samples * doc_length) time and memory.
+    """
+    n = _check_positive_int("n_samples", n_samples)
+    V = _check_positive_int("n_features", n_features)
+    K = _check_positive_int("n_topics", n_topics, 2)
+    length = _check_positive_int("doc_length", doc_length)
+    dtype = _check_float_dtype(dtype)
+    for name, v in (("dominant", dominant), ("background", background)):
+        if not 0.0 <= float(v) <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {v!r}")
+    if not float(concentration) > 0:
+        raise ValueError(f"concentration must be > 0, got {concentration!r}")
+    tw = max(10, V // K) if topic_words is None else _check_positive_int("topic_words", topic_words)
+    tw = min(tw, V)
+    rng = _rng(random_state)
+    bg = 1.0 / (rng.permutation(V) + 1.0)
+    bg /= bg.sum()
+    topic_vocab = np.stack([rng.choice(V, tw, replace=False) for _ in range(K)])
+    topic_p = rng.dirichlet(np.ones(tw), size=K)
+    y = rng.integers(0, K, n)
+    mix = rng.dirichlet(np.full(K, float(concentration)), size=n) * (1.0 - dominant)
+    mix[np.arange(n), y] += dominant
+    lengths = 1 + rng.poisson(length - 1, n)
+    doc = np.repeat(np.arange(n), lengths)
+    T = doc.size
+    # component of every token: 0..K-1 topics, K background
+    comp = np.full(T, K)
+    topical = rng.random(T) >= background
+    cum = np.cumsum(mix[doc[topical]], axis=1)
+    r = rng.random(int(topical.sum()))[:, None] * cum[:, -1:]
+    comp[topical] = np.minimum((cum < r).sum(axis=1), K - 1)
+    words = np.empty(T, np.int64)
+    for k in range(K + 1):
+        sel = np.flatnonzero(comp == k)
+        if sel.size == 0:
+            continue
+        if k == K:
+            words[sel] = rng.choice(V, sel.size, p=bg)
+        else:
+            words[sel] = topic_vocab[k, rng.choice(tw, sel.size, p=topic_p[k])]
+    uniq, counts = np.unique(doc * V + words, return_counts=True)
+    rows, cols = np.divmod(uniq, V)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    X = sp.csr_matrix((counts.astype(dtype), cols.astype(np.int64), indptr.astype(np.int64)), shape=(n, V))
+    X.has_sorted_indices = True
+    return X, y.astype(np.int64)
 
 
 # --------------------------------------------------------------------------- planted eigenspace

@@ -1,0 +1,732 @@
+"""Loaders for document-hashing benchmarks: 20 Newsgroups, Reuters-21578 and the
+``.mat`` TF-IDF files used by VDSH/NASH-style semantic hashing code, plus a
+small bag-of-words helper.
+
+The loaders read local files (a folder or the original ``.tar.gz`` archive,
+read in place without extracting); with ``download=True`` a missing archive is
+first fetched (see :func:`similearn.datasets.fetch`).  Results are
+:class:`sklearn.utils.Bunch` objects (dict with attribute access).
+"""
+from __future__ import annotations
+
+import os
+import re
+import tarfile
+from collections import Counter
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import Bunch
+
+from ._fetch import fetch, get_data_home
+
+__all__ = [
+    "load_20newsgroups",
+    "load_reuters21578",
+    "load_hashing_mat",
+    "vectorize_documents",
+    "NEWSGROUPS_URL",
+    "REUTERS_URL",
+]
+
+#: The "bydate" release of 20 Newsgroups (18,846 posts sorted by date into a
+#: 60/40 train/test split, duplicates and some headers removed).  Checksum not
+#: pinned: a download is kept with an "unverified" warning printing its SHA-256.
+NEWSGROUPS_URL = "http://qwone.com/~jason/20Newsgroups/20news-bydate.tar.gz"
+NEWSGROUPS_SHA256 = None
+NEWSGROUPS_ARCHIVE = "20news-bydate.tar.gz"
+_NG_DIRS = {"train": "20news-bydate-train", "test": "20news-bydate-test"}
+
+#: Reuters-21578, Distribution 1.0 (22 SGML files ``reut2-000.sgm`` ...
+#: ``reut2-021.sgm`` plus documentation).  Checksum not pinned either.
+REUTERS_URL = "https://kdd.ics.uci.edu/databases/reuters21578/reuters21578.tar.gz"
+REUTERS_SHA256 = None
+REUTERS_ARCHIVE = "reuters21578.tar.gz"
+REUTERS_PAGE = "https://archive.ics.uci.edu/dataset/137/reuters+21578+text+categorization+collection"
+
+_SUBSETS = ("train", "test", "all")
+_REMOVE = ("headers", "footers", "quotes")
+_SPLITS = ("modapte", "modlewis")
+_TOPIC_SETS = ("top10", "top20", "r8", "r52", "all")
+
+_NG_DESCR = """\
+20 Newsgroups, "bydate" version (Lang, 1995; Rennie's bydate split)
+-------------------------------------------------------------------
+About 18,846 Usenet posts from 20 newsgroups, split by posting date into
+11,314 training and 7,532 test posts.  ``target`` indexes ``target_names``
+(the newsgroup names, sorted).  Posts are decoded as latin-1.
+Source: {url}
+""".format(url=NEWSGROUPS_URL)
+
+_REUTERS_DESCR = """\
+Reuters-21578, Distribution 1.0 (Lewis, 1997)
+---------------------------------------------
+21,578 Reuters newswire stories from 1987 with TOPICS categories.  The
+ModApte split uses LEWISSPLIT="TRAIN"/"TEST" stories with TOPICS="YES";
+stories without any topic are dropped.  Topic subsets (top10, top20, R8, R52)
+are computed from the data.  ``data`` is title + newline + body.
+Source: {url} (see {page})
+""".format(url=REUTERS_URL, page=REUTERS_PAGE)
+
+
+def _check_choice(name, value, choices):
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def _fetch_missing(path, download, url, sha256, missing_msg):
+    if not download:
+        raise FileNotFoundError(missing_msg)
+    if not path.name.lower().endswith((".tar.gz", ".tgz")):
+        raise OSError(f"download=True saves the .tar.gz archive; pass a path ending in .tar.gz instead of {path}")
+    fetch(url, path, sha256)
+
+
+def _open_tar(path):
+    try:
+        return tarfile.open(path, "r:*")
+    except tarfile.ReadError as exc:
+        raise OSError(f"{path} is neither a folder nor a readable tar archive ({exc})") from None
+
+
+# ---------------------------------------------------------------------------
+# 20 Newsgroups
+# ---------------------------------------------------------------------------
+
+def _file_key(name):
+    """Numbered post files sort numerically, anything else after them by name."""
+    return (0, int(name), "") if name.isdigit() else (1, 0, name)
+
+
+def _hidden(name):
+    return name.startswith(".")
+
+
+def _ng_read_dir(root, wanted):
+    """(categories, found subset folders, [(subset, category, name, bytes)]) of a folder."""
+    categories, found, posts = set(), set(), []
+    for subset, dname in _NG_DIRS.items():
+        folder = root / dname
+        if not folder.is_dir():
+            continue
+        found.add(subset)
+        for cat in os.listdir(folder):
+            if _hidden(cat) or not (folder / cat).is_dir():
+                continue
+            categories.add(cat)
+            if subset not in wanted:
+                continue
+            for name in os.listdir(folder / cat):
+                f = folder / cat / name
+                if not _hidden(name) and f.is_file():
+                    posts.append((subset, cat, name, f.read_bytes()))
+    return categories, found, posts
+
+
+def _ng_read_tar(path, wanted):
+    """As :func:`_ng_read_dir` for an archive holding the bydate layout at any depth."""
+    by_dir = {d: s for s, d in _NG_DIRS.items()}
+    categories, found, posts = set(), set(), []
+    with _open_tar(path) as tf:
+        for m in tf:
+            parts = PurePosixPath(m.name).parts
+            idx = next((i for i, p in enumerate(parts) if p in by_dir), None)
+            if idx is None:
+                continue
+            subset, rest = by_dir[parts[idx]], parts[idx + 1:]
+            found.add(subset)
+            if not rest or any(_hidden(p) for p in rest):
+                continue
+            if m.isdir() and len(rest) == 1:
+                categories.add(rest[0])
+            elif m.isfile() and len(rest) == 2:
+                categories.add(rest[0])
+                if subset in wanted:
+                    posts.append((subset, rest[0], rest[1], tf.extractfile(m).read()))
+    return categories, found, posts
+
+
+def _strip_headers(text):
+    """Drop everything up to and including the first blank line ("" if none)."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            return "\n".join(lines[i + 1:])
+    return ""
+
+
+_ATTRIBUTION_ENDS = ("writes:", "wrote:")
+
+
+def _strip_quotes(text):
+    """Drop quoted lines (``>`` or ``|`` first, after indentation) and attribution
+    lines (ending in ``writes:``/``wrote:``, or starting ``In article <``)."""
+    kept = []
+    for line in text.split("\n"):
+        s = line.strip()
+        if s.startswith((">", "|")) or s.endswith(_ATTRIBUTION_ENDS) or s.startswith("In article <"):
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def _is_signature_separator(line):
+    s = line.strip()
+    return len(s) >= 2 and s == "-" * len(s)
+
+
+def _strip_footers(text):
+    """Drop the last signature separator line (two or more dashes only, e.g.
+    ``--`` or ``-- ``) and everything after it; unchanged if there is none."""
+    lines = text.split("\n")
+    for i in range(len(lines) - 1, -1, -1):
+        if _is_signature_separator(lines[i]):
+            return "\n".join(lines[:i])
+    return text
+
+
+def load_20newsgroups(path=None, subset="train", download=False, data_home=None, remove=()):
+    """Load the "bydate" version of the 20 Newsgroups data set.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        Either a folder holding ``20news-bydate-train/<category>/<file>`` and
+        ``20news-bydate-test/<category>/<file>``, or the archive
+        ``20news-bydate.tar.gz`` with that layout (read in place, at any depth
+        inside the archive).  Hidden entries (names starting with ``.``) are
+        ignored.  Default: ``<data_home>/20news-bydate.tar.gz``.
+    subset : {"train", "test", "all"}, default="train"
+        ``"all"`` is the training posts followed by the test posts.
+    download : bool, default=False
+        When ``path`` is missing, fetch :data:`NEWSGROUPS_URL` to it (``path``
+        must then end in ``.tar.gz``; the archive is kept for later calls).
+        Otherwise a missing path raises FileNotFoundError.
+    data_home : str or path-like, optional
+        Used when ``path`` is None; default ``$SIMILEARN_DATA`` or
+        ``~/similearn_data`` (see :func:`get_data_home`).
+    remove : tuple of str, default=()
+        Any of ``"headers"``, ``"footers"``, ``"quotes"`` (a single string is
+        one name), applied in that order:
+
+        - headers: everything up to the first blank line (whitespace-only lines
+          count as blank); a post without one becomes ``""``;
+        - footers: the last line made only of two or more dashes (``--``,
+          ``-- ``, ``-----``) and everything after it;
+        - quotes: lines starting (after indentation) with ``>`` or ``|``, lines
+          ending in ``writes:`` or ``wrote:``, and lines starting ``In article <``.
+
+    Returns
+    -------
+    data : sklearn.utils.Bunch
+        data : list of str, length n_posts
+            Post texts, decoded as latin-1 (line ends unchanged).
+        target : ndarray of shape (n_posts,), int64
+            Index into ``target_names``.
+        target_names : list of str
+            Sorted category (folder) names found under either subset folder, so
+            train and test targets agree.
+        filenames : list of str, length n_posts
+            ``"20news-bydate-<subset>/<category>/<file>"``, relative to the
+            folder or archive root of the layout.
+        DESCR : str
+        path : str
+            The folder or archive read.
+
+        Posts are ordered by subset (train first), category name, then file
+        name (numerically for numbered files).
+
+    Raises
+    ------
+    FileNotFoundError
+        Missing path and ``download=False``, or no folder for the requested
+        subset in ``path``.
+    OSError
+        Download failure, or ``path`` is a file but not a tar archive.
+    ValueError
+        Bad ``subset`` or ``remove``.
+    """
+    _check_choice("subset", subset, _SUBSETS)
+    if isinstance(remove, str):
+        remove = (remove,)
+    try:
+        remove = tuple(remove)
+    except TypeError:
+        raise ValueError(f"remove must be a tuple of names from {list(_REMOVE)}, got {remove!r}") from None
+    bad = [r for r in remove if not isinstance(r, str) or r not in _REMOVE]
+    if bad:
+        raise ValueError(f"remove must only contain names from {list(_REMOVE)}, got {bad!r}")
+
+    path = get_data_home(data_home) / NEWSGROUPS_ARCHIVE if path is None else Path(os.fspath(path)).expanduser()
+    if not path.exists():
+        _fetch_missing(path, download, NEWSGROUPS_URL, NEWSGROUPS_SHA256,
+                       f"{path} not found. Pass download=True to fetch {NEWSGROUPS_URL}, or download it by other "
+                       f"means and pass the archive (or the folder extracted from it, holding "
+                       f"20news-bydate-train/ and 20news-bydate-test/) as path")
+    wanted = ("train", "test") if subset == "all" else (subset,)
+    reader = _ng_read_dir if path.is_dir() else _ng_read_tar
+    categories, found, posts = reader(path, wanted)
+    for s in wanted:
+        if s not in found:
+            raise FileNotFoundError(f"{path} holds no {_NG_DIRS[s]} folder (the 20 Newsgroups bydate layout is "
+                                    f"20news-bydate-train/<category>/<file> and 20news-bydate-test/...)")
+
+    target_names = sorted(categories)
+    code = {c: i for i, c in enumerate(target_names)}
+    order = {s: i for i, s in enumerate(wanted)}
+    posts.sort(key=lambda p: (order[p[0]], p[1], _file_key(p[2])))
+    data = []
+    for _, _, _, raw in posts:
+        text = raw.decode("latin-1")
+        if "headers" in remove:
+            text = _strip_headers(text)
+        if "footers" in remove:
+            text = _strip_footers(text)
+        if "quotes" in remove:
+            text = _strip_quotes(text)
+        data.append(text)
+    return Bunch(
+        data=data,
+        target=np.asarray([code[p[1]] for p in posts], dtype=np.int64),
+        target_names=target_names,
+        filenames=[f"{_NG_DIRS[s]}/{c}/{n}" for s, c, n, _ in posts],
+        DESCR=_NG_DESCR,
+        path=str(path),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Reuters-21578
+# ---------------------------------------------------------------------------
+
+_SGM_NAME = re.compile(r"reut2-\d{3}\.sgm", re.IGNORECASE)
+_REUTERS_RE = re.compile(r"<REUTERS\b([^>]*)>(.*?)</REUTERS>", re.S | re.I)
+_ATTR_RE = re.compile(r'([A-Za-z_]+)\s*=\s*"([^"]*)"')
+_TOPICS_RE = re.compile(r"<TOPICS>(.*?)</TOPICS>", re.S | re.I)
+_D_RE = re.compile(r"<D>(.*?)</D>", re.S | re.I)
+_TEXT_RE = re.compile(r"<TEXT\b[^>]*>(.*?)</TEXT>", re.S | re.I)
+_TITLE_RE = re.compile(r"<TITLE>(.*?)</TITLE>", re.S | re.I)
+_BODY_RE = re.compile(r"<BODY>(.*?)</BODY>", re.S | re.I)
+_TAG_RE = re.compile(r"<[^>]*>")
+_ENTITY_RE = re.compile(r"&(#[0-9]+|#[xX][0-9a-fA-F]+|lt|gt|amp|quot|apos);")
+_NAMED = {"lt": "<", "gt": ">", "amp": "&", "quot": '"', "apos": "'"}
+
+
+def _entity(match):
+    name = match.group(1)
+    if name[0] != "#":
+        return _NAMED[name]
+    code = int(name[2:], 16) if name[1] in "xX" else int(name[1:])
+    # control characters (e.g. the &#3; ending every story) are dropped
+    if (code < 32 and code not in (9, 10, 13)) or code == 127 or code > 0x10FFFF:
+        return ""
+    return chr(code)
+
+
+def _unescape(text):
+    """Replace ``&lt; &gt; &amp; &quot; &apos;`` and numeric references; control
+    characters are removed, unknown entities left as they are."""
+    return _ENTITY_RE.sub(_entity, text)
+
+
+def _parse_sgm(text, name):
+    """Yield (attrs, title, body, topics) for each <REUTERS> element of one file."""
+    for m in _REUTERS_RE.finditer(text):
+        attrs = {k.upper(): v for k, v in _ATTR_RE.findall(m.group(1))}
+        for key in ("LEWISSPLIT", "TOPICS", "NEWID"):
+            if key not in attrs:
+                raise ValueError(f"{name}: a <REUTERS> element has no {key} attribute ({m.group(1).strip()!r:.120})")
+        try:
+            attrs["NEWID"] = int(attrs["NEWID"])
+        except ValueError:
+            raise ValueError(f"{name}: NEWID must be an integer, got {attrs['NEWID']!r}") from None
+        inner = m.group(2)
+        tm = _TOPICS_RE.search(inner)
+        topics = []
+        for d in _D_RE.findall(tm.group(1)) if tm else ():
+            d = _unescape(d).strip()
+            if d and d not in topics:
+                topics.append(d)
+        xm = _TEXT_RE.search(inner)
+        content = xm.group(1) if xm else ""
+        ti, bo = _TITLE_RE.search(content), _BODY_RE.search(content)
+        title = _unescape(ti.group(1)).strip() if ti else ""
+        if bo:
+            body = bo.group(1)
+        elif ti:
+            body = ""
+        else:  # TYPE="UNPROC": unmarked text
+            body = _TAG_RE.sub("", content)
+        yield attrs, title, _unescape(body).strip(), topics
+
+
+def _reuters_files(path):
+    """[(name, text)] of the reut2-NNN.sgm files of a folder or archive, by name."""
+    files = []
+    if path.is_dir():
+        for f in path.iterdir():
+            if _SGM_NAME.fullmatch(f.name) and f.is_file():
+                files.append((f.name, f.read_bytes().decode("latin-1")))
+    else:
+        with _open_tar(path) as tf:
+            for m in tf:
+                base = PurePosixPath(m.name).name
+                if m.isfile() and _SGM_NAME.fullmatch(base):
+                    files.append((base, tf.extractfile(m).read().decode("latin-1")))
+    if not files:
+        raise FileNotFoundError(f"{path} holds no reut2-NNN.sgm files (expected reut2-000.sgm ... reut2-021.sgm "
+                                f"of Reuters-21578, see {REUTERS_PAGE})")
+    files.sort()
+    return files
+
+
+def _top(counts, k):
+    return sorted(sorted(counts, key=lambda t: (-counts[t], t))[:k])
+
+
+def load_reuters21578(path=None, subset="train", split="modapte", topics="top10", download=False, data_home=None):
+    """Load Reuters-21578 (Distribution 1.0) with a standard split and topic set.
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        A folder holding ``reut2-000.sgm`` ... ``reut2-021.sgm``, or the archive
+        ``reuters21578.tar.gz`` (read in place; ``reut2-NNN.sgm`` members at any
+        depth).  Files are decoded as latin-1 (the collection has a few stray
+        non-ASCII bytes).  Default: ``<data_home>/reuters21578.tar.gz``.
+    subset : {"train", "test", "all"}, default="train"
+        ``"all"`` is the training stories followed by the test stories.
+    split : {"modapte", "modlewis"}, default="modapte"
+        ModApte: train = ``LEWISSPLIT="TRAIN"``, test = ``LEWISSPLIT="TEST"``,
+        both with ``TOPICS="YES"``.  ModLewis: same but ``TOPICS="YES"`` or
+        ``"NO"`` (only ``"BYPASS"`` excluded).  ``NOT-USED`` stories are never
+        used, and stories with no topic in ``<TOPICS>`` are dropped.
+    topics : {"top10", "top20", "r8", "r52", "all"}, default="top10"
+        - ``"top10"``/``"top20"``: the 10/20 topics with most training stories
+          (ties broken by name); stories having at least one of them are kept,
+          with labels restricted to them (multi-label).
+        - ``"r8"``/``"r52"``: single-label subsets of the stories with exactly
+          one topic.  R52 = every such topic with at least one training and one
+          test story; R8 = the 8 of those with most training stories.
+        - ``"all"``: every topic of a training or test story (multi-label).
+
+        All sets are computed from the data, over the whole split, so they do
+        not depend on ``subset``.
+    download : bool, default=False
+        When ``path`` is missing, fetch :data:`REUTERS_URL` to it (``path`` must
+        then end in ``.tar.gz``).  Otherwise a missing path raises
+        FileNotFoundError.
+    data_home : str or path-like, optional
+        Used when ``path`` is None (see :func:`get_data_home`).
+
+    Returns
+    -------
+    data : sklearn.utils.Bunch
+        data : list of str, length n_docs
+            ``title + "\\n" + body`` (each stripped, entities such as ``&lt;``
+            and ``&amp;`` decoded, control characters like the final ``&#3;``
+            removed; a story without ``<TITLE>`` gives ``"\\n" + body``; an
+            unprocessed ``TYPE="UNPROC"`` text is used as the body).
+        target : scipy.sparse.csr_matrix of shape (n_docs, n_topics), int8
+            0/1 topic indicators, for ``"top10"``, ``"top20"``, ``"all"``; or
+            ndarray of shape (n_docs,), int64, indices into ``target_names``,
+            for ``"r8"`` and ``"r52"``.
+        target_names : list of str, length n_topics
+            Topic names, sorted.
+        newids : ndarray of shape (n_docs,), int64
+            ``NEWID`` attributes; stories are in increasing NEWID order within
+            each subset.
+        DESCR : str
+        path : str
+
+    Raises
+    ------
+    FileNotFoundError
+        Missing path and ``download=False``, or no ``reut2-NNN.sgm`` file in it.
+    OSError
+        Download failure, or ``path`` is a file but not a tar archive.
+    ValueError
+        Bad ``subset``, ``split`` or ``topics``; a ``<REUTERS>`` element
+        without ``LEWISSPLIT``, ``TOPICS`` or an integer ``NEWID``.
+    """
+    _check_choice("subset", subset, _SUBSETS)
+    _check_choice("split", split, _SPLITS)
+    _check_choice("topics", topics, _TOPIC_SETS)
+    path = get_data_home(data_home) / REUTERS_ARCHIVE if path is None else Path(os.fspath(path)).expanduser()
+    if not path.exists():
+        _fetch_missing(path, download, REUTERS_URL, REUTERS_SHA256,
+                       f"{path} not found. Download the Reuters-21578 collection ({REUTERS_URL}, described at "
+                       f"{REUTERS_PAGE}) and pass the archive, or the folder holding reut2-000.sgm ... "
+                       f"reut2-021.sgm, as path; or pass download=True")
+    allowed = ("YES",) if split == "modapte" else ("YES", "NO")
+    docs = {"train": [], "test": []}
+    for name, text in _reuters_files(path):
+        for attrs, title, body, tops in _parse_sgm(text, name):
+            part = {"TRAIN": "train", "TEST": "test"}.get(attrs["LEWISSPLIT"].upper())
+            if part is None or attrs["TOPICS"].upper() not in allowed or not tops:
+                continue
+            docs[part].append((attrs["NEWID"], title + "\n" + body, tops))
+    for part in docs.values():
+        part.sort(key=lambda d: d[0])
+
+    single = topics in ("r8", "r52")
+    if single:
+        train_counts = Counter(d[2][0] for d in docs["train"] if len(d[2]) == 1)
+        test_seen = {d[2][0] for d in docs["test"] if len(d[2]) == 1}
+        classes = {t: c for t, c in train_counts.items() if t in test_seen}
+        names = _top(classes, 8) if topics == "r8" else sorted(classes)
+    elif topics == "all":
+        names = sorted({t for part in docs.values() for d in part for t in d[2]})
+    else:
+        train_counts = Counter(t for d in docs["train"] for t in d[2])
+        names = _top(train_counts, 10 if topics == "top10" else 20)
+    code = {t: i for i, t in enumerate(names)}
+
+    wanted = ("train", "test") if subset == "all" else (subset,)
+    data, newids, labels = [], [], []
+    for part in wanted:
+        for newid, text, tops in docs[part]:
+            if single:
+                if len(tops) != 1 or tops[0] not in code:
+                    continue
+                lab = [code[tops[0]]]
+            else:
+                lab = sorted(code[t] for t in tops if t in code)
+                if not lab:
+                    continue
+            data.append(text)
+            newids.append(newid)
+            labels.append(lab)
+    if single:
+        target = np.asarray([lab[0] for lab in labels], dtype=np.int64)
+    else:
+        indptr = np.zeros(len(labels) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum([len(lab) for lab in labels])
+        indices = np.asarray([i for lab in labels for i in lab], dtype=np.int64)
+        target = sp.csr_matrix((np.ones(len(indices), dtype=np.int8), indices, indptr),
+                               shape=(len(labels), len(names)))
+    return Bunch(
+        data=data,
+        target=target,
+        target_names=names,
+        newids=np.asarray(newids, dtype=np.int64),
+        DESCR=_REUTERS_DESCR,
+        path=str(path),
+    )
+
+
+# ---------------------------------------------------------------------------
+# .mat TF-IDF files (VDSH / NASH style)
+# ---------------------------------------------------------------------------
+
+def _mat_features(mat, name, path):
+    v = mat[name]
+    if sp.issparse(v):
+        X = sp.csr_matrix(v)
+    else:
+        a = np.asarray(v)
+        if a.ndim != 2 or a.dtype.kind not in "biuf":
+            raise ValueError(f"{path}: variable {name!r} must be a 2-D numeric matrix, got shape {a.shape} "
+                             f"and dtype {a.dtype}")
+        X = sp.csr_matrix(a)
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: variable {name!r} must be numeric, got dtype {X.dtype}")
+    return X.astype(np.float32 if X.dtype == np.float32 else np.float64, copy=False)
+
+
+def _mat_labels(mat, name, n_rows, x_name, path):
+    """("ids", int64 1-D) or ("matrix", CSR int8 0/1) from a label variable."""
+    v = mat[name]
+    shape = v.shape
+    if len(shape) == 2 and (shape[1] == 1 or (shape[0] == 1 and n_rows != 1)):
+        a = v.toarray() if sp.issparse(v) else np.asarray(v)
+        a = a.ravel()
+        kind = "ids"
+    elif len(shape) == 1:
+        a, kind = np.asarray(v), "ids"
+    elif len(shape) == 2:
+        a, kind = v, "matrix"
+    else:
+        raise ValueError(f"{path}: variable {name!r} must be a label vector or an (n, n_classes) matrix, "
+                         f"got shape {shape}")
+    n = a.shape[0]
+    if n != n_rows:
+        raise ValueError(f"{path}: variable {name!r} has {n} rows but {x_name!r} has {n_rows}")
+    if a.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: variable {name!r} must be numeric, got dtype {a.dtype}")
+    if kind == "ids":
+        if a.size and (not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or a.min() < 0):
+            raise ValueError(f"{path}: class ids in {name!r} must be non-negative integers")
+        return kind, a.astype(np.int64)
+    M = sp.csr_matrix(a)
+    M.eliminate_zeros()
+    if M.nnz and not np.all(M.data == 1):
+        raise ValueError(f"{path}: label matrix {name!r} must hold only 0 and 1")
+    M = M.astype(np.int8)
+    M.sort_indices()
+    return kind, M
+
+
+def load_hashing_mat(path):
+    """Load a ``.mat`` TF-IDF benchmark file as used by VDSH/NASH-style code.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A MATLAB v4/v5/v7 file (not v7.3/HDF5) with variables ``train`` and
+        ``test`` (n x V document-term matrices, sparse or dense), ``gnd_train``
+        and ``gnd_test`` (labels), and optionally ``cv`` with ``gnd_cv``
+        (validation set).  Labels are either (n, n_classes) 0/1 matrices (dense
+        or sparse) or class-id vectors (shape (n,), (n, 1), or (1, n) as
+        ``scipy.io.savemat`` writes 1-D arrays).
+
+    Returns
+    -------
+    data : sklearn.utils.Bunch
+        X_train : scipy.sparse.csr_matrix of shape (n_train, V)
+            float32 if stored as single precision, else float64.
+        X_test : scipy.sparse.csr_matrix of shape (n_test, V)
+        y_train, y_test : ndarray of shape (n,), int64, or scipy.sparse.csr_matrix of shape (n, n_classes), int8
+            Class ids when every label matrix of the file has exactly one 1 per
+            row (or labels are stored as ids), else 0/1 indicator matrices.  The
+            choice is made for the whole file, so all splits get the same kind.
+            Stored ids are kept as they are (1-based ids stay 1-based).
+        X_val, y_val :
+            Only when the file has ``cv``/``gnd_cv``; as above.
+        n_classes : int
+            Number of columns of the label matrices; for ids only, the largest
+            id + 1.
+        path : str
+
+    Raises
+    ------
+    FileNotFoundError
+        Missing file.
+    ValueError
+        A missing variable (``cv`` without ``gnd_cv`` or the reverse too), a
+        v7.3 file, label rows not matching the rows of the features, train /
+        test / cv with different numbers of columns, label matrices with
+        different numbers of columns or values other than 0/1, negative or
+        non-integer class ids, ids not below the number of matrix columns.
+    """
+    import scipy.io  # lazy: not needed by the rest of the package
+
+    path = Path(os.fspath(path)).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found")
+    try:
+        mat = scipy.io.loadmat(path)
+    except NotImplementedError as exc:  # MATLAB v7.3 files are HDF5
+        raise ValueError(f"{path}: cannot read this .mat file ({exc}); save it with -v7 or earlier") from None
+    present = sorted(k for k in mat if not k.startswith("__"))
+    splits = [("train", "train", "gnd_train"), ("test", "test", "gnd_test")]
+    if "cv" in mat or "gnd_cv" in mat:
+        splits.append(("val", "cv", "gnd_cv"))
+    for _, x_name, y_name in splits:
+        for name in (x_name, y_name):
+            if name not in mat:
+                raise ValueError(f"{path}: variable {name!r} not found (variables: {present})")
+
+    out = Bunch()
+    n_features = None
+    labels = {}
+    for key, x_name, y_name in splits:
+        X = _mat_features(mat, x_name, path)
+        if n_features is None:
+            n_features = X.shape[1]
+        elif X.shape[1] != n_features:
+            raise ValueError(f"{path}: variable {x_name!r} has {X.shape[1]} columns but 'train' has {n_features}")
+        out["X_" + key] = X
+        labels[key] = (y_name,) + _mat_labels(mat, y_name, X.shape[0], x_name, path)
+
+    n_cols = None
+    for y_name, kind, y in labels.values():
+        if kind == "matrix":
+            if n_cols is None:
+                n_cols = (y_name, y.shape[1])
+            elif y.shape[1] != n_cols[1]:
+                raise ValueError(f"{path}: label matrix {y_name!r} has {y.shape[1]} columns but "
+                                 f"{n_cols[0]!r} has {n_cols[1]}")
+    as_ids = all(kind == "ids" or np.all(np.diff(y.indptr) == 1) for _, kind, y in labels.values())
+    for y_name, kind, y in labels.values():
+        if kind == "ids" and n_cols is not None and y.size and y.max() >= n_cols[1]:
+            raise ValueError(f"{path}: class ids in {y_name!r} go up to {y.max()} but label matrix "
+                             f"{n_cols[0]!r} has only {n_cols[1]} columns")
+    if not as_ids:
+        for y_name, kind, y in labels.values():
+            if kind == "ids":
+                raise ValueError(f"{path}: {y_name!r} holds class ids but the other label matrices are "
+                                 f"multi-label; store all labels the same way")
+    for key, (y_name, kind, y) in labels.items():
+        if as_ids and kind == "matrix":
+            y = y.indices.astype(np.int64)
+        out["y_" + key] = y
+    if n_cols is not None:
+        n_classes = n_cols[1]
+    else:
+        n_classes = max((int(y.max()) + 1 for _, _, y in labels.values() if y.size), default=0)
+    out["n_classes"] = n_classes
+    out["path"] = str(path)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Bag of words
+# ---------------------------------------------------------------------------
+
+def vectorize_documents(train_texts, test_texts=None, *, max_features=10000, kind="counts", min_df=1,
+                        stop_words="english"):
+    """Bag-of-words matrices for hashing benchmarks (vocabulary fit on the training texts).
+
+    Parameters
+    ----------
+    train_texts : list of str
+        The vocabulary (and, for ``kind="tfidf"``, the IDF weights) is learnt
+        from these.
+    test_texts : list of str, optional
+        Transformed with the training vocabulary.
+    max_features : int or None, default=10000
+        Keep the most frequent terms (by count over ``train_texts``).
+    kind : {"counts", "tfidf"}, default="counts"
+        Raw term counts (``CountVectorizer``) or L2-normalised TF-IDF
+        (``TfidfVectorizer`` defaults: smooth IDF, raw term frequency).
+    min_df : int or float, default=1
+        Drop terms in fewer documents than this (a float is a fraction).
+    stop_words : "english", list of str or None, default="english"
+        Passed to scikit-learn (its built-in English list for ``"english"``).
+
+    Returns
+    -------
+    X_train : scipy.sparse.csr_matrix of shape (n_train, n_terms), float32
+    X_test : scipy.sparse.csr_matrix of shape (n_test, n_terms), float32, or None
+        None when ``test_texts`` is None.
+    vocabulary : list of str, length n_terms
+        Term of each column.
+
+    Notes
+    -----
+    Documents left without any kept term are all-zero rows; they are not
+    dropped (filter them with ``X.getnnz(axis=1) > 0`` if needed).  Tokens are
+    lower-cased runs of two or more word characters (scikit-learn's default).
+
+    Raises
+    ------
+    TypeError
+        ``train_texts`` or ``test_texts`` is a single string.
+    ValueError
+        Bad ``kind``; no term left (scikit-learn's "empty vocabulary").
+    """
+    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer  # lazy: slow import
+
+    _check_choice("kind", kind, ("counts", "tfidf"))
+    for name, texts in (("train_texts", train_texts), ("test_texts", test_texts)):
+        if isinstance(texts, (str, bytes)):
+            raise TypeError(f"{name} must be a list of documents, not a single string")
+    cls = CountVectorizer if kind == "counts" else TfidfVectorizer
+    vec = cls(max_features=max_features, min_df=min_df, stop_words=stop_words, dtype=np.float32)
+    X_train = sp.csr_matrix(vec.fit_transform(list(train_texts)), dtype=np.float32)
+    X_test = None
+    if test_texts is not None:
+        X_test = sp.csr_matrix(vec.transform(list(test_texts)), dtype=np.float32)
+    return X_train, X_test, [str(t) for t in vec.get_feature_names_out()]
