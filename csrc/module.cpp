@@ -15,6 +15,7 @@
 #include "gemm_kernel.hpp"
 #include "stiefel.hpp"
 #include "hamming.hpp"
+#include "nash.hpp"
 #include "parallel.hpp"
 #include "ssne.hpp"
 #include "topk.hpp"
@@ -281,6 +282,107 @@ void def_ssne(py::module_& m, const char* epoch_name, const char* transform_name
       py::arg("X").noconvert(), py::arg("Wt").noconvert(), py::arg("n_threads"));
 }
 
+// NASH step kernels.  X is passed as (indptr, indices, data) with int64 offsets.
+template <class T>
+sl::nash::Csr nash_csr(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data, i64 n_cols,
+                       const carray<i64>& rows) {
+  if (indices.shape(0) != data.shape(0)) throw std::invalid_argument("indices and data differ in length");
+  const i64 n = indptr.shape(0) - 1;
+  const i64* r = rows.data();
+  for (i64 i = 0; i < rows.shape(0); ++i)
+    if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
+  return sl::nash::Csr{indptr.data(), indices.data(), n_cols};
+}
+
+inline void need(bool ok, const char* what) {
+  if (!ok) throw std::invalid_argument(what);
+}
+
+template <class T>
+sl::nash::AdamStep nash_adam_step(double lr, double b1, double b2, double eps, i64 t) {
+  need(t >= 1, "adam step number must be >= 1");
+  return sl::nash::AdamStep{lr, b1, b2, eps, t};
+}
+
+template <class T>
+void def_nash(py::module_& m, const std::string& sfx) {
+  m.def(
+      ("nash_csr_matmul_" + sfx).c_str(),
+      [](const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows,
+         const carray<T>& scale, const carray<T>& W, const std::optional<carray<T>>& b, int n_threads) {
+        const i64 V = W.shape(0), H = W.shape(1), B = rows.shape(0);
+        auto X = nash_csr<T>(indptr, indices, data, V, rows);
+        need(scale.shape(0) == B, "scale must have one entry per row");
+        need(!b || b->shape(0) == H, "b must have one entry per column of W");
+        carray<T> out({B, H});
+        {
+          py::gil_scoped_release nogil;
+          sl::nash::csr_rows_matmul<T>(X, data.data(), rows.data(), B, scale.data(), W.data(), H,
+                                       b ? b->data() : nullptr, out.mutable_data(), n_threads);
+        }
+        return out;
+      },
+      py::arg("indptr").noconvert(), py::arg("indices").noconvert(), py::arg("data").noconvert(),
+      py::arg("rows").noconvert(), py::arg("scale").noconvert(), py::arg("W").noconvert(), py::arg("b"),
+      py::arg("n_threads"));
+  m.def(
+      ("nash_decoder_" + sfx).c_str(),
+      [](const carray<T>& zp, const carray<T>& E, const carray<T>& eb, const carray<i64>& indptr,
+         const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows, double weight,
+         carray<T>& logits, carray<T>& rec, carray<T>& dE, carray<T>& deb, carray<T>& dzp, int n_threads) {
+        const i64 B = zp.shape(0), l = zp.shape(1), V = E.shape(0);
+        auto X = nash_csr<T>(indptr, indices, data, V, rows);
+        need(E.shape(1) == l && eb.shape(0) == V && rows.shape(0) == B, "decoder shapes disagree");
+        need(logits.size() >= B * V && rec.shape(0) == B, "logits / rec workspace too small");
+        need(dE.shape(0) == V && dE.shape(1) == l && deb.shape(0) == V && dzp.shape(0) == B && dzp.shape(1) == l,
+             "decoder gradient buffers have wrong shapes");
+        double total;
+        {
+          py::gil_scoped_release nogil;
+          total = sl::nash::decoder<T>(zp.data(), B, l, E.data(), eb.data(), V, X, data.data(), rows.data(), weight,
+                                       logits.mutable_data(), rec.mutable_data(), dE.mutable_data(),
+                                       deb.mutable_data(), dzp.mutable_data(), n_threads);
+        }
+        return total;
+      },
+      py::arg("zp").noconvert(), py::arg("E").noconvert(), py::arg("eb").noconvert(), py::arg("indptr").noconvert(),
+      py::arg("indices").noconvert(), py::arg("data").noconvert(), py::arg("rows").noconvert(), py::arg("weight"),
+      py::arg("logits").noconvert(), py::arg("rec").noconvert(), py::arg("dE").noconvert(),
+      py::arg("deb").noconvert(), py::arg("dzp").noconvert(), py::arg("n_threads"));
+  m.def(
+      ("nash_adam_" + sfx).c_str(),
+      [](carray<T>& p, carray<T>& mo, carray<T>& v, const carray<T>& g, double lr, double b1, double b2, double eps,
+         i64 t, int n_threads) {
+        const i64 n = p.size();
+        need(mo.size() == n && v.size() == n && g.size() == n, "adam: p, m, v, g differ in size");
+        const auto st = nash_adam_step<T>(lr, b1, b2, eps, t);
+        py::gil_scoped_release nogil;
+        sl::nash::adam_dense<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), g.data(), n, st, n_threads);
+      },
+      py::arg("p").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(), py::arg("g").noconvert(),
+      py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("t"), py::arg("n_threads"));
+  m.def(
+      ("nash_adam_input_" + sfx).c_str(),
+      [](carray<T>& p, carray<T>& mo, carray<T>& v, const carray<i64>& indptr, const carray<i64>& indices,
+         const carray<T>& data, const carray<i64>& rows, const carray<T>& scale, const carray<T>& dA, bool lazy,
+         double lr, double b1, double b2, double eps, i64 t, int n_threads) {
+        need(p.ndim() == 2, "adam_input: p must be 2-D");
+        const i64 R = p.shape(0), H = p.shape(1), B = rows.shape(0);
+        need(mo.size() == R * H && v.size() == R * H, "adam_input: p, m, v differ in size");
+        auto X = nash_csr<T>(indptr, indices, data, R, rows);
+        need(dA.ndim() == 2 && dA.shape(0) == B && dA.shape(1) == H && scale.shape(0) == B,
+             "adam_input: dA must be (batch rows x H) and scale (batch rows)");
+        const auto st = nash_adam_step<T>(lr, b1, b2, eps, t);
+        py::gil_scoped_release nogil;
+        sl::nash::adam_input_layer<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), R, H, X, data.data(),
+                                      rows.data(), B, scale.data(), dA.data(), lazy, st, n_threads);
+      },
+      py::arg("p").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(), py::arg("indptr").noconvert(),
+      py::arg("indices").noconvert(), py::arg("data").noconvert(), py::arg("rows").noconvert(),
+      py::arg("scale").noconvert(), py::arg("dA").noconvert(), py::arg("lazy"), py::arg("lr"), py::arg("beta1"),
+      py::arg("beta2"), py::arg("eps"), py::arg("t"), py::arg("n_threads"));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -322,6 +424,9 @@ PYBIND11_MODULE(_core, m) {
 
   def_ssne<float>(m, "ssne_epoch_f32", "ssne_transform_f32");
   def_ssne<double>(m, "ssne_epoch_f64", "ssne_transform_f64");
+
+  def_nash<float>(m, "f32");
+  def_nash<double>(m, "f64");
 
   m.def(
       "cayley_prepare",

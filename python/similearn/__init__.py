@@ -7,10 +7,12 @@ top-k search, Hamming search, k-NN classifier), ``metrics`` (retrieval metrics),
 """
 from ._version import __version__
 from ._config import get_num_threads, set_num_threads, thread_limits, show_config
-from . import base, datasets, evaluation, manifold, matching, metrics, neighbors, scaling, triplets
+from . import base, datasets, evaluation, hashing, manifold, matching, metrics, neighbors, scaling, triplets
 from .base import load, save
 from .film import FILM
 from .frml import FRML
+from .hashing import HashingMixin, ITQHasher, LSHHasher
+from .nash import NASH
 from .ssne import SSNE
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
@@ -32,6 +34,10 @@ __all__ = [
     "FILM",
     "FRML",
     "SSNE",
+    "NASH",
+    "HashingMixin",
+    "LSHHasher",
+    "ITQHasher",
     "PairwiseKNNMatcher",
     "matching",
     "stiefel_minimize",
@@ -40,6 +46,7 @@ __all__ = [
     "triplets",
     "base",
     "evaluation",
+    "hashing",
     "metrics",
     "neighbors",
     "scaling",

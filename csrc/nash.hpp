@@ -1,0 +1,73 @@
+// NASH (Shen et al. 2018; ALGORITHMS.md "NASH"): the kernels of one training step
+// whose cost grows with the vocabulary V.  The dense hidden layers are BLAS calls
+// made from Python; these are the parts a dense framework would pay V for:
+//
+//   * the sparse input layer: A = diag(scale) X[rows] W (+ b), and its weight
+//     gradient (diag(scale) X[rows])^T dA fused into its Adam step;
+//   * the decoder: logits = Z' E^T + eb (B x V), the row softmax, the reconstruction
+//     term  rec_b = -sum_w c_bw log softmax_bw  and its gradient
+//     G = weight * (n_b softmax_b - c_b) (n_b = sum_w c_bw), then dE = G^T Z',
+//     deb = colsum(G), dZ' = G E;
+//   * Adam for dense parameters and for the input layer (exact: rows of absent
+//     words take the g = 0 step; or lazy: they are skipped).
+//
+// X is CSR (indptr, indices, data) with 64-bit offsets; `rows` selects the batch.
+// All index arithmetic is 64-bit; no V x V or n x V array is formed (the decoder's
+// workspace is B x V).
+#pragma once
+
+#include <cstdint>
+
+namespace sl {
+namespace nash {
+
+using i64 = std::int64_t;
+
+struct Csr {
+  const i64* indptr;
+  const i64* indices;
+  i64 n_cols;
+};
+
+// out (n_rows x H) = diag(scale) X[rows] W + b   (b may be null).  O(nnz(X[rows]) H).
+template <class T>
+void csr_rows_matmul(const Csr& X, const T* data, const i64* rows, i64 n_rows, const T* scale, const T* W, i64 H,
+                     const T* b, T* out, int n_threads);
+
+// Decoder loss and gradients (see above).  logits: workspace of B x V.  rec (B) gets
+// the per-row reconstruction term; dE (V x l), deb (V), dzp (B x l) are overwritten
+// with the gradients of weight * sum_b rec_b.  Returns sum_b rec_b.
+template <class T>
+double decoder(const T* zp, i64 B, i64 l, const T* E, const T* eb, i64 V, const Csr& X, const T* data,
+               const i64* rows, double weight, T* logits, T* rec, T* dE, T* deb, T* dzp, int n_threads);
+
+struct AdamStep {
+  double lr;     // learning rate
+  double beta1;  // 0.9
+  double beta2;  // 0.999
+  double eps;    // 1e-8
+  i64 t;         // step number, >= 1 (bias corrections 1 - beta^t)
+};
+
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) after the moment updates,
+// elementwise over n entries.
+template <class T>
+void adam_dense(T* p, T* m, T* v, const T* g, i64 n, const AdamStep& s, int n_threads);
+
+// Adam on the input layer p (n_rows x H, one row per word) fused with its gradient
+// (diag(scale) X[rows])^T dA, which is non-zero only on the words of the batch:
+// each such row's gradient is summed in cache (batch order) and stepped at once,
+// so the V x H gradient is never stored.  lazy = false: every row takes its step
+// (exactly dense Adam; absent words take the g = 0 step); lazy = true: only the
+// batch's words (the "lazy"/sparse Adam variant).  O(n_rows + nnz(X[rows])) extra
+// memory, O(nnz(X[rows]) H + n_rows H) time.
+template <class T>
+void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T* data, const i64* rows, i64 B,
+                      const T* scale, const T* dA, bool lazy, const AdamStep& s, int n_threads);
+
+// exp(x - shift) in place over n entries, returning the sum (vectorised for float).
+float exp_shift_sum(float* x, i64 n, float shift);
+double exp_shift_sum(double* x, i64 n, double shift);
+
+}  // namespace nash
+}  // namespace sl

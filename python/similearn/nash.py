@@ -1,0 +1,596 @@
+"""NASH: end-to-end variational semantic hashing of documents (Shen et al., ACL 2018).
+
+Model (papers/nash.txt; ALGORITHMS.md "NASH"), for a document with word weights
+c (counts or TF-IDF, length V) and l = ``n_bits``:
+
+* encoder: xt = c / ||c||_2, h_k = relu(h_{k-1} W_k + b_k) (``hidden_sizes``),
+  g = h_L W_g + b_g, s = sigmoid(g) = q(z = 1 | x)  (Bernoulli posterior);
+* codes: z_i = 1[s_i > u_i], u ~ U(0, 1) (stochastic, Eq. 3) or 1[s_i > 1/2]
+  (deterministic, Eq. 2); gradients pass with the straight-through rule
+  dz/ds := 1 (Eq. 5).  ``transform`` always thresholds at 1/2;
+* noise (Sec. "Injecting data-dependent noise"): z' = z (NASH), z' = z + sigma0 eps
+  (NASH-N), or z' = z + sigma(x) eps with log sigma(x) = log sigma0 + h_L W_n + b_n
+  (NASH-DN), eps ~ N(0, I);
+* decoder: log q(x | z') = sum_w c_w log softmax(E z' + b_E)_w (E: V x l);
+* loss per document (the negative of Eq. 4, plus Eq. 7):
+  -log q(x | z') + KL(Bernoulli(s) || Bernoulli(gamma))
+  [+ KL(N(z, sigma(x)^2) || N(z, sigma0^2)) for NASH-DN]
+  [+ alpha * CE(MLP(z), y) when supervised],
+  averaged over a mini-batch and minimised with Adam.
+
+NASH-DN needs a term that stops the reconstruction from shrinking sigma(x) to 0
+(otherwise it falls back to NASH); we treat z' as a latent variable with prior
+N(z, sigma0^2 I) given z and add its Gaussian KL, which is zero when
+sigma(x) = sigma0 (NASH-N) and lets each document move its noise level at a
+price.  This is our reading of the paper's rate-distortion view; it is stated
+here so users can compare.
+
+The hot loops are C++ (csrc/nash.cpp): the sparse input layer and its row-sparse
+gradient, the fused decoder (GEMM, row softmax over V, sparse targets, the two
+gradient GEMMs) and Adam; the hidden layers are BLAS calls.  X is never densified.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from . import _core
+from ._config import blas_limits, get_num_threads
+from ._validation import check_float, check_int, check_X, seed_from_random_state
+from .base import SaveLoadMixin, progress
+from .hashing import HashingMixin
+
+__all__ = ["NASH"]
+
+_NOISE = ("none", "fixed", "data")
+_BIN = ("stochastic", "deterministic")
+_ADAM = (0.9, 0.999, 1e-8)
+_HEAD_HIDDEN = 128  # hidden units of the supervised head (a two-layer MLP, as in the paper)
+_CHUNK = 4096       # rows per block in transform
+
+
+def _kern(dtype, name):
+    return getattr(_core, f"nash_{name}_{'f32' if dtype == np.float32 else 'f64'}")
+
+
+def _sigmoid(a):
+    return 0.5 * (1.0 + np.tanh(0.5 * a))
+
+
+def check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=None, estimator=None, min_samples=1):
+    """Validate a bag-of-words / TF-IDF matrix: CSR with int64 offsets, entries >= 0.
+
+    Dense input is accepted and converted to CSR (rows are then stored sparsely).
+    Returns (X, row_norms) with row_norms the L2 norm of each row (0 for empty rows).
+    """
+    if not sp.issparse(X):
+        X = check_X(X, name, dtype=dtype, min_samples=min_samples, n_features=n_features, estimator=estimator)
+        X = sp.csr_matrix(X)
+    else:
+        X = check_X(X, name, accept_sparse=True, dtype=dtype, min_samples=min_samples, n_features=n_features,
+                    estimator=estimator)
+        X = sp.csr_matrix(X)
+    if X.nnz and X.data.min() < 0:
+        raise ValueError(f"{name} must hold non-negative word counts or TF-IDF weights; "
+                         f"found a negative entry ({X.data.min():g})")
+    X.indptr = X.indptr.astype(np.int64, copy=False)
+    X.indices = X.indices.astype(np.int64, copy=False)
+    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
+    return X, norms
+
+
+def _kernel_csr(X, dtype):
+    """CSR with ``dtype`` values and int64 offsets/indices (the kernels' layout)."""
+    Y = sp.csr_matrix((X.data.astype(dtype, copy=False), X.indices, X.indptr), shape=X.shape)
+    Y.indptr = Y.indptr.astype(np.int64, copy=False)  # scipy may have narrowed them to int32
+    Y.indices = Y.indices.astype(np.int64, copy=False)
+    return Y
+
+
+class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
+    """Neural Architecture for Semantic Hashing: binary codes of documents.
+
+    Parameters
+    ----------
+    n_bits : int, default=32
+        Code length l, 1 <= l <= 128 (the paper uses 8-128).
+    hidden_sizes : tuple of int, default=(500, 500)
+        ReLU layers of the encoder (the paper's two-layer MLP); ``()`` gives a
+        linear encoder (the ablation's best decoder is linear, and ours always is).
+    noise : {"data", "fixed", "none"}, default="data"
+        NASH-DN (data-dependent Gaussian noise on the codes fed to the decoder),
+        NASH-N (fixed std ``noise_std``) or NASH (no noise).
+    noise_std : float, default=0.2
+        sigma0: the fixed noise std, and the prior / initial value of sigma(x).
+    binarization : {"stochastic", "deterministic"}, default="stochastic"
+        How codes are drawn during training (the paper finds stochastic better).
+    prior : float in (0, 1), default=0.5
+        gamma of the Bernoulli prior on each bit.
+    supervised : float >= 0, default=0.0
+        alpha, the weight of the label cross-entropy (0: unsupervised; y ignored).
+        Softmax cross-entropy against the label distribution: the class for
+        1-D y; for a 2-D 0/1 label matrix (multi-label) its row normalised to
+        sum 1 (documents without labels add nothing).  The head is a two-layer MLP on z
+        (128 ReLU units).
+    target_scale : "auto" or float > 0, default="auto"
+        Factor applied to X's values to form the decoder's targets c.  "auto": 1
+        when every entry of X is a whole number (word counts: the paper's
+        multinomial likelihood, a document weighs its length), otherwise
+        mean_d nnz(x_d) / sum_w x_dw, which turns rows of TF-IDF weights into
+        pseudo-counts whose sums are about the number of distinct words.  Without
+        it a unit-norm TF-IDF row weighs ~5-10 "tokens", the KL term to the prior
+        swamps the reconstruction, and the codes learn little.  The encoder input
+        is scale-free (rows are L2-normalised), so this only sets the balance of
+        reconstruction against the KL term.
+    n_epochs : int, default=30
+    batch_size : int, default=64
+    learning_rate : float, default=1e-3
+        Adam step size (beta = (0.9, 0.999), eps = 1e-8).
+    optimizer : {"adam", "lazy_adam"}, default="adam"
+        "adam": every parameter takes its Adam step every batch (as a dense
+        framework does).  "lazy_adam": rows of the input layer whose words do not
+        occur in the batch are left alone (sparse Adam); much faster for large V,
+        slightly different dynamics.
+    dtype : {"float32", "float64"}, default="float32"
+        Precision of the parameters and of training.
+    random_state : int, RandomState, Generator or None
+    verbose : int, default=0
+    n_threads : int, optional
+        Threads for the kernels and the BLAS calls (default: similearn's setting).
+
+    Attributes
+    ----------
+    params_ : dict
+        Trained weights: "W", "b" (lists, one per hidden layer), "Wg", "bg"
+        (code logits), "Wn", "bn" (noise="data"), "E", "eb" (decoder, V x l and V),
+        "Ws1", "bs1", "Ws2", "bs2" (supervised head).
+    loss_history_ : list of float
+        Mean training loss per epoch (reconstruction + KL [+ noise KL] [+ alpha CE]).
+    loss_parts_history_ : dict of lists
+        The per-epoch means of each term: "rec", "kl", "nkl", "ce".
+    target_scale_ : float
+        The factor used (see ``target_scale``).
+    n_features_in_, n_iter_, fit_time_, classes_ (supervised, single-label).
+
+    Notes
+    -----
+    Input scaling: the encoder reads each row scaled to unit L2 norm, so raw counts
+    and TF-IDF both work; the decoder's targets are the raw row values, so the
+    reconstruction weighs a document by its total weight (counts: its length).
+    With TF-IDF rows of unit norm that weight is a few units, comparable with
+    the KL term; with raw counts of long documents the reconstruction dominates.
+    All-zero rows carry no information: ``fit`` leaves them out (with a warning)
+    and ``transform`` gives them the code of the zero input.
+
+    Cost per batch of B documents: O(nnz(X_batch) H_1) for the input layer and its
+    gradient, O(B V l) for the decoder (three GEMMs and the softmax), O(B H^2) for
+    the hidden layers; Adam touches every parameter (O(V H_1 + V l)) unless
+    ``optimizer="lazy_adam"``.  Memory: the parameters, two Adam moments, and a
+    B x V decoder workspace.
+
+    Tuning: ``n_bits`` sets the code length; ``noise_std`` 0.1-0.5; more
+    ``n_epochs`` for small corpora; ``supervised`` 1-10 when labels are given.
+    """
+
+    def __init__(self, n_bits=32, hidden_sizes=(500, 500), noise="data", noise_std=0.2, binarization="stochastic",
+                 prior=0.5, supervised=0.0, target_scale="auto", n_epochs=30, batch_size=64, learning_rate=1e-3, optimizer="adam",
+                 dtype="float32", random_state=None, verbose=0, n_threads=None):
+        self.n_bits = n_bits
+        self.hidden_sizes = hidden_sizes
+        self.noise = noise
+        self.noise_std = noise_std
+        self.binarization = binarization
+        self.prior = prior
+        self.supervised = supervised
+        self.target_scale = target_scale
+        self.n_epochs = n_epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.optimizer = optimizer
+        self.dtype = dtype
+        self.random_state = random_state
+        self.verbose = verbose
+        self.n_threads = n_threads
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self):
+        check_int(self.n_bits, "n_bits", low=1, high=128)
+        hs = self.hidden_sizes
+        if isinstance(hs, numbers.Integral):
+            hs = (hs,)
+        if not isinstance(hs, (tuple, list)):
+            raise TypeError(f"hidden_sizes must be a tuple of ints, got {type(hs).__name__}")
+        hs = tuple(check_int(h, "hidden_sizes", low=1) for h in hs)
+        for name, allowed in (("noise", _NOISE), ("binarization", _BIN), ("optimizer", ("adam", "lazy_adam")),
+                              ("dtype", ("float32", "float64"))):
+            v = getattr(self, name)
+            v = np.dtype(v).name if name == "dtype" and not isinstance(v, str) else v
+            if v not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {v!r}")
+        check_float(self.noise_std, "noise_std", low=0, strict=True)
+        p = check_float(self.prior, "prior", low=0, strict=True)
+        if not p < 1:
+            raise ValueError(f"prior must be in (0, 1), got {p}")
+        check_float(self.supervised, "supervised", low=0)
+        if not (isinstance(self.target_scale, str) and self.target_scale == "auto"):
+            check_float(self.target_scale, "target_scale", low=0, strict=True)
+        check_int(self.n_epochs, "n_epochs", low=1)
+        check_int(self.batch_size, "batch_size", low=1)
+        check_float(self.learning_rate, "learning_rate", low=0, strict=True)
+        return hs, np.dtype(self.dtype if isinstance(self.dtype, str) else np.dtype(self.dtype).name)
+
+    def _check_y(self, y, n):
+        """-> (kind, targets, n_classes): kind "single" (int64 class ids) or "multi" (dense 0/1)."""
+        if y is None:
+            raise ValueError("supervised > 0 needs labels y (1-D class labels or a 2-D 0/1 label matrix)")
+        if sp.issparse(y):
+            y = y.toarray()
+        y = np.asarray(y)
+        if y.ndim == 2:
+            if y.shape[0] != n:
+                raise ValueError(f"y has {y.shape[0]} rows but X has {n}")
+            if y.dtype.kind not in "biuf" or not np.isfinite(y).all() or not np.isin(y, (0, 1)).all():
+                raise ValueError("a 2-D y must be a 0/1 label-indicator matrix")
+            if y.shape[1] < 2:
+                raise ValueError("y must have at least 2 label columns")
+            self.n_classes_ = y.shape[1]
+            Y = np.asarray(y, dtype=np.float64)
+            Y /= np.maximum(Y.sum(axis=1, keepdims=True), 1.0)
+            return "multi", Y, y.shape[1]
+        if y.ndim != 1 or y.shape[0] != n:
+            raise ValueError(f"y must be 1-D with one label per row of X ({n}), got shape {y.shape}")
+        if y.dtype.kind == "f" and not np.isfinite(y).all():
+            raise ValueError("y contains NaN or inf")
+        classes, codes = np.unique(y, return_inverse=True)
+        if classes.size < 2:
+            raise ValueError(f"y has a single class ({classes[0]!r}); supervised NASH needs at least 2")
+        self.classes_ = classes
+        self.n_classes_ = classes.size
+        return "single", codes.astype(np.int64), classes.size
+
+    # ------------------------------------------------------------------ parameters
+    def _init_params(self, V, hs, l, n_classes, counts, rng, dtype):
+        def glorot(a, b):
+            lim = np.sqrt(6.0 / (a + b))
+            return rng.uniform(-lim, lim, (a, b)).astype(dtype)
+
+        sizes = (V,) + hs
+        P = {"W": [glorot(sizes[k], sizes[k + 1]) for k in range(len(hs))],
+             "b": [np.zeros(h, dtype) for h in hs]}
+        HL = sizes[-1]
+        n_head = 2 * l if self.noise == "data" else l
+        Wh = np.zeros((HL, n_head), dtype)
+        Wh[:, :l] = glorot(HL, l)
+        P["Wh"], P["bh"] = Wh, np.zeros(n_head, dtype)
+        P["E"] = glorot(V, l)
+        # decoder bias: the smoothed log unigram distribution of the corpus, so the
+        # codes only have to explain what departs from the background
+        P["eb"] = np.log((counts + 1.0) / (counts.sum() + V)).astype(dtype)
+        if n_classes:
+            P["Ws1"], P["bs1"] = glorot(l, _HEAD_HIDDEN), np.zeros(_HEAD_HIDDEN, dtype)
+            P["Ws2"], P["bs2"] = glorot(_HEAD_HIDDEN, n_classes), np.zeros(n_classes, dtype)
+        return P
+
+    @property
+    def params_(self):
+        check_is_fitted(self, "_P")
+        P, l = self._P, self.n_bits
+        out = {"W": list(P["W"]), "b": list(P["b"]), "Wg": P["Wh"][:, :l], "bg": P["bh"][:l], "E": P["E"],
+               "eb": P["eb"]}
+        if self.noise == "data":
+            out["Wn"], out["bn"] = P["Wh"][:, l:], P["bh"][l:]
+        for k in ("Ws1", "bs1", "Ws2", "bs2"):
+            if k in P:
+                out[k] = P[k]
+        return out
+
+    # ------------------------------------------------------------------ one batch
+    def _input_layer(self, X, rows, scale, nt):
+        """First affine map, applied to the sparse rows: (W[0], b[0]) or the head (Wh, bh)."""
+        P = self._P
+        W, b = (P["W"][0], P["b"][0]) if P["W"] else (P["Wh"], P["bh"])
+        return _kern(W.dtype, "csr_matmul")(X.indptr, X.indices, X.data, rows, scale, W, b, nt)
+
+    def _forward_backward(self, X, rows, scale, u, eps, yb, ws, nt):
+        """Loss parts and gradients of one batch (gradients in ws["grads"]).
+
+        The input layer's weight gradient is not formed: returns (parts dict of
+        batch means, dA) with dA (B x H_in) the gradient at the input layer's
+        output, from which the fused Adam kernel builds the word rows it needs.
+        """
+        P, l = self._P, self.n_bits
+        dt = P["E"].dtype
+        B = rows.shape[0]
+        w = 1.0 / B
+        L = len(P["W"])
+        a0 = self._input_layer(X, rows, scale, nt)
+        acts, hs = [], []
+        if L:
+            acts.append(a0)
+            h = np.maximum(a0, 0)
+            hs.append(h)
+            for k in range(1, L):
+                a = h @ P["W"][k]
+                a += P["b"][k]
+                acts.append(a)
+                h = np.maximum(a, 0)
+                hs.append(h)
+            out = h @ P["Wh"]
+            out += P["bh"]
+        else:
+            out = a0
+        g = out[:, :l]
+        s = _sigmoid(g)
+        thr = u if self.binarization == "stochastic" else 0.5
+        z = (s > thr).astype(dt)
+        sigma0 = float(self.noise_std)
+        if self.noise == "none":
+            zp = z
+        elif self.noise == "fixed":
+            zp = z + dt.type(sigma0) * eps
+        else:
+            log_sig = np.log(sigma0) + out[:, l:]
+            sig = np.exp(log_sig)
+            zp = z + sig * eps
+        zp = np.ascontiguousarray(zp, dtype=dt)
+        gr = ws["grads"]
+        rec = ws["rec"][:B]
+        rec_sum = _kern(dt, "decoder")(zp, P["E"], P["eb"], X.indptr, X.indices, X.data, rows, w, ws["logits"],
+                                       rec, gr["E"], gr["eb"], ws["dzp"][:B], nt)
+        dzp = ws["dzp"][:B]
+        gamma = float(self.prior)
+        lg = np.log(gamma / (1 - gamma))
+        kl = s * np.log(np.maximum(s, 1e-30) / gamma) + (1 - s) * np.log(np.maximum(1 - s, 1e-30) / (1 - gamma))
+        parts = {"rec": rec_sum * w, "kl": float(kl.sum()) * w, "nkl": 0.0, "ce": 0.0}
+        dout = np.empty_like(out)
+        dz = dzp.copy()
+        if self.noise == "data":
+            r2 = (sig / sigma0) ** 2
+            parts["nkl"] = float((-(log_sig - np.log(sigma0)) + 0.5 * r2 - 0.5).sum()) * w
+            dout[:, l:] = dzp * eps * sig + w * (r2 - 1.0)
+        alpha = float(self.supervised)
+        if alpha > 0:
+            a1 = z @ P["Ws1"]
+            a1 += P["bs1"]
+            r1 = np.maximum(a1, 0)
+            q = r1 @ P["Ws2"]
+            q += P["bs2"]
+            m = q.max(axis=1, keepdims=True)
+            e = np.exp(q - m)
+            se = e.sum(axis=1, keepdims=True)
+            dq = e / se
+            if ws["ykind"] == "single":
+                ce = (np.log(se[:, 0]) + m[:, 0] - q[np.arange(B), yb]).sum()
+                dq[np.arange(B), yb] -= 1
+            else:  # yb: rows of the label matrix normalised to sum 1 (all-zero rows stay 0)
+                lse = np.log(se) + m
+                ce = float((yb * (lse - q)).sum())
+                dq *= yb.sum(axis=1, keepdims=True)
+                dq -= yb
+            dq = (dq * (alpha * w)).astype(dt, copy=False)
+            parts["ce"] = float(ce) * w
+            gr["Ws2"][...] = r1.T @ dq
+            gr["bs2"][...] = dq.sum(axis=0)
+            da1 = dq @ P["Ws2"].T
+            da1 *= a1 > 0
+            gr["Ws1"][...] = z.T @ da1
+            gr["bs1"][...] = da1.sum(axis=0)
+            dz += da1 @ P["Ws1"].T
+        dout[:, :l] = s * (1 - s) * (dz + w * (g - lg))
+        if L == 0:
+            gr["bh"][...] = dout.sum(axis=0)
+            return parts, dout
+        gr["Wh"][...] = hs[-1].T @ dout
+        gr["bh"][...] = dout.sum(axis=0)
+        dh = dout @ P["Wh"].T
+        for k in range(L - 1, -1, -1):
+            da = dh
+            da *= acts[k] > 0
+            if k == 0:
+                gr["b"][0][...] = da.sum(axis=0)
+                return parts, da
+            gr["W"][k][...] = hs[k - 1].T @ da
+            gr["b"][k][...] = da.sum(axis=0)
+            dh = da @ P["W"][k].T
+
+    def _adam(self, X, rows, scale, dA, ws, t, nt):
+        """One Adam step on every parameter; the input layer's gradient comes from dA."""
+        P, gr, M, Vm = self._P, ws["grads"], ws["m"], ws["v"]
+        lr = float(self.learning_rate)
+        b1, b2, eps = _ADAM
+        adam = _kern(P["E"].dtype, "adam")
+        in_key = ("W", 0) if P["W"] else ("Wh", None)
+        for key, idx, p in self._iter_params():
+            if (key, idx) == in_key:
+                _kern(p.dtype, "adam_input")(p, M[key, idx], Vm[key, idx], X.indptr, X.indices, X.data, rows, scale,
+                                             np.ascontiguousarray(dA), self.optimizer == "lazy_adam", lr, b1, b2,
+                                             eps, t, nt)
+            else:
+                g = gr[key] if idx is None else gr[key][idx]
+                adam(p, M[key, idx], Vm[key, idx], g, lr, b1, b2, eps, t, nt)
+
+    def _iter_params(self):
+        for key, val in self._P.items():
+            if isinstance(val, list):
+                for i, a in enumerate(val):
+                    yield key, i, a
+            else:
+                yield key, None, val
+
+    def _workspace(self, B):
+        P = self._P
+        dt = P["E"].dtype
+        V = P["E"].shape[0]
+        grads = {k: ([np.zeros_like(a) for a in v] if isinstance(v, list) else np.zeros_like(v))
+                 for k, v in P.items()}
+        return {"grads": grads, "logits": np.empty(B * V, dt), "rec": np.empty(B, dt),
+                "dzp": np.empty((B, self.n_bits), dt),
+                "m": {(k, i): np.zeros_like(a) for k, i, a in self._iter_params()},
+                "v": {(k, i): np.zeros_like(a) for k, i, a in self._iter_params()}}
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y=None):
+        """Train the encoder, decoder (and supervised head) on documents X.
+
+        Parameters
+        ----------
+        X : sparse matrix of shape (n_documents, V), or dense array
+            Non-negative word counts or TF-IDF weights (float32/float64; other
+            numeric types are converted).  Never densified.
+        y : array-like, optional
+            Used only when ``supervised > 0``: 1-D class labels, or a 2-D 0/1
+            label matrix (multi-label; dense or sparse).
+
+        Returns
+        -------
+        self
+        """
+        t0 = time.perf_counter()
+        hs, dt = self._check_params()
+        X, norms = check_documents(X, "X", estimator=self)
+        n, V = X.shape
+        l = int(self.n_bits)
+        alpha = float(self.supervised)
+        ykind, Y, n_classes = (None, None, 0)
+        if alpha > 0:
+            ykind, Y, n_classes = self._check_y(y, n)
+        keep = np.flatnonzero(norms > 0)
+        if keep.size == 0:
+            raise ValueError("X has no non-empty document (every row is all zero)")
+        if keep.size < n:
+            warnings.warn(f"{n - keep.size} of {n} documents in X are empty (all-zero rows) and are left out of "
+                          "training", UserWarning, stacklevel=2)
+        if isinstance(self.target_scale, str):
+            whole = bool(np.all(X.data == np.round(X.data)))
+            row_sums = np.asarray(X.sum(axis=1), dtype=np.float64).ravel()[keep]
+            ts = 1.0 if whole else float(np.mean(np.diff(X.indptr)[keep] / row_sums))
+        else:
+            ts = float(self.target_scale)
+        self.target_scale_ = ts
+        X = _kernel_csr(X, dt)
+        if ts != 1.0:
+            X.data *= dt.type(ts)
+            norms = norms * ts
+        if ykind == "multi":
+            Y = Y.astype(dt)
+        inv = np.zeros(n, dt)
+        inv[keep] = 1.0 / norms[keep]
+        rng = np.random.default_rng(seed_from_random_state(self.random_state))
+        counts = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
+        self.n_features_in_ = V
+        self._P = self._init_params(V, hs, l, n_classes, counts, rng, dt)
+        bs = int(min(self.batch_size, keep.size))
+        ws = self._workspace(bs)
+        ws["ykind"] = ykind
+        nt = get_num_threads(self.n_threads)
+        self.loss_history_ = []
+        self.loss_parts_history_ = {"rec": [], "kl": [], "nkl": [], "ce": []}
+        t = 0
+        n_epochs = int(self.n_epochs)
+        # blas_limits(1): the hidden-layer GEMMs are B x H x H, too small for BLAS threads (which
+        # cost far more than they give on a loaded machine); the kernels use our own threads.
+        with blas_limits(1), progress(n_epochs, self.verbose, "NASH", unit="epoch") as bar:
+            for ep in range(n_epochs):
+                order = keep[rng.permutation(keep.size)]
+                sums = {"rec": 0.0, "kl": 0.0, "nkl": 0.0, "ce": 0.0}
+                for start in range(0, order.size, bs):
+                    rows = np.ascontiguousarray(order[start:start + bs])
+                    B = rows.shape[0]
+                    u = rng.random((B, l), dtype=dt)
+                    eps = rng.standard_normal((B, l), dtype=dt)
+                    yb = None if Y is None else Y[rows]
+                    scale = inv[rows]
+                    parts, dA = self._forward_backward(X, rows, scale, u, eps, yb, ws, nt)
+                    t += 1
+                    self._adam(X, rows, scale, dA, ws, t, nt)
+                    for k in sums:
+                        sums[k] += parts[k] * B
+                means = {k: v / order.size for k, v in sums.items()}
+                loss = means["rec"] + means["kl"] + means["nkl"] + alpha * means["ce"]
+                if not np.isfinite(loss):
+                    raise FloatingPointError("NASH diverged (non-finite loss); lower learning_rate")
+                self.loss_history_.append(float(loss))
+                for k in sums:
+                    self.loss_parts_history_[k].append(float(means[k]))
+                bar.set_postfix(loss=loss)
+                bar.update()
+        self.n_iter_ = n_epochs
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    # ------------------------------------------------------------------ API
+    def _logits(self, X):
+        """Code logits g(x) (n x l) of validated CSR X, in blocks of rows."""
+        P, l = self._P, self.n_bits
+        dt = P["E"].dtype
+        X, norms = X
+        Xd = _kernel_csr(X, dt)
+        inv = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0).astype(dt)
+        n = X.shape[0]
+        out = np.empty((n, l), dt)
+        nt = get_num_threads(self.n_threads)
+        with blas_limits(nt):
+            for start in range(0, n, _CHUNK):
+                rows = np.arange(start, min(n, start + _CHUNK), dtype=np.int64)
+                h = self._input_layer(Xd, rows, inv[rows], nt)
+                if P["W"]:
+                    np.maximum(h, 0, out=h)
+                    for k in range(1, len(P["W"])):
+                        h = h @ P["W"][k]
+                        h += P["b"][k]
+                        np.maximum(h, 0, out=h)
+                    h = h @ P["Wh"][:, :l]
+                    h += P["bh"][:l]
+                out[start:start + rows.size] = h[:, :l]
+        return out
+
+    def _validated(self, X):
+        check_is_fitted(self, "_P")
+        return check_documents(X, "X", n_features=self.n_features_in_, estimator=self, min_samples=0)
+
+    def predict_proba_bits(self, X):
+        """Posterior bit probabilities s = sigmoid(g(x)), shape (n, n_bits), the model's dtype."""
+        return _sigmoid(self._logits(self._validated(X)))
+
+    def transform(self, X):
+        """Deterministic codes 1[sigmoid(g(x)) > 1/2] (Eq. 2).
+
+        Parameters
+        ----------
+        X : sparse matrix of shape (n_documents, V) (or dense), non-negative
+
+        Returns
+        -------
+        codes : ndarray of shape (n_documents, n_bits), uint8 in {0, 1}
+            O(nnz(X) H_1 + n H^2) with the encoder only (no decoder work).
+        """
+        return (self._logits(self._validated(X)) > 0).astype(np.uint8)
+
+    def score(self, X, y=None):
+        """Negative mean training objective on X with deterministic codes and no noise.
+
+        -(reconstruction + KL) per document, for model selection (higher is better).
+        """
+        Xv, norms = self._validated(X)
+        P = self._P
+        s_all = _sigmoid(self._logits((Xv, norms)).astype(np.float64))
+        E, eb = P["E"].astype(np.float64), P["eb"].astype(np.float64)
+        gm = float(self.prior)
+        total = 0.0
+        for start in range(0, Xv.shape[0], 512):  # B x V blocks: never n x V
+            s = s_all[start:start + 512]
+            logits = (s > 0.5).astype(np.float64) @ E.T + eb
+            m = logits.max(axis=1, keepdims=True)
+            lse = (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True))).ravel()
+            C = Xv[start:start + 512].astype(np.float64)
+            rec = np.asarray(C.sum(axis=1)).ravel() * lse - np.asarray(C.multiply(logits).sum(axis=1)).ravel()
+            sc = np.clip(s, 1e-30, 1 - 1e-16)
+            kl = (sc * np.log(sc / gm) + (1 - sc) * np.log((1 - sc) / (1 - gm))).sum(axis=1)
+            total += float((rec + kl).sum())
+        return -total / max(Xv.shape[0], 1)
