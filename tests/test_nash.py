@@ -421,10 +421,12 @@ def test_empty_documents(corpus):
         NASH(n_epochs=1).fit(sp.csr_matrix((3, 5)))
 
 
-def test_pickle_clone_score(fitted, corpus):
+def test_pickle_save_load_clone_score(fitted, corpus, tmp_path):
     Xte = corpus[1]
     m2 = pickle.loads(pickle.dumps(fitted))
     np.testing.assert_array_equal(m2.transform(Xte), fitted.transform(Xte))
+    m3 = NASH.load(fitted.save(tmp_path / "nash.npz"))
+    np.testing.assert_array_equal(m3.transform(Xte), fitted.transform(Xte))
     assert clone(fitted).get_params() == fitted.get_params()
     assert np.isfinite(fitted.score(Xte)) and fitted.score(Xte) < 0
     s = fitted.predict_proba_bits(Xte[:5])

@@ -53,6 +53,11 @@ _INTERRUPT = textwrap.dedent(
         Wt = rng.standard_normal((M, 201))
         v = np.zeros(M)
         call = lambda: _core.ssne_epoch_f64(X, P, s, cp, Wt, v, 256, 1, 0.01, 0.0, True, 0.99, 0)
+    elif which == "nash":  # the training loop is Python over C++ steps of a few ms
+        import scipy.sparse as sp
+        from similearn import NASH
+        X = sp.random(20000, 5000, density=0.01, random_state=0, format="csr")
+        call = lambda: NASH(n_bits=32, hidden_sizes=(200,), n_epochs=1000, n_threads=2).fit(X)
     else:
         X = rng.integers(0, 2**63, (2000000, 2), dtype=np.uint64)
         call = lambda: hamming_topk(X, X, 10, n_threads=2)
@@ -68,7 +73,7 @@ _INTERRUPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT delivery differs on Windows")
-@pytest.mark.parametrize("which", ["topk", "hamming", "ssne"])
+@pytest.mark.parametrize("which", ["topk", "hamming", "ssne", "nash"])
 def test_ctrl_c_interrupts_kernels(which):
     p = subprocess.Popen([sys.executable, "-c", _INTERRUPT, which], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "READY"
