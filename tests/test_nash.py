@@ -373,6 +373,8 @@ def test_same_seed_same_model_and_threads(corpus):
     np.testing.assert_array_equal(a.params_["E"], b.params_["E"])
     assert a.loss_history_ == b.loss_history_
     assert not np.array_equal(a.params_["E"], c.params_["E"])
+    d = NASH(n_bits=8, hidden_sizes=(16,), n_epochs=2, random_state=3, n_threads=2).fit(Xtr)
+    np.testing.assert_array_equal(a.params_["W"][0], d.params_["W"][0])  # kernels do not depend on threads
 
 
 @pytest.mark.parametrize("kw", [dict(noise="none"), dict(noise="fixed", binarization="deterministic"),
@@ -409,6 +411,11 @@ def test_supervised_improves_precision(corpus):
     Y[np.arange(Xtr.shape[0]), ytr] = 1
     multi = NASH(**kw, supervised=5.0).fit(Xtr, sp.csr_matrix(Y))
     assert p_at_100(multi, corpus) > p_at_100(uns, corpus) + 0.05
+    # one-hot rows, or one-element label sets, are the single-label problem exactly
+    np.testing.assert_array_equal(multi.params_["E"], sup.params_["E"])
+    sets = NASH(**kw, supervised=5.0).fit(Xtr, [{f"t{c:02d}"} for c in ytr])
+    np.testing.assert_array_equal(sets.params_["E"], sup.params_["E"])
+    assert list(sets.classes_) == [f"t{c:02d}" for c in range(12)]
 
 
 def test_empty_documents(corpus):
@@ -469,8 +476,10 @@ def test_bad_input():
         NASH(n_epochs=1).fit(np.ones(5))
     with pytest.raises(ValueError, match="single class"):
         NASH(n_epochs=1, supervised=1.0).fit(X, np.zeros(10))
-    with pytest.raises(ValueError, match="one label per row"):
+    with pytest.raises(ValueError, match="y has 9 labels"):
         NASH(n_epochs=1, supervised=1.0).fit(X, np.arange(9) % 2)
+    with pytest.raises(ValueError, match="at least 2 labels"):
+        NASH(n_epochs=1, supervised=1.0).fit(X, [{"a"}] * 10)
     with pytest.raises(ValueError, match="needs labels"):
         NASH(n_epochs=1, supervised=1.0).fit(X)
     with pytest.raises(ValueError, match="NaN"):

@@ -240,9 +240,24 @@ class _HasherBase(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         tags.transformer_tags.preserves_dtype = []  # output: uint8 bits, whatever the input dtype
         return tags
 
-    def _check_transform_input(self, X):
+    def transform(self, X):
+        """Binary codes.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features), float32/float64
+            n_samples may be 0.
+
+        Returns
+        -------
+        ndarray of shape (n_samples, n_bits), uint8 in {0, 1}
+            ``X @ W > threshold`` with (W, threshold) = ``_projection()`` (see the
+            class docstring: LSH's hyperplanes, ITQ's rotated principal directions).
+        """
         check_is_fitted(self)
-        return check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
+        X = check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
+        W, threshold = self._projection()
+        return _bits(_project(X, W), threshold)
 
 
 # ----------------------------------------------------------------------------- LSH
@@ -313,21 +328,8 @@ class LSHHasher(_HasherBase):
         self.n_features_in_ = D
         return self
 
-    def transform(self, X):
-        """Binary codes.
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features), float32/float64
-            n_samples may be 0.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_bits), uint8 in {0, 1}
-            ``(X @ hyperplanes_ > threshold_)``.
-        """
-        X = self._check_transform_input(X)
-        return _bits(_project(X, self.hyperplanes_), self.threshold_)
+    def _projection(self):
+        return self.hyperplanes_, self.threshold_
 
 
 # ----------------------------------------------------------------------------- ITQ
@@ -442,20 +444,7 @@ class ITQHasher(_HasherBase):
         self.n_features_in_ = D
         return self
 
-    def transform(self, X):
-        """Binary codes.
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix of shape (n_samples, n_features), float32/float64
-            n_samples may be 0.
-
-        Returns
-        -------
-        ndarray of shape (n_samples, n_bits), uint8 in {0, 1}
-            ``((X - mean_) @ components_.T @ rotation_ > 0)``, computed as
-            ``X @ W > mean_ @ W`` with W = components_.T @ rotation_.
-        """
-        X = self._check_transform_input(X)
+    def _projection(self):
+        # (X - mean_) @ components_.T @ rotation_ > 0, without centring X
         W = self.components_.T @ self.rotation_
-        return _bits(_project(X, W), self.mean_ @ W)
+        return W, self.mean_ @ W

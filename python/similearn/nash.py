@@ -63,7 +63,7 @@ def _sigmoid(a):
     return 0.5 * (1.0 + np.tanh(0.5 * a))
 
 
-def check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=None, estimator=None, min_samples=1):
+def _check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=None, estimator=None, min_samples=1):
     """Validate a bag-of-words / TF-IDF matrix: CSR with int64 offsets, entries >= 0.
 
     Dense input is accepted and converted to CSR (rows are then stored sparsely).
@@ -226,33 +226,38 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return hs, np.dtype(self.dtype if isinstance(self.dtype, str) else np.dtype(self.dtype).name)
 
     def _check_y(self, y, n):
-        """-> (kind, targets, n_classes): kind "single" (int64 class ids) or "multi" (dense 0/1)."""
+        """-> (kind, targets, n_classes): "single" (int64 class ids) or "multi" (rows of the
+        label matrix normalised to sum 1).  y: 1-D labels, a 2-D 0/1 indicator (dense or
+        sparse) or a list of label sets (parsed as in :mod:`similearn.metrics`)."""
+        from .metrics import _parse_labels
+
         if y is None:
-            raise ValueError("supervised > 0 needs labels y (1-D class labels or a 2-D 0/1 label matrix)")
-        if sp.issparse(y):
-            y = y.toarray()
-        y = np.asarray(y)
-        if y.ndim == 2:
-            if y.shape[0] != n:
-                raise ValueError(f"y has {y.shape[0]} rows but X has {n}")
-            if y.dtype.kind not in "biuf" or not np.isfinite(y).all() or not np.isin(y, (0, 1)).all():
-                raise ValueError("a 2-D y must be a 0/1 label-indicator matrix")
-            if y.shape[1] < 2:
-                raise ValueError("y must have at least 2 label columns")
-            self.n_classes_ = y.shape[1]
-            Y = np.asarray(y, dtype=np.float64)
-            Y /= np.maximum(Y.sum(axis=1, keepdims=True), 1.0)
-            return "multi", Y, y.shape[1]
-        if y.ndim != 1 or y.shape[0] != n:
-            raise ValueError(f"y must be 1-D with one label per row of X ({n}), got shape {y.shape}")
-        if y.dtype.kind == "f" and not np.isfinite(y).all():
-            raise ValueError("y contains NaN or inf")
-        classes, codes = np.unique(y, return_inverse=True)
-        if classes.size < 2:
-            raise ValueError(f"y has a single class ({classes[0]!r}); supervised NASH needs at least 2")
-        self.classes_ = classes
-        self.n_classes_ = classes.size
-        return "single", codes.astype(np.int64), classes.size
+            raise ValueError("supervised > 0 needs labels y (1-D class labels, a 2-D 0/1 label matrix or a list "
+                             "of label sets)")
+        form, lab = _parse_labels(y, n, "y")
+        if form == "single":
+            if lab.dtype.kind == "f" and not np.isfinite(lab).all():
+                raise ValueError("y contains NaN or inf")
+            classes, codes = np.unique(lab, return_inverse=True)
+            if classes.size < 2:
+                raise ValueError(f"y has a single class ({classes[0]!r}); supervised NASH needs at least 2")
+            self.classes_ = classes
+            self.n_classes_ = classes.size
+            return "single", codes.astype(np.int64), classes.size
+        if form == "sets":
+            names = sorted({c for e in lab for c in e}, key=repr)
+            col = {c: j for j, c in enumerate(names)}
+            Y = np.zeros((n, len(names)))
+            for i, e in enumerate(lab):
+                Y[i, [col[c] for c in e]] = 1.0
+            self.classes_ = np.array(names, dtype=object)
+        else:
+            Y = lab.toarray().astype(np.float64)
+        if Y.shape[1] < 2:
+            raise ValueError(f"y has {Y.shape[1]} label column(s); supervised NASH needs at least 2 labels")
+        self.n_classes_ = Y.shape[1]
+        Y /= np.maximum(Y.sum(axis=1, keepdims=True), 1.0)
+        return "multi", Y, Y.shape[1]
 
     # ------------------------------------------------------------------ parameters
     def _init_params(self, V, hs, l, n_classes, counts, rng, dtype):
@@ -444,8 +449,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             Non-negative word counts or TF-IDF weights (float32/float64; other
             numeric types are converted).  Never densified.
         y : array-like, optional
-            Used only when ``supervised > 0``: 1-D class labels, or a 2-D 0/1
-            label matrix (multi-label; dense or sparse).
+            Used only when ``supervised > 0``: 1-D class labels, a 2-D 0/1
+            label matrix (multi-label; dense or sparse) or a list of label sets.
 
         Returns
         -------
@@ -453,7 +458,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """
         t0 = time.perf_counter()
         hs, dt = self._check_params()
-        X, norms = check_documents(X, "X", estimator=self)
+        X, norms = _check_documents(X, "X", estimator=self)
         n, V = X.shape
         l = int(self.n_bits)
         alpha = float(self.supervised)
@@ -552,7 +557,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     def _validated(self, X):
         check_is_fitted(self, "_P")
-        return check_documents(X, "X", n_features=self.n_features_in_, estimator=self, min_samples=0)
+        return _check_documents(X, "X", n_features=self.n_features_in_, estimator=self, min_samples=0)
 
     def predict_proba_bits(self, X):
         """Posterior bit probabilities s = sigmoid(g(x)), shape (n, n_bits), the model's dtype."""
