@@ -137,6 +137,19 @@ def test_check_X_sparse():
         check_X(sp.csr_matrix((0, 3)), "Xs", accept_sparse=True)
 
 
+@pytest.mark.parametrize("edit,match", [
+    (lambda M: M.indices.__setitem__(1, 9), r"column indices must lie in \[0, 5\)"),  # scipy accepts this
+    (lambda M: M.indices.__setitem__(0, -1), r"column indices must lie in \[0, 5\)"),
+    (lambda M: M.indptr.__setitem__(1, 4), "indptr must rise"),
+    (lambda M: M.indptr.__setitem__(2, 1), "indptr must rise"),
+])
+def test_check_X_rejects_malformed_csr(edit, match):
+    M = sp.csr_matrix((np.ones(3), np.array([0, 1, 4]), np.array([0, 1, 3])), shape=(2, 5))
+    edit(M)
+    with pytest.raises(ValueError, match="Xs is a malformed sparse matrix: " + match):
+        check_X(M, "Xs", accept_sparse=True)
+
+
 # ----------------------------------------------------------------------------- check_labels
 
 

@@ -207,10 +207,31 @@ def _check_2d_shape(shape, name, min_samples, min_features):
                          f"{min_features} is required.")
 
 
+def _check_csr_structure(X, name):
+    """O(nnz) check that a CSR matrix's arrays describe its shape.
+
+    SciPy builds CSR matrices from (data, indices, indptr) without checking the
+    column indices against the shape, and its arrays can be edited in place; the
+    kernels index with them, so a malformed matrix must stop here.
+    """
+    n, d = X.shape
+    indptr, indices = X.indptr, X.indices
+    if (indptr.ndim != 1 or indptr.shape[0] != n + 1 or indices.ndim != 1 or X.data.ndim != 1
+            or indices.shape[0] != X.data.shape[0]):
+        raise ValueError(f"{name} is a malformed sparse matrix: indptr, indices and data do not match its shape "
+                         f"{X.shape}")
+    if indptr[0] != 0 or indptr[-1] != indices.shape[0] or (n and np.any(np.diff(indptr) < 0)):
+        raise ValueError(f"{name} is a malformed sparse matrix: indptr must rise from 0 to nnz")
+    if indices.shape[0] and (indices.min() < 0 or indices.max() >= d):
+        raise ValueError(f"{name} is a malformed sparse matrix: column indices must lie in [0, {d}), got "
+                         f"[{indices.min()}, {indices.max()}]")
+
+
 def _check_X_sparse(X, name, dtypes, min_samples, min_features):
     if X.ndim != 2:  # pragma: no cover - scipy sparse is 2-D except coo_array
         raise ValueError(f"{name} must be 2-D, got a sparse array of shape {X.shape}")
     X = X.tocsr()  # no copy when already CSR
+    _check_csr_structure(X, name)
     kind = X.dtype.kind
     if kind == "c":
         raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
