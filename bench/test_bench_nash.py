@@ -17,13 +17,11 @@ What is timed, and what is not
 * ``nash-step`` (n = V = 10,000, hidden (500,), 32 bits, noise "data",
   float32, batch 64): one training step per round, at each thread count.
 
-  - ``similearn`` / ``similearn-lazy_adam``: what ``NASH.fit`` does for one
-    batch, without its per-fit set-up: draw ``u`` and ``eps`` with the NumPy
-    generator, ``scale = inv[rows]``, ``_forward_backward`` and ``_adam`` with
-    the workspace of ``_workspace(64)``, inside ``blas_limits(1)``, kernels at
-    ``n_threads=threads``.  The model is initialised by a 1-epoch ``fit`` on
-    the 1,280-document pool (outside the timed region), followed by 3 untimed
-    steps;
+  - ``similearn`` / ``similearn-lazy_adam``: ``NASH._step``, the body of
+    ``fit``'s batch loop (draw ``u`` and ``eps``, forward-backward, Adam), inside
+    ``blas_limits(1)`` as in ``fit``, kernels at ``n_threads=threads``; the
+    per-fit set-up (``_prepare`` on the 1,280-document pool) and 3 steps are
+    untimed;
   - ``torch``: ``bench/nash_torch_reference.py``'s ``make_torch_trainer``
     (EmbeddingBag input, fused Adam, ``sigma0`` = NASH's default ``noise_std``
     0.2) and ``step(X_batch)`` on the same CSR batches, torch drawing ``u`` /
@@ -108,31 +106,16 @@ def _step_batches():
 
 def _similearn_step(X, batches, optimizer, threads):
     """One NASH.fit batch (u/eps draws, forward-backward, Adam) as a closure, after set-up."""
-    from similearn.nash import _kernel_csr, check_documents
-
     est = NASH(n_bits=STEP_BITS, hidden_sizes=STEP_HIDDEN, noise="data", noise_std=NOISE_STD, dtype="float32",
-               n_epochs=1, batch_size=BATCH, optimizer=optimizer, random_state=0, n_threads=threads).fit(X)
-    # fit's own preparation of X, scale and the workspace
-    Xc, norms = check_documents(X, "X")
-    Xk = _kernel_csr(Xc, np.dtype(np.float32))
-    inv = (1.0 / norms).astype(np.float32)
-    ws = est._workspace(BATCH)
-    ws["ykind"] = None
-    rng = np.random.default_rng(3)
-    l = est.n_bits
-    state = {"t": 0, "i": 0}
+               n_epochs=1, batch_size=BATCH, optimizer=optimizer, random_state=0, n_threads=threads)
+    st = est._prepare(X, None)  # fit's own set-up (validation, scaling, initialisation, workspace)
+    state = {"i": 0}
 
     def step():
         rows = batches[state["i"] % len(batches)]
         state["i"] += 1
-        B = rows.shape[0]
         with blas_limits(1):
-            u = rng.random((B, l), dtype=np.float32)
-            eps = rng.standard_normal((B, l), dtype=np.float32)
-            scale = inv[rows]
-            parts, dA = est._forward_backward(Xk, rows, scale, u, eps, None, ws, threads)
-            state["t"] += 1
-            est._adam(Xk, rows, scale, dA, ws, state["t"], threads)
+            parts = est._step(st, rows)  # exactly the body of fit's batch loop
         return parts["rec"] + parts["kl"] + parts["nkl"]
 
     for _ in range(3):

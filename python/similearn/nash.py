@@ -440,6 +440,64 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
                 "v": {(k, i): np.zeros_like(a) for k, i, a in self._iter_params()}}
 
     # ------------------------------------------------------------------ fit
+    def _prepare(self, X, y):
+        """Validate, scale the targets, initialise the parameters; the state of a training run.
+
+        Returns a dict: X (kernel CSR, decoder targets), inv (1 / row norms, 0 for
+        empty rows), keep (non-empty rows), Y / ykind (supervised targets), ws (step
+        workspace and Adam moments), rng, t (Adam steps taken), nt, batch_size.
+        """
+        hs, dt = self._check_params()
+        X, norms = _check_documents(X, "X", estimator=self)
+        n, V = X.shape
+        ykind, Y, n_classes = (None, None, 0)
+        if float(self.supervised) > 0:
+            ykind, Y, n_classes = self._check_y(y, n)
+            if ykind == "multi":
+                Y = Y.astype(dt)
+        keep = np.flatnonzero(norms > 0)
+        if keep.size == 0:
+            raise ValueError("X has no non-empty document (every row is all zero)")
+        if keep.size < n:
+            warnings.warn(f"{n - keep.size} of {n} documents in X are empty (all-zero rows) and are left out of "
+                          "training", UserWarning, stacklevel=3)
+        if isinstance(self.target_scale, str):
+            whole = bool(np.all(X.data == np.round(X.data)))
+            row_sums = np.asarray(X.sum(axis=1), dtype=np.float64).ravel()[keep]
+            ts = 1.0 if whole else float(np.mean(np.diff(X.indptr)[keep] / row_sums))
+        else:
+            ts = float(self.target_scale)
+        self.target_scale_ = ts
+        X = _kernel_csr(X, dt)
+        if ts != 1.0:
+            X.data *= dt.type(ts)
+            norms = norms * ts
+        inv = np.zeros(n, dt)
+        inv[keep] = 1.0 / norms[keep]
+        rng = np.random.default_rng(seed_from_random_state(self.random_state))
+        counts = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
+        self.n_features_in_ = V
+        self._P = self._init_params(V, hs, int(self.n_bits), n_classes, counts, rng, dt)
+        bs = int(min(self.batch_size, keep.size))
+        ws = self._workspace(bs)
+        ws["ykind"] = ykind
+        return {"X": X, "inv": inv, "keep": keep, "Y": Y, "ws": ws, "rng": rng, "t": 0,
+                "nt": get_num_threads(self.n_threads), "batch_size": bs}
+
+    def _step(self, st, rows):
+        """One mini-batch of training (the rows of st["X"] given): draws u and eps,
+        forward-backward, one Adam step.  Returns the batch means of the loss terms."""
+        B, l = rows.shape[0], int(self.n_bits)
+        dt = st["inv"].dtype
+        u = st["rng"].random((B, l), dtype=dt)
+        eps = st["rng"].standard_normal((B, l), dtype=dt)
+        yb = None if st["Y"] is None else st["Y"][rows]
+        scale = st["inv"][rows]
+        parts, dA = self._forward_backward(st["X"], rows, scale, u, eps, yb, st["ws"], st["nt"])
+        st["t"] += 1
+        self._adam(st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"])
+        return parts
+
     def fit(self, X, y=None):
         """Train the encoder, decoder (and supervised head) on documents X.
 
@@ -457,65 +515,23 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         self
         """
         t0 = time.perf_counter()
-        hs, dt = self._check_params()
-        X, norms = _check_documents(X, "X", estimator=self)
-        n, V = X.shape
-        l = int(self.n_bits)
+        st = self._prepare(X, y)
         alpha = float(self.supervised)
-        ykind, Y, n_classes = (None, None, 0)
-        if alpha > 0:
-            ykind, Y, n_classes = self._check_y(y, n)
-        keep = np.flatnonzero(norms > 0)
-        if keep.size == 0:
-            raise ValueError("X has no non-empty document (every row is all zero)")
-        if keep.size < n:
-            warnings.warn(f"{n - keep.size} of {n} documents in X are empty (all-zero rows) and are left out of "
-                          "training", UserWarning, stacklevel=2)
-        if isinstance(self.target_scale, str):
-            whole = bool(np.all(X.data == np.round(X.data)))
-            row_sums = np.asarray(X.sum(axis=1), dtype=np.float64).ravel()[keep]
-            ts = 1.0 if whole else float(np.mean(np.diff(X.indptr)[keep] / row_sums))
-        else:
-            ts = float(self.target_scale)
-        self.target_scale_ = ts
-        X = _kernel_csr(X, dt)
-        if ts != 1.0:
-            X.data *= dt.type(ts)
-            norms = norms * ts
-        if ykind == "multi":
-            Y = Y.astype(dt)
-        inv = np.zeros(n, dt)
-        inv[keep] = 1.0 / norms[keep]
-        rng = np.random.default_rng(seed_from_random_state(self.random_state))
-        counts = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
-        self.n_features_in_ = V
-        self._P = self._init_params(V, hs, l, n_classes, counts, rng, dt)
-        bs = int(min(self.batch_size, keep.size))
-        ws = self._workspace(bs)
-        ws["ykind"] = ykind
-        nt = get_num_threads(self.n_threads)
         self.loss_history_ = []
         self.loss_parts_history_ = {"rec": [], "kl": [], "nkl": [], "ce": []}
-        t = 0
         n_epochs = int(self.n_epochs)
+        keep, bs = st["keep"], st["batch_size"]
         # blas_limits(1): the hidden-layer GEMMs are B x H x H, too small for BLAS threads (which
         # cost far more than they give on a loaded machine); the kernels use our own threads.
         with blas_limits(1), progress(n_epochs, self.verbose, "NASH", unit="epoch") as bar:
             for ep in range(n_epochs):
-                order = keep[rng.permutation(keep.size)]
+                order = keep[st["rng"].permutation(keep.size)]
                 sums = {"rec": 0.0, "kl": 0.0, "nkl": 0.0, "ce": 0.0}
                 for start in range(0, order.size, bs):
                     rows = np.ascontiguousarray(order[start:start + bs])
-                    B = rows.shape[0]
-                    u = rng.random((B, l), dtype=dt)
-                    eps = rng.standard_normal((B, l), dtype=dt)
-                    yb = None if Y is None else Y[rows]
-                    scale = inv[rows]
-                    parts, dA = self._forward_backward(X, rows, scale, u, eps, yb, ws, nt)
-                    t += 1
-                    self._adam(X, rows, scale, dA, ws, t, nt)
+                    parts = self._step(st, rows)
                     for k in sums:
-                        sums[k] += parts[k] * B
+                        sums[k] += parts[k] * rows.shape[0]
                 means = {k: v / order.size for k, v in sums.items()}
                 loss = means["rec"] + means["kl"] + means["nkl"] + alpha * means["ce"]
                 if not np.isfinite(loss):
