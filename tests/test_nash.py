@@ -494,3 +494,59 @@ def test_bad_input():
     from sklearn.exceptions import NotFittedError
     with pytest.raises(NotFittedError):
         NASH().transform(X)
+
+
+def test_fit_leaves_x_alone_and_scaling_is_robust():
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    X, _ = make_topic_documents(300, 200, 4, 40, random_state=0, dtype=np.float32)
+    T = sp.csr_matrix(TfidfTransformer().fit_transform(X), dtype=np.float32)
+    before = T.data.copy()
+    m = NASH(n_bits=8, hidden_sizes=(8,), n_epochs=1, random_state=0).fit(T)
+    np.testing.assert_array_equal(T.data, before)  # target_scale is applied to a copy
+    assert m.target_scale_ > 1
+    assert NASH(n_bits=8, hidden_sizes=(8,), n_epochs=1, random_state=0).fit(T).target_scale_ == m.target_scale_
+    # the encoder is scale-free, also beyond float32's range for squares
+    codes = m.transform(T)
+    for f in (1e20, 1e-24):
+        np.testing.assert_array_equal(m.transform(T * np.float32(f)), codes)
+    # stored zeros are not words
+    withzeros = sp.csr_matrix((np.r_[T.data, 0.0], np.r_[T.indices, 199 if 199 not in T[-1].indices else 198],
+                               np.r_[T.indptr[:-1], T.indptr[-1] + 1]), shape=T.shape)
+    assert withzeros.nnz == T.nnz + 1
+    assert NASH(n_bits=8, hidden_sizes=(8,), n_epochs=1, random_state=0).fit(withzeros).target_scale_ == \
+        pytest.approx(m.target_scale_)
+    with pytest.raises(ValueError, match="beyond the float32 range"):
+        NASH(n_epochs=1).fit(T.astype(np.float64) * 1e39)
+
+
+def test_score_is_the_training_objective_without_noise():
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    X, _ = make_topic_documents(200, 150, 4, 40, random_state=1)
+    for data in (X, TfidfTransformer().fit_transform(X)):
+        m = NASH(n_bits=6, hidden_sizes=(8,), noise="none", binarization="deterministic", batch_size=200,
+                 n_epochs=1, learning_rate=1e-30, dtype="float64", random_state=0).fit(data)
+        assert -m.score(data) == pytest.approx(m.loss_history_[0], rel=1e-9)
+
+
+def test_refit_drops_supervised_attributes(corpus):
+    Xtr, ytr = corpus[0][:200], corpus[2][:200]
+    m = NASH(n_bits=4, hidden_sizes=(4,), n_epochs=1, supervised=1.0).fit(Xtr, ytr)
+    assert m.n_classes_ == 12
+    m.set_params(supervised=1.0).fit(Xtr, ytr[:, None])  # a column of labels is 1-D labels
+    assert list(m.classes_) == list(range(12))
+    m.set_params(supervised=0.0).fit(Xtr)
+    assert not hasattr(m, "classes_") and not hasattr(m, "n_classes_")
+
+
+@pytest.mark.filterwarnings("ignore")  # the checks feed all-zero rows, tiny data sets, ...
+def test_scikit_learn_estimator_checks():
+    from sklearn.utils import estimator_checks
+
+    try:
+        results = estimator_checks.check_estimator(NASH(n_bits=4, hidden_sizes=(4,), n_epochs=1), on_fail=None)
+    except TypeError:
+        pytest.skip("check_estimator(on_fail=None) needs scikit-learn >= 1.6")
+    failed = {r["check_name"]: str(r["exception"])[:200] for r in results if r["status"] == "failed"}
+    assert not failed, failed

@@ -77,17 +77,31 @@ def _check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=No
                     estimator=estimator)
         X = sp.csr_matrix(X)
     if X.nnz and X.data.min() < 0:
-        raise ValueError(f"{name} must hold non-negative word counts or TF-IDF weights; "
-                         f"found a negative entry ({X.data.min():g})")
+        raise ValueError(f"Negative values in data passed to {name}: it must hold non-negative word counts or "
+                         f"TF-IDF weights (found {X.data.min():g})")
+    if X.nnz and not (X.data != 0).all():  # stored zeros are not words (they would count in target_scale)
+        X = X.copy()
+        X.eliminate_zeros()
     X.indptr = X.indptr.astype(np.int64, copy=False)
     X.indices = X.indices.astype(np.int64, copy=False)
-    norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
+    # squares in float64: float32 squares overflow above ~1.8e19 and underflow below ~1e-23
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    norms = np.sqrt(np.bincount(rows, weights=np.square(X.data, dtype=np.float64), minlength=X.shape[0]))
     return X, norms
 
 
-def _kernel_csr(X, dtype):
-    """CSR with ``dtype`` values and int64 offsets/indices (the kernels' layout)."""
-    Y = sp.csr_matrix((X.data.astype(dtype, copy=False), X.indices, X.indptr), shape=X.shape)
+def _kernel_csr(X, dtype, scale=1.0):
+    """CSR with ``dtype`` values times ``scale`` and int64 offsets/indices (the kernels' layout).
+
+    Never shares the value array with X when it changes the values, so the caller's
+    matrix is left alone.
+    """
+    with np.errstate(over="ignore"):  # reported below
+        data = X.data.astype(dtype, copy=False) if scale == 1.0 else (X.data * scale).astype(dtype)
+    if data.size and not np.isfinite(data).all():
+        raise ValueError(f"X has entries beyond the {np.dtype(dtype).name} range (up to "
+                         f"{np.abs(X.data).max() * scale:.3g} after scaling); rescale X or use dtype='float64'")
+    Y = sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
     Y.indptr = Y.indptr.astype(np.int64, copy=False)  # scipy may have narrowed them to int32
     Y.indices = Y.indices.astype(np.int64, copy=False)
     return Y
@@ -156,23 +170,26 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         The per-epoch means of each term: "rec", "kl", "nkl", "ce".
     target_scale_ : float
         The factor used (see ``target_scale``).
-    n_features_in_, n_iter_, fit_time_, classes_ (supervised, single-label).
+    n_features_in_, n_iter_, fit_time_
+    classes_, n_classes_ : supervised fits only (classes_: the class labels, or
+        the label names of label sets; an indicator matrix has n_classes_ only).
 
     Notes
     -----
     Input scaling: the encoder reads each row scaled to unit L2 norm, so raw counts
-    and TF-IDF both work; the decoder's targets are the raw row values, so the
-    reconstruction weighs a document by its total weight (counts: its length).
-    With TF-IDF rows of unit norm that weight is a few units, comparable with
-    the KL term; with raw counts of long documents the reconstruction dominates.
-    All-zero rows carry no information: ``fit`` leaves them out (with a warning)
-    and ``transform`` gives them the code of the zero input.
+    and TF-IDF both work.  The decoder's targets are the row values times
+    ``target_scale_`` (counts as they are; TF-IDF turned into pseudo-counts), so
+    the reconstruction weighs a document by its length, as in the paper.  Stored
+    zeros are dropped.  All-zero rows carry no information: ``fit`` leaves them
+    out (with a warning) and ``transform`` gives them the code of the zero input.
+    ``fit`` never modifies X.
 
     Cost per batch of B documents: O(nnz(X_batch) H_1) for the input layer and its
     gradient, O(B V l) for the decoder (three GEMMs and the softmax), O(B H^2) for
-    the hidden layers; Adam touches every parameter (O(V H_1 + V l)) unless
-    ``optimizer="lazy_adam"``.  Memory: the parameters, two Adam moments, and a
-    B x V decoder workspace.
+    the hidden layers; Adam touches every parameter (O(V H_1 + V l)); with
+    ``optimizer="lazy_adam"`` the input layer's rows of absent words are skipped
+    (the decoder's E and b_E, V x l, always take dense steps).  Memory: the
+    parameters, two Adam moments, and a B x V decoder workspace.
 
     Tuning: ``n_bits`` sets the code length; ``noise_std`` 0.1-0.5; more
     ``n_epochs`` for small corpora; ``supervised`` 1-10 when labels are given.
@@ -197,6 +214,13 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.n_threads = n_threads
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.positive_only = True
+        tags.transformer_tags.preserves_dtype = []  # output: uint8 bits
+        return tags
 
     # ------------------------------------------------------------------ checks
     def _check_params(self):
@@ -234,6 +258,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         if y is None:
             raise ValueError("supervised > 0 needs labels y (1-D class labels, a 2-D 0/1 label matrix or a list "
                              "of label sets)")
+        if not sp.issparse(y) and np.ndim(y) == 2 and np.shape(y)[1] == 1:
+            y = np.ravel(y)  # a column of labels
         form, lab = _parse_labels(y, n, "y")
         if form == "single":
             if lab.dtype.kind == "f" and not np.isfinite(lab).all():
@@ -351,7 +377,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         dzp = ws["dzp"][:B]
         gamma = float(self.prior)
         lg = np.log(gamma / (1 - gamma))
-        kl = s * np.log(np.maximum(s, 1e-30) / gamma) + (1 - s) * np.log(np.maximum(1 - s, 1e-30) / (1 - gamma))
+        g64 = g.astype(np.float64)  # log s = -log(1 + e^-g), log(1 - s) = -log(1 + e^g): finite for any g, gamma
+        kl = s * (-np.logaddexp(0.0, -g64) - np.log(gamma)) + (1 - s) * (-np.logaddexp(0.0, g64) - np.log1p(-gamma))
         parts = {"rec": rec_sum * w, "kl": float(kl.sum()) * w, "nkl": 0.0, "ce": 0.0}
         dout = np.empty_like(out)
         dz = dzp.copy()
@@ -450,6 +477,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         hs, dt = self._check_params()
         X, norms = _check_documents(X, "X", estimator=self)
         n, V = X.shape
+        for stale in ("classes_", "n_classes_"):  # from an earlier supervised fit
+            self.__dict__.pop(stale, None)
         ykind, Y, n_classes = (None, None, 0)
         if float(self.supervised) > 0:
             ykind, Y, n_classes = self._check_y(y, n)
@@ -468,12 +497,9 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         else:
             ts = float(self.target_scale)
         self.target_scale_ = ts
-        X = _kernel_csr(X, dt)
-        if ts != 1.0:
-            X.data *= dt.type(ts)
-            norms = norms * ts
+        X = _kernel_csr(X, dt, ts)  # decoder targets: a new array, the caller's X is untouched
         inv = np.zeros(n, dt)
-        inv[keep] = 1.0 / norms[keep]
+        inv[keep] = 1.0 / (norms[keep] * ts)
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
         counts = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
         self.n_features_in_ = V
@@ -552,7 +578,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         dt = P["E"].dtype
         X, norms = X
         Xd = _kernel_csr(X, dt)
-        inv = np.where(norms > 0, 1.0 / np.where(norms > 0, norms, 1.0), 0.0).astype(dt)
+        inv = (1.0 / np.where(norms > 0, norms, np.inf)).astype(dt)  # 0 for empty rows
         n = X.shape[0]
         out = np.empty((n, l), dt)
         nt = get_num_threads(self.n_threads)
@@ -594,24 +620,25 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return (self._logits(self._validated(X)) > 0).astype(np.uint8)
 
     def score(self, X, y=None):
-        """Negative mean training objective on X with deterministic codes and no noise.
+        """Negative mean of reconstruction + KL per document, with deterministic codes and no noise.
 
-        -(reconstruction + KL) per document, for model selection (higher is better).
+        The targets are X times ``target_scale_`` as in training; the noise KL and the
+        label term are left out.  For model selection (higher is better).
         """
         Xv, norms = self._validated(X)
         P = self._P
-        s_all = _sigmoid(self._logits((Xv, norms)).astype(np.float64))
+        g_all = self._logits((Xv, norms)).astype(np.float64)
         E, eb = P["E"].astype(np.float64), P["eb"].astype(np.float64)
         gm = float(self.prior)
         total = 0.0
         for start in range(0, Xv.shape[0], 512):  # B x V blocks: never n x V
-            s = s_all[start:start + 512]
-            logits = (s > 0.5).astype(np.float64) @ E.T + eb
+            g = g_all[start:start + 512]
+            s = _sigmoid(g)
+            logits = (g > 0).astype(np.float64) @ E.T + eb
             m = logits.max(axis=1, keepdims=True)
             lse = (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True))).ravel()
-            C = Xv[start:start + 512].astype(np.float64)
+            C = Xv[start:start + 512].astype(np.float64) * self.target_scale_  # the decoder's targets
             rec = np.asarray(C.sum(axis=1)).ravel() * lse - np.asarray(C.multiply(logits).sum(axis=1)).ravel()
-            sc = np.clip(s, 1e-30, 1 - 1e-16)
-            kl = (sc * np.log(sc / gm) + (1 - sc) * np.log((1 - sc) / (1 - gm))).sum(axis=1)
-            total += float((rec + kl).sum())
+            kl = s * (-np.logaddexp(0.0, -g) - np.log(gm)) + (1 - s) * (-np.logaddexp(0.0, g) - np.log1p(-gm))
+            total += float((rec + kl.sum(axis=1)).sum())
         return -total / max(Xv.shape[0], 1)
