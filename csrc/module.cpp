@@ -247,14 +247,7 @@ void def_ssne(py::module_& m, const char* epoch_name, const char* transform_name
          carray<T>& Wt, carray<double>& v, i64 batch_size, i64 block_size, double eta, double inv_lam,
          bool adaptive, double beta, i64 t0) {
         if (v.shape(0) != Wt.shape(0)) throw std::invalid_argument("v must have one entry per row of Wt");
-        sl::ssne::EpochConfig cfg;
-        cfg.batch_size = batch_size;
-        cfg.block_size = block_size;
-        cfg.eta = eta;
-        cfg.inv_lam = inv_lam;
-        cfg.adaptive = adaptive;
-        cfg.beta = beta;
-        cfg.t0 = t0;
+        const sl::ssne::EpochConfig cfg{batch_size, block_size, eta, inv_lam, adaptive, beta, t0};
         sl::ssne::EpochStats st;
         {
           py::gil_scoped_release nogil;
@@ -284,21 +277,20 @@ void def_ssne(py::module_& m, const char* epoch_name, const char* transform_name
 
 // NASH step kernels.  X is passed as (indptr, indices, data) with int64 offsets.
 template <class T>
-sl::nash::Csr nash_csr(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data, i64 n_cols,
+sl::nash::Csr nash_csr(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data,
                        const carray<i64>& rows) {
   if (indices.shape(0) != data.shape(0)) throw std::invalid_argument("indices and data differ in length");
   const i64 n = indptr.shape(0) - 1;
   const i64* r = rows.data();
   for (i64 i = 0; i < rows.shape(0); ++i)
     if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
-  return sl::nash::Csr{indptr.data(), indices.data(), n_cols};
+  return sl::nash::Csr{indptr.data(), indices.data()};
 }
 
 inline void need(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
-template <class T>
 sl::nash::AdamStep nash_adam_step(double lr, double b1, double b2, double eps, i64 t) {
   need(t >= 1, "adam step number must be >= 1");
   return sl::nash::AdamStep{lr, b1, b2, eps, t};
@@ -310,8 +302,8 @@ void def_nash(py::module_& m, const std::string& sfx) {
       ("nash_csr_matmul_" + sfx).c_str(),
       [](const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows,
          const carray<T>& scale, const carray<T>& W, const std::optional<carray<T>>& b, int n_threads) {
-        const i64 V = W.shape(0), H = W.shape(1), B = rows.shape(0);
-        auto X = nash_csr<T>(indptr, indices, data, V, rows);
+        const i64 H = W.shape(1), B = rows.shape(0);
+        auto X = nash_csr<T>(indptr, indices, data, rows);
         need(scale.shape(0) == B, "scale must have one entry per row");
         need(!b || b->shape(0) == H, "b must have one entry per column of W");
         carray<T> out({B, H});
@@ -331,7 +323,7 @@ void def_nash(py::module_& m, const std::string& sfx) {
          const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows, double weight,
          carray<T>& logits, carray<T>& rec, carray<T>& dE, carray<T>& deb, carray<T>& dzp, int n_threads) {
         const i64 B = zp.shape(0), l = zp.shape(1), V = E.shape(0);
-        auto X = nash_csr<T>(indptr, indices, data, V, rows);
+        auto X = nash_csr<T>(indptr, indices, data, rows);
         need(E.shape(1) == l && eb.shape(0) == V && rows.shape(0) == B, "decoder shapes disagree");
         need(logits.size() >= B * V && rec.shape(0) == B, "logits / rec workspace too small");
         need(dE.shape(0) == V && dE.shape(1) == l && deb.shape(0) == V && dzp.shape(0) == B && dzp.shape(1) == l,
@@ -355,7 +347,7 @@ void def_nash(py::module_& m, const std::string& sfx) {
          i64 t, int n_threads) {
         const i64 n = p.size();
         need(mo.size() == n && v.size() == n && g.size() == n, "adam: p, m, v, g differ in size");
-        const auto st = nash_adam_step<T>(lr, b1, b2, eps, t);
+        const auto st = nash_adam_step(lr, b1, b2, eps, t);
         py::gil_scoped_release nogil;
         sl::nash::adam_dense<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), g.data(), n, st, n_threads);
       },
@@ -369,10 +361,10 @@ void def_nash(py::module_& m, const std::string& sfx) {
         need(p.ndim() == 2, "adam_input: p must be 2-D");
         const i64 R = p.shape(0), H = p.shape(1), B = rows.shape(0);
         need(mo.size() == R * H && v.size() == R * H, "adam_input: p, m, v differ in size");
-        auto X = nash_csr<T>(indptr, indices, data, R, rows);
+        auto X = nash_csr<T>(indptr, indices, data, rows);
         need(dA.ndim() == 2 && dA.shape(0) == B && dA.shape(1) == H && scale.shape(0) == B,
              "adam_input: dA must be (batch rows x H) and scale (batch rows)");
-        const auto st = nash_adam_step<T>(lr, b1, b2, eps, t);
+        const auto st = nash_adam_step(lr, b1, b2, eps, t);
         py::gil_scoped_release nogil;
         sl::nash::adam_input_layer<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), R, H, X, data.data(),
                                       rows.data(), B, scale.data(), dA.data(), lazy, st, n_threads);

@@ -17,17 +17,11 @@ namespace nash {
 
 namespace {
 
-#if defined(__GNUC__) || defined(__clang__)
-#define SL_INLINE inline __attribute__((always_inline))
-#else
-#define SL_INLINE inline
-#endif
-
 // exp(x) for x <= 0 (inputs below -87.3 give exp(-87.3) ~ 1e-38): Cody-Waite
 // reduction x = k ln2 + r, |r| <= ln2 / 2, degree-6 Taylor polynomial for exp(r)
 // (relative error < 2e-7), 2^k built in the exponent bits.  Branch-free, so loops
 // over it vectorise.
-SL_INLINE float exp_nonpos(float x) {
+SL_ALWAYS_INLINE float exp_nonpos(float x) {
   x = x < -87.3f ? -87.3f : x;
   const float t = x * 1.44269504088896341f;
   const float k = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22)
@@ -46,7 +40,7 @@ SL_INLINE float exp_nonpos(float x) {
   return p * scale;
 }
 
-SL_INLINE float exp_shift_sum_body(float* x, i64 n, float shift) {
+SL_ALWAYS_INLINE float exp_shift_sum_body(float* x, i64 n, float shift) {
   constexpr int L = 16;
   float acc[L] = {0};
   i64 i = 0;
@@ -68,7 +62,7 @@ SL_INLINE float exp_shift_sum_body(float* x, i64 n, float shift) {
 }
 
 template <class T>
-SL_INLINE T max_plus_bias_body(T* x, const T* b, i64 n) {  // x += b; returns max(x)
+SL_ALWAYS_INLINE T max_plus_bias_body(T* x, const T* b, i64 n) {  // x += b; returns max(x)
   constexpr int L = 16;
   T mx[L];
   for (int j = 0; j < L; ++j) mx[j] = -INFINITY;
@@ -90,13 +84,13 @@ SL_INLINE T max_plus_bias_body(T* x, const T* b, i64 n) {  // x += b; returns ma
 }
 
 template <class T>
-SL_INLINE void scale_body(T* x, i64 n, T f) {
+SL_ALWAYS_INLINE void scale_body(T* x, i64 n, T f) {
   for (i64 i = 0; i < n; ++i) x[i] *= f;
 }
 
 // out_row = b + sum_p a_p W[idx_p, :]
 template <class T>
-SL_INLINE void gather_row_body(const i64* idx, const T* val, i64 nnz, T a, const T* W, i64 H, const T* b, T* out) {
+SL_ALWAYS_INLINE void gather_row_body(const i64* idx, const T* val, i64 nnz, T a, const T* W, i64 H, const T* b, T* out) {
   if (b != nullptr)
     for (i64 h = 0; h < H; ++h) out[h] = b[h];
   else
@@ -109,12 +103,12 @@ SL_INLINE void gather_row_body(const i64* idx, const T* val, i64 nnz, T a, const
 }
 
 template <class T>
-SL_INLINE void axpy_body(i64 n, T a, const T* x, T* y) {
+SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* x, T* y) {
   for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 template <class T>
-SL_INLINE void adam_body(T* p, T* m, T* v, const T* g, i64 n, T b1, T b2, T step, T inv_sqrt_bc2, T eps) {
+SL_ALWAYS_INLINE void adam_body(T* p, T* m, T* v, const T* g, i64 n, T b1, T b2, T step, T inv_sqrt_bc2, T eps) {
   const T c1 = T(1) - b1, c2 = T(1) - b2;
   for (i64 i = 0; i < n; ++i) {
     const T gi = g[i];
@@ -127,7 +121,7 @@ SL_INLINE void adam_body(T* p, T* m, T* v, const T* g, i64 n, T b1, T b2, T step
 }
 
 template <class T>
-SL_INLINE void adam_zero_body(T* p, T* m, T* v, i64 n, T b1, T b2, T step, T inv_sqrt_bc2, T eps) {
+SL_ALWAYS_INLINE void adam_zero_body(T* p, T* m, T* v, i64 n, T b1, T b2, T step, T inv_sqrt_bc2, T eps) {
   for (i64 i = 0; i < n; ++i) {
     const T mi = b1 * m[i];
     const T vi = b2 * v[i];
@@ -170,19 +164,10 @@ SL_NASH_VARIANT(avx2, SL_TARGET("avx2,fma"))
 SL_NASH_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
 #endif
 
-inline int isa() {
-#if SL_X86_DISPATCH
-  static const int v = cpu::has_avx512f() ? 2 : cpu::has_avx2() ? 1 : 0;
-  return v;
-#else
-  return 0;
-#endif
-}
-
 #if SL_X86_DISPATCH
 #define SL_NASH_DISPATCH(name, targs, ...)                    \
   do {                                                        \
-    const int isa_ = isa();                                   \
+    const int isa_ = cpu::vector_level();                                   \
     if (isa_ == 2) return name##_avx512 targs(__VA_ARGS__);   \
     if (isa_ == 1) return name##_avx2 targs(__VA_ARGS__);     \
     return name##_generic targs(__VA_ARGS__);                 \

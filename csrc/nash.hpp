@@ -23,10 +23,9 @@ namespace nash {
 
 using i64 = std::int64_t;
 
-struct Csr {
+struct Csr {  // the row structure; values are passed separately (the model's dtype)
   const i64* indptr;
   const i64* indices;
-  i64 n_cols;
 };
 
 // out (n_rows x H) = diag(scale) X[rows] W + b   (b may be null).  O(nnz(X[rows]) H).

@@ -14,6 +14,16 @@
 #include <cstdlib>
 #include <cstring>
 
+// Force inlining of a loop body into per-ISA wrappers (a body with the default
+// target may be inlined into a function compiled for a wider one).
+#ifndef SL_ALWAYS_INLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define SL_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define SL_ALWAYS_INLINE inline
+#endif
+#endif
+
 namespace sl {
 namespace cpu {
 
@@ -59,6 +69,12 @@ inline bool has_avx512_popcnt() {
 #else
   return false;
 #endif
+}
+
+// The widest vector variant to run: 2 = AVX-512F, 1 = AVX2 + FMA, 0 = baseline.
+inline int vector_level() {
+  static const int level = has_avx512f() ? 2 : has_avx2() ? 1 : 0;
+  return level;
 }
 
 }  // namespace cpu

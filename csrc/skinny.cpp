@@ -12,7 +12,6 @@ namespace {
 using i64 = std::int64_t;
 
 #if defined(__GNUC__) || defined(__clang__)
-#define SL_ALWAYS_INLINE inline __attribute__((always_inline))
 template <class T>
 struct Vec {
   typedef T type __attribute__((vector_size(64)));
@@ -182,7 +181,7 @@ SL_SKINNY_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
 template <class T>
 void rows_times(const T* const* x, i64 k, i64 D, const T* L, i64 m, T* out) {
 #if SL_X86_DISPATCH
-  static const int isa = cpu::has_avx512f() ? 2 : cpu::has_avx2() ? 1 : 0;
+  const int isa = cpu::vector_level();
   if (isa == 2) return rows_avx512<T>(x, k, D, L, m, out);
   if (isa == 1) return rows_avx2<T>(x, k, D, L, m, out);
 #endif
@@ -194,7 +193,7 @@ void retraction_pass(T* L, i64 D, i64 m, const T* A1t, const T* A2t, const T* Vt
                      i64 r, T* Bt, double* BtB) {
   for (i64 i = 0; i < r * r; ++i) BtB[i] = 0;
 #if SL_X86_DISPATCH
-  static const int isa = cpu::has_avx512f() ? 2 : cpu::has_avx2() ? 1 : 0;
+  const int isa = cpu::vector_level();
   if (isa == 2) return retr_avx512<T>(L, D, m, A1t, A2t, Vt, P1, P2, r, Bt, BtB);
   if (isa == 1) return retr_avx2<T>(L, D, m, A1t, A2t, Vt, P1, P2, r, Bt, BtB);
 #endif
