@@ -34,6 +34,7 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,7 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import check_float, check_int, check_X, seed_from_random_state
+from ._validation import check_float, check_int, check_labels, check_X, seed_from_random_state
 from .base import SaveLoadMixin, progress
 from .hashing import HashingMixin
 
@@ -64,47 +65,55 @@ def _sigmoid(a):
 
 
 def _check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=None, estimator=None, min_samples=1):
-    """Validate a bag-of-words / TF-IDF matrix: CSR with int64 offsets, entries >= 0.
+    """Validate a bag-of-words / TF-IDF matrix: CSR (dense input is converted), entries >= 0.
 
-    Dense input is accepted and converted to CSR (rows are then stored sparsely).
-    Returns (X, row_norms) with row_norms the L2 norm of each row (0 for empty rows).
+    Stored zeros are dropped (they are not words).  Returns (X, row_norms) with
+    row_norms the L2 norm of each row in float64 (0 for empty rows).
     """
-    if not sp.issparse(X):
-        X = check_X(X, name, dtype=dtype, min_samples=min_samples, n_features=n_features, estimator=estimator)
-        X = sp.csr_matrix(X)
-    else:
-        X = check_X(X, name, accept_sparse=True, dtype=dtype, min_samples=min_samples, n_features=n_features,
-                    estimator=estimator)
-        X = sp.csr_matrix(X)
+    X = sp.csr_matrix(check_X(X, name, accept_sparse=True, dtype=dtype, min_samples=min_samples,
+                              n_features=n_features, estimator=estimator))
     if X.nnz and X.data.min() < 0:
         raise ValueError(f"Negative values in data passed to {name}: it must hold non-negative word counts or "
                          f"TF-IDF weights (found {X.data.min():g})")
-    if X.nnz and not (X.data != 0).all():  # stored zeros are not words (they would count in target_scale)
+    if X.nnz and not (X.data != 0).all():  # stored zeros would count as words in target_scale
         X = X.copy()
         X.eliminate_zeros()
-    X.indptr = X.indptr.astype(np.int64, copy=False)
-    X.indices = X.indices.astype(np.int64, copy=False)
     # squares in float64: float32 squares overflow above ~1.8e19 and underflow below ~1e-23
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
     norms = np.sqrt(np.bincount(rows, weights=np.square(X.data, dtype=np.float64), minlength=X.shape[0]))
     return X, norms
 
 
-def _kernel_csr(X, dtype, scale=1.0):
-    """CSR with ``dtype`` values times ``scale`` and int64 offsets/indices (the kernels' layout).
+class _Docs(NamedTuple):
+    """The kernels' view of a CSR matrix: int64 offsets and indices, values in the model's dtype."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple
 
-    Never shares the value array with X when it changes the values, so the caller's
-    matrix is left alone.
+
+def _kernel_csr(X, dtype, scale=1.0):
+    """X (CSR) as :class:`_Docs` with values in ``dtype`` times ``scale``.
+
+    Index arrays are shared with X when already int64 (no SciPy constructor, which
+    would narrow them to int32); the value array is new whenever ``scale`` changes
+    the values, so the caller's matrix is left alone.
     """
     with np.errstate(over="ignore"):  # reported below
         data = X.data.astype(dtype, copy=False) if scale == 1.0 else (X.data * scale).astype(dtype)
     if data.size and not np.isfinite(data).all():
         raise ValueError(f"X has entries beyond the {np.dtype(dtype).name} range (up to "
                          f"{np.abs(X.data).max() * scale:.3g} after scaling); rescale X or use dtype='float64'")
-    Y = sp.csr_matrix((data, X.indices, X.indptr), shape=X.shape)
-    Y.indptr = Y.indptr.astype(np.int64, copy=False)  # scipy may have narrowed them to int32
-    Y.indices = Y.indices.astype(np.int64, copy=False)
-    return Y
+    return _Docs(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), data, X.shape)
+
+
+def _kl_bernoulli(g, s, gamma):
+    """KL(Bernoulli(s) || Bernoulli(gamma)) elementwise, s = sigmoid(g), in float64.
+
+    log s = -log(1 + e^-g) and log(1 - s) = -log(1 + e^g): finite for any g and gamma.
+    """
+    g = np.asarray(g, np.float64)
+    return s * (-np.logaddexp(0.0, -g) - np.log(gamma)) + (1 - s) * (-np.logaddexp(0.0, g) - np.log1p(-gamma))
 
 
 class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
@@ -251,34 +260,30 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     def _check_y(self, y, n):
         """-> (kind, targets, n_classes): "single" (int64 class ids) or "multi" (rows of the
-        label matrix normalised to sum 1).  y: 1-D labels, a 2-D 0/1 indicator (dense or
-        sparse) or a list of label sets (parsed as in :mod:`similearn.metrics`)."""
+        label matrix normalised to sum 1).  y: 1-D labels (or a column of them), a 2-D 0/1
+        indicator (dense or sparse) or a list of label sets (parsed as in similearn.metrics)."""
         from .metrics import _parse_labels
 
         if y is None:
             raise ValueError("supervised > 0 needs labels y (1-D class labels, a 2-D 0/1 label matrix or a list "
                              "of label sets)")
         if not sp.issparse(y) and np.ndim(y) == 2 and np.shape(y)[1] == 1:
-            y = np.ravel(y)  # a column of labels
-        form, lab = _parse_labels(y, n, "y")
+            form = "single"  # a column of labels: check_labels takes it (with sklearn's warning)
+        else:
+            form, y = _parse_labels(y, n, "y")
         if form == "single":
-            if lab.dtype.kind == "f" and not np.isfinite(lab).all():
-                raise ValueError("y contains NaN or inf")
-            classes, codes = np.unique(lab, return_inverse=True)
-            if classes.size < 2:
-                raise ValueError(f"y has a single class ({classes[0]!r}); supervised NASH needs at least 2")
-            self.classes_ = classes
-            self.n_classes_ = classes.size
-            return "single", codes.astype(np.int64), classes.size
+            self.classes_, codes = check_labels(y, n, "y")
+            self.n_classes_ = self.classes_.size
+            return "single", codes, self.n_classes_
         if form == "sets":
-            names = sorted({c for e in lab for c in e}, key=repr)
+            names = sorted({c for e in y for c in e}, key=repr)
             col = {c: j for j, c in enumerate(names)}
             Y = np.zeros((n, len(names)))
-            for i, e in enumerate(lab):
+            for i, e in enumerate(y):
                 Y[i, [col[c] for c in e]] = 1.0
             self.classes_ = np.array(names, dtype=object)
         else:
-            Y = lab.toarray().astype(np.float64)
+            Y = y.toarray().astype(np.float64)
         if Y.shape[1] < 2:
             raise ValueError(f"y has {Y.shape[1]} label column(s); supervised NASH needs at least 2 labels")
         self.n_classes_ = Y.shape[1]
@@ -377,8 +382,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         dzp = ws["dzp"][:B]
         gamma = float(self.prior)
         lg = np.log(gamma / (1 - gamma))
-        g64 = g.astype(np.float64)  # log s = -log(1 + e^-g), log(1 - s) = -log(1 + e^g): finite for any g, gamma
-        kl = s * (-np.logaddexp(0.0, -g64) - np.log(gamma)) + (1 - s) * (-np.logaddexp(0.0, g64) - np.log1p(-gamma))
+        kl = _kl_bernoulli(g, s, gamma)
         parts = {"rec": rec_sum * w, "kl": float(kl.sum()) * w, "nkl": 0.0, "ce": 0.0}
         dout = np.empty_like(out)
         dz = dzp.copy()
@@ -441,7 +445,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         for key, idx, p in self._iter_params():
             if (key, idx) == in_key:
                 _kern(p.dtype, "adam_input")(p, M[key, idx], Vm[key, idx], X.indptr, X.indices, X.data, rows, scale,
-                                             np.ascontiguousarray(dA), self.optimizer == "lazy_adam", lr, b1, b2,
+                                             dA, self.optimizer == "lazy_adam", lr, b1, b2,
                                              eps, t, nt)
             else:
                 g = gr[key] if idx is None else gr[key][idx]
@@ -501,7 +505,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         inv = np.zeros(n, dt)
         inv[keep] = 1.0 / (norms[keep] * ts)
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
-        counts = np.asarray(X.sum(axis=0), dtype=np.float64).ravel()
+        counts = np.bincount(X.indices, weights=X.data, minlength=V)  # corpus word weights (targets)
         self.n_features_in_ = V
         self._P = self._init_params(V, hs, int(self.n_bits), n_classes, counts, rng, dt)
         bs = int(min(self.batch_size, keep.size))
@@ -572,11 +576,10 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return self
 
     # ------------------------------------------------------------------ API
-    def _logits(self, X):
-        """Code logits g(x) (n x l) of validated CSR X, in blocks of rows."""
+    def _logits(self, X, norms):
+        """Code logits g(x) (n x l) of validated CSR X with row norms ``norms``, in blocks of rows."""
         P, l = self._P, self.n_bits
         dt = P["E"].dtype
-        X, norms = X
         Xd = _kernel_csr(X, dt)
         inv = (1.0 / np.where(norms > 0, norms, np.inf)).astype(dt)  # 0 for empty rows
         n = X.shape[0]
@@ -603,7 +606,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     def predict_proba_bits(self, X):
         """Posterior bit probabilities s = sigmoid(g(x)), shape (n, n_bits), the model's dtype."""
-        return _sigmoid(self._logits(self._validated(X)))
+        return _sigmoid(self._logits(*self._validated(X)))
 
     def transform(self, X):
         """Deterministic codes 1[sigmoid(g(x)) > 1/2] (Eq. 2).
@@ -617,7 +620,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         codes : ndarray of shape (n_documents, n_bits), uint8 in {0, 1}
             O(nnz(X) H_1 + n H^2) with the encoder only (no decoder work).
         """
-        return (self._logits(self._validated(X)) > 0).astype(np.uint8)
+        return (self._logits(*self._validated(X)) > 0).astype(np.uint8)
 
     def score(self, X, y=None):
         """Negative mean of reconstruction + KL per document, with deterministic codes and no noise.
@@ -627,7 +630,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """
         Xv, norms = self._validated(X)
         P = self._P
-        g_all = self._logits((Xv, norms)).astype(np.float64)
+        g_all = self._logits(Xv, norms).astype(np.float64)
         E, eb = P["E"].astype(np.float64), P["eb"].astype(np.float64)
         gm = float(self.prior)
         total = 0.0
@@ -639,6 +642,6 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             lse = (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True))).ravel()
             C = Xv[start:start + 512].astype(np.float64) * self.target_scale_  # the decoder's targets
             rec = np.asarray(C.sum(axis=1)).ravel() * lse - np.asarray(C.multiply(logits).sum(axis=1)).ravel()
-            kl = s * (-np.logaddexp(0.0, -g) - np.log(gm)) + (1 - s) * (-np.logaddexp(0.0, g) - np.log1p(-gm))
+            kl = _kl_bernoulli(g, s, gm)
             total += float((rec + kl.sum(axis=1)).sum())
         return -total / max(Xv.shape[0], 1)
