@@ -45,16 +45,12 @@ Implementation notes:
   sparse mode, ``False`` means ``"dense"``.  With no hidden layers the same
   mode is used for ``xt Wg`` (and ``xt Wn``).
 
-Run ``/work/venv-torch/bin/python bench/nash_torch_reference.py`` for the
-steps/s of the benchmark configuration (V=10,000, hidden (500,), 32 bits,
-batch 64, 100 non-zeros per row, noise "data", float32) at 1 and 2 threads,
-per input mode and Adam variant.  On the 2-core development VM (torch 2.13,
-best of 3 x 100 steps; shared machine, so +-15%), steps/s at 1 / 2 threads:
-
-    embedding_bag + fused Adam   70 / 127     (the defaults)
-    csr / coo     + fused Adam   59 / 95-100
-    dense         + fused Adam   39 / 70
-    any input     + foreach / for-loop Adam   20-26 / 27-46
+Which variant is fastest is measured by ``bench/test_bench_nash.py`` (group
+"nash-step": ``torch``, ``torch-csr``, ``torch-dense``, ``torch-foreach``) in
+the benchmark configuration (V=10,000, hidden (500,), 32 bits, batch 64,
+100 non-zeros per row, noise "data", float32).  On the 2-core development VM
+(torch 2.13) EmbeddingBag input with fused Adam was fastest, ahead of CSR / COO
+input (~0.8x), dense input (~0.55x) and foreach / for-loop Adam (~0.3x).
 
 Fused Adam (a single pass over the 5.3M parameters) is most of the step;
 ``torch.compile`` of the forward gained ~5% (within noise) and is not used.
@@ -62,7 +58,6 @@ Fused Adam (a single pass over the 5.3M parameters) is most of the step;
 from __future__ import annotations
 
 import math
-import time
 import warnings
 from dataclasses import dataclass
 
@@ -458,65 +453,3 @@ def make_torch_trainer(V, hidden_sizes, n_bits, *, noise="data", sigma0=1.0, gam
                       input_mode=sparse_input, dtype=dtype, seed=seed)
     opt = _make_adam(list(model.parameters()), lr, adam)
     return TorchNashTrainer(model, opt, threads=threads, seed=seed)
-
-
-# --------------------------------------------------------------------------- self-check
-def _synthetic_counts(n_docs, V, nnz_per_row, seed=0):
-    """Random count documents: ``nnz_per_row`` distinct Zipf-ish words each, counts 1 + Poisson(1)."""
-    rng = np.random.default_rng(seed)
-    p = 1.0 / np.arange(1, V + 1) ** 0.8
-    p /= p.sum()
-    rows = [np.sort(rng.choice(V, size=nnz_per_row, replace=False, p=p)) for _ in range(n_docs)]
-    indptr = np.concatenate([[0], np.cumsum([len(w) for w in rows])])
-    indices = np.concatenate(rows)
-    data = 1.0 + rng.poisson(1.0, size=len(indices))
-    X = sp.csr_matrix((data.astype(np.float64), indices, indptr), shape=(n_docs, V))
-    return X
-
-
-def _time_steps(tr, batches, n_steps, warmup=5):
-    for i in range(warmup):
-        tr.step(batches[i % len(batches)])
-    t0 = time.perf_counter()
-    for i in range(n_steps):
-        tr.step(batches[i % len(batches)])
-    return n_steps / (time.perf_counter() - t0)
-
-
-def _main(argv=None):
-    import argparse
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--V", type=int, default=10_000)
-    ap.add_argument("--hidden", type=int, nargs="*", default=[500])
-    ap.add_argument("--bits", type=int, default=32)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--nnz", type=int, default=100)
-    ap.add_argument("--noise", default="data", choices=NOISES)
-    ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--repeats", type=int, default=3, help="report the best of this many timings")
-    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--modes", nargs="+", default=list(INPUT_MODES), choices=INPUT_MODES)
-    ap.add_argument("--adams", nargs="+", default=["fused", "foreach", "forloop"])
-    ap.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    args = ap.parse_args(argv)
-    dtype = getattr(torch, args.dtype)
-
-    X = _synthetic_counts(args.batch * 20, args.V, args.nnz)
-    batches = [X[i:i + args.batch] for i in range(0, X.shape[0], args.batch)]
-    print(f"torch {torch.__version__}, V={args.V}, hidden={tuple(args.hidden)}, bits={args.bits}, "
-          f"batch={args.batch}, nnz/row={X.nnz / X.shape[0]:.1f}, noise={args.noise}, {args.dtype}")
-    print(f"{'threads':>7} {'input':>14} {'adam':>8} {'steps/s':>9}")
-    for th in args.threads:
-        for mode in args.modes:
-            for adam in args.adams:
-                best = 0.0
-                for _ in range(args.repeats):
-                    tr = make_torch_trainer(args.V, args.hidden, args.bits, noise=args.noise,
-                                            threads=th, sparse_input=mode, adam=adam, dtype=dtype)
-                    best = max(best, _time_steps(tr, batches, args.steps))
-                print(f"{th:>7} {mode:>14} {adam:>8} {best:>9.1f}", flush=True)
-
-
-if __name__ == "__main__":
-    _main()

@@ -27,6 +27,8 @@ What is timed, and what is not
     0.2) and ``step(X_batch)`` on the same CSR batches, torch drawing ``u`` /
     ``eps`` itself; building its batch tensors from the SciPy CSR slice is
     part of its step.  3 untimed steps first (Adam's state allocation).
+    ``torch-csr`` / ``torch-dense`` / ``torch-foreach``: the same with CSR or
+    dense input, or foreach Adam, to show that ``torch`` is the fastest variant.
 
   Both walk through the same 20 batches (a fixed permutation of the pool).
   Checked: the batch losses are finite.
@@ -123,12 +125,18 @@ def _similearn_step(X, batches, optimizer, threads):
     return step
 
 
-def _torch_step(X, batches, threads):
+# torch variants: (input layer, Adam implementation); "torch" is the fastest, the peer
+TORCH_VARIANTS = {"torch": ("embedding_bag", "fused"), "torch-csr": ("csr", "fused"),
+                  "torch-dense": ("dense", "fused"), "torch-foreach": ("embedding_bag", "foreach")}
+
+
+def _torch_step(X, batches, threads, variant):
     pytest.importorskip("torch", reason="the PyTorch reference needs torch")
     import nash_torch_reference as ntr
 
+    sparse_input, adam = TORCH_VARIANTS[variant]
     tr = ntr.make_torch_trainer(STEP_V, STEP_HIDDEN, STEP_BITS, noise="data", sigma0=NOISE_STD, threads=threads,
-                                sparse_input="embedding_bag", adam="fused", seed=0)
+                                sparse_input=sparse_input, adam=adam, seed=0)
     Xb = [X[rows] for rows in batches]
     state = {"i": 0}
 
@@ -143,11 +151,11 @@ def _torch_step(X, batches, threads):
 
 
 @pytest.mark.benchmark(group="nash-step")
-@pytest.mark.parametrize("impl", ["similearn", "similearn-lazy_adam", "torch"])
+@pytest.mark.parametrize("impl", ["similearn", "similearn-lazy_adam", *TORCH_VARIANTS])
 def test_nash_step(timed, threads, impl):
     X, batches = _step_batches()
-    if impl == "torch":
-        step = _torch_step(X, batches, threads)
+    if impl.startswith("torch"):
+        step = _torch_step(X, batches, threads, impl)
     else:
         step = _similearn_step(X, batches, "lazy_adam" if impl.endswith("lazy_adam") else "adam", threads)
     loss = timed(step, rounds=STEP_ROUNDS, n=STEP_V, items=1, unit="steps", impl=impl, threads=threads,
