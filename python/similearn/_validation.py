@@ -106,6 +106,13 @@ def check_int(v, name, *, low=None, high=None):
     return v
 
 
+def check_bool(v, name):
+    """A bool (Python or NumPy) -> bool; anything else (including 0 / 1) -> TypeError naming ``name``."""
+    if not isinstance(v, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(v).__name__}")
+    return bool(v)
+
+
 def check_float(v, name, *, low=None, strict=False):
     """A finite real number (bool rejected), optionally >= low (> low if ``strict``);
     returns float(v)."""

@@ -25,7 +25,7 @@ from scipy.sparse.linalg import LinearOperator, svds
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ._validation import check_int, check_X, seed_from_random_state
+from ._validation import check_bool, check_int, check_X, seed_from_random_state
 from .base import SaveLoadMixin
 from .metrics import precision_at_k_hamming
 from .neighbors import pack_bits
@@ -71,12 +71,6 @@ def _column_mean(X):
 
 def _check_n_bits(n_bits):
     return check_int(n_bits, "n_bits", low=1, high=MAX_BITS)
-
-
-def _check_bool(value, name):
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__}")
-    return bool(value)
 
 
 def _fix_signs(C):
@@ -319,7 +313,7 @@ class LSHHasher(_HasherBase):
         """
         X = check_X(X, "X", accept_sparse=True, estimator=self)
         k = _check_n_bits(self.n_bits)
-        center = _check_bool(self.center, "center")
+        center = check_bool(self.center, "center")
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
         D = X.shape[1]
         self.hyperplanes_ = rng.standard_normal((D, k))

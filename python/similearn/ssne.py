@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import (check_float, check_int, check_labels, check_pairs, check_similar_fraction,
+from ._validation import (check_bool, check_float, check_int, check_labels, check_pairs, check_similar_fraction,
                           check_similarity, check_X, seed_from_random_state)
 from .base import PairMixin, SaveLoadMixin
 from .triplets import _PairDrawer
@@ -198,8 +198,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         check_float(self.tol, "tol", low=0)
         check_int(self.n_iter_no_change, "n_iter_no_change", low=1)
         for name in ("standardize", "adaptive"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be a bool, got {type(getattr(self, name)).__name__}")
+            check_bool(getattr(self, name), name)
         return M, t
 
     def _init_W(self, D, M, rng, dtype):

@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-from ._fetch import fetch, get_data_home
+from ._fetch import fetch, resolve_path
 
 __all__ = [
     "load_20newsgroups",
@@ -258,7 +258,7 @@ def load_20newsgroups(path=None, subset="train", download=False, data_home=None,
     if bad:
         raise ValueError(f"remove must only contain names from {list(_REMOVE)}, got {bad!r}")
 
-    path = get_data_home(data_home) / NEWSGROUPS_ARCHIVE if path is None else Path(os.fspath(path)).expanduser()
+    path = resolve_path(path, data_home, NEWSGROUPS_ARCHIVE)
     if not path.exists():
         _fetch_missing(path, download, NEWSGROUPS_URL, NEWSGROUPS_SHA256,
                        f"{path} not found. Pass download=True to fetch {NEWSGROUPS_URL}, or download it by other "
@@ -453,7 +453,7 @@ def load_reuters21578(path=None, subset="train", split="modapte", topics="top10"
     _check_choice("subset", subset, _SUBSETS)
     _check_choice("split", split, _SPLITS)
     _check_choice("topics", topics, _TOPIC_SETS)
-    path = get_data_home(data_home) / REUTERS_ARCHIVE if path is None else Path(os.fspath(path)).expanduser()
+    path = resolve_path(path, data_home, REUTERS_ARCHIVE)
     if not path.exists():
         _fetch_missing(path, download, REUTERS_URL, REUTERS_SHA256,
                        f"{path} not found. Download the Reuters-21578 collection ({REUTERS_URL}, described at "

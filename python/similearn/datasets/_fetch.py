@@ -41,6 +41,13 @@ def get_data_home(data_home=None):
     return Path(os.fspath(data_home)).expanduser()
 
 
+def resolve_path(path, data_home, default_name):
+    """``path`` as a Path (``~`` expanded), or ``<data_home>/default_name`` when path is None."""
+    if path is None:
+        return get_data_home(data_home) / default_name
+    return Path(os.fspath(path)).expanduser()
+
+
 def sha256sum(path):
     """SHA-256 hex digest of a file (read in 1 MiB chunks)."""
     h = hashlib.sha256()

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._fetch import fetch, get_data_home
+from ._fetch import fetch, get_data_home, resolve_path
 
 __all__ = ["load_quora_pairs", "load_sts", "QUORA_URL", "STS_URL"]
 
@@ -86,12 +86,6 @@ def _missing(path, url):
                              f"manually and save it as {path}")
 
 
-def _resolve(path, data_home, default_name):
-    if path is None:
-        return get_data_home(data_home) / default_name
-    return Path(os.fspath(path)).expanduser()
-
-
 def load_quora_pairs(path=None, download=False, data_home=None):
     """Load the Quora Question Pairs data set.
 
@@ -146,7 +140,7 @@ def load_quora_pairs(path=None, download=False, data_home=None):
     One pass with the ``csv`` module, O(file size); about 2 s for the full
     404,290-pair file.
     """
-    path = _resolve(path, data_home, QUORA_FILE)
+    path = resolve_path(path, data_home, QUORA_FILE)
     if not path.exists():
         if not download:
             raise _missing(path, QUORA_URL)
