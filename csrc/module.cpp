@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "blas.hpp"
+#include "embedding.hpp"
 #include "film.hpp"
 #include "frml.hpp"
+#include "gramian.hpp"
 #include "gemm_kernel.hpp"
 #include "stiefel.hpp"
 #include "hamming.hpp"
@@ -375,6 +377,197 @@ void def_nash(py::module_& m, const std::string& sfx) {
       py::arg("beta2"), py::arg("eps"), py::arg("t"), py::arg("n_threads"));
 }
 
+// Two-tower kernels: embedding bags, sparse / dense optimiser steps, Gramian estimators.
+template <class T>
+using oarray = std::optional<carray<T>>;
+
+template <class T>
+const T* opt_ptr(const oarray<T>& a) {
+  return a ? a->data() : nullptr;
+}
+template <class T>
+T* opt_mut(oarray<T>& a) {
+  return a ? a->mutable_data() : nullptr;
+}
+
+template <class T>
+sl::embedding::Rows<T> bag_rows(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data,
+                                const carray<i64>& rows) {
+  need(indices.shape(0) == data.shape(0), "indices and data differ in length");
+  const i64 n = indptr.shape(0) - 1;
+  const i64* r = rows.data();
+  for (i64 i = 0; i < rows.shape(0); ++i)
+    if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
+  return sl::embedding::Rows<T>{indptr.data(), indices.data(), data.data(), rows.data(), rows.shape(0)};
+}
+
+sl::embedding::Step opt_step(int opt, double lr, double b1, double b2, double eps, i64 t, double l2) {
+  need(opt >= 0 && opt <= 2, "optimizer code must be 0 (sgd), 1 (adagrad) or 2 (adam)");
+  need(opt != 2 || t >= 1, "adam step number must be >= 1");
+  return sl::embedding::Step{opt, lr, b1, b2, eps, t, l2};
+}
+
+template <class T>
+void need_state(int opt, const oarray<T>& s1, const oarray<T>& s2, i64 size) {
+  if (opt >= 1) need(s1 && s1->size() == size, "optimizer state s1 missing or of the wrong size");
+  if (opt == 2) need(s2 && s2->size() == size, "optimizer state s2 missing or of the wrong size");
+}
+
+template <class T>
+void def_twotower(py::module_& m, const std::string& sfx) {
+  m.def(
+      ("bag_forward_" + sfx).c_str(),
+      [](const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows,
+         const carray<T>& E, int n_threads) {
+        auto X = bag_rows<T>(indptr, indices, data, rows);
+        const i64 d = E.shape(1);
+        carray<T> out({X.n, d});
+        {
+          py::gil_scoped_release nogil;
+          sl::embedding::bag_forward<T>(X, E.data(), d, out.mutable_data(), n_threads);
+        }
+        return out;
+      },
+      py::arg("indptr").noconvert(), py::arg("indices").noconvert(), py::arg("data").noconvert(),
+      py::arg("rows").noconvert(), py::arg("E").noconvert(), py::arg("n_threads"));
+  m.def(
+      ("sparse_step_" + sfx).c_str(),
+      [](carray<T>& P, oarray<T>& s1, oarray<T>& s2, const carray<i64>& indptr1, const carray<i64>& indices1,
+         const carray<T>& data1, const carray<i64>& rows1, const carray<T>& dA1, const carray<i64>& indptr2,
+         const carray<i64>& indices2, const carray<T>& data2, const carray<i64>& rows2, const carray<T>& dA2,
+         int opt, double lr, double b1, double b2, double eps, i64 t, double l2, int n_threads) {
+        const i64 F = P.shape(0), d = P.shape(1);
+        need_state<T>(opt, s1, s2, P.size());
+        auto X1 = bag_rows<T>(indptr1, indices1, data1, rows1);
+        auto X2 = bag_rows<T>(indptr2, indices2, data2, rows2);
+        need(dA1.shape(0) == X1.n && dA1.shape(1) == d && dA2.shape(0) == X2.n && dA2.shape(1) == d,
+             "dA must be (len(rows), embedding dim)");
+        const auto st = opt_step(opt, lr, b1, b2, eps, t, l2);
+        i64 n_rows = 0;
+        {
+          py::gil_scoped_release nogil;
+          n_rows = sl::embedding::sparse_step<T>(P.mutable_data(), opt_mut(s1), opt_mut(s2), F, d, X1, dA1.data(),
+                                                 X2, dA2.data(), st, n_threads);
+        }
+        return n_rows;
+      },
+      py::arg("P").noconvert(), py::arg("s1"), py::arg("s2"), py::arg("indptr1").noconvert(),
+      py::arg("indices1").noconvert(), py::arg("data1").noconvert(), py::arg("rows1").noconvert(),
+      py::arg("dA1").noconvert(), py::arg("indptr2").noconvert(), py::arg("indices2").noconvert(),
+      py::arg("data2").noconvert(), py::arg("rows2").noconvert(), py::arg("dA2").noconvert(), py::arg("opt"),
+      py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("t"), py::arg("l2"),
+      py::arg("n_threads"));
+  m.def(
+      ("dense_step_" + sfx).c_str(),
+      [](carray<T>& P, oarray<T>& s1, oarray<T>& s2, const carray<T>& g, int opt, double lr, double b1, double b2,
+         double eps, i64 t, double l2, int n_threads) {
+        need(g.size() == P.size(), "gradient and parameter sizes differ");
+        need_state<T>(opt, s1, s2, P.size());
+        const auto st = opt_step(opt, lr, b1, b2, eps, t, l2);
+        py::gil_scoped_release nogil;
+        sl::embedding::dense_step<T>(P.mutable_data(), opt_mut(s1), opt_mut(s2), g.data(), P.size(), st, n_threads);
+      },
+      py::arg("P").noconvert(), py::arg("s1"), py::arg("s2"), py::arg("g").noconvert(), py::arg("opt"),
+      py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("t"), py::arg("l2"),
+      py::arg("n_threads"));
+  m.def(
+      ("gram_update_" + sfx).c_str(),
+      [](carray<T>& G, const carray<T>& E, const oarray<T>& w, double w_all, double decay) {
+        const i64 k = G.shape(0), b = E.shape(0);
+        need(G.ndim() == 2 && G.shape(1) == k && E.shape(1) == k, "G must be k x k and E b x k");
+        need(!w || w->shape(0) == b, "w must have one entry per row of E");
+        py::gil_scoped_release nogil;
+        sl::gramian::gram_update<T>(G.mutable_data(), k, E.data(), b, opt_ptr(w), w_all, decay);
+      },
+      py::arg("G").noconvert(), py::arg("E").noconvert(), py::arg("w"), py::arg("w_all"), py::arg("decay"));
+  m.def(
+      ("cross_update_" + sfx).c_str(),
+      [](carray<T>& H, const carray<T>& E, const carray<T>& Q, const oarray<T>& w, double w_all, double decay) {
+        const i64 k = H.shape(0), kP = H.shape(1), b = E.shape(0);
+        need(E.shape(1) == k && Q.shape(0) == b && Q.shape(1) == kP, "H k x kP, E b x k, Q b x kP expected");
+        need(!w || w->shape(0) == b, "w must have one entry per row of E");
+        py::gil_scoped_release nogil;
+        sl::gramian::cross_update<T>(H.mutable_data(), k, kP, E.data(), Q.data(), b, opt_ptr(w), w_all, decay);
+      },
+      py::arg("H").noconvert(), py::arg("E").noconvert(), py::arg("Q").noconvert(), py::arg("w"),
+      py::arg("w_all"), py::arg("decay"));
+  m.def(
+      ("sagram_estimate_" + sfx).c_str(),
+      [](carray<T>& G, const carray<T>& S, const carray<T>& C, const carray<i64>& ids, const carray<T>& E,
+         const carray<T>& p, bool saga, oarray<T>& H, const oarray<T>& Tm, const oarray<T>& Qp) {
+        const i64 k = S.shape(0), b = E.shape(0), N = C.shape(0);
+        need(G.shape(0) == k && G.shape(1) == k && C.shape(1) == k && E.shape(1) == k && ids.shape(0) == b &&
+                 p.shape(0) == N,
+             "sagram_estimate: shapes disagree");
+        for (i64 i = 0; i < b; ++i)
+          if (ids.data()[i] < 0 || ids.data()[i] >= N) throw std::out_of_range("ids out of range");
+        const i64 kP = Qp ? Qp->shape(1) : 0;
+        need(!H || (Tm && Qp && H->shape(0) == k && H->shape(1) == kP && Tm->shape(1) == kP && Qp->shape(0) == N),
+             "sagram_estimate: prior shapes disagree");
+        py::gil_scoped_release nogil;
+        sl::gramian::sagram_estimate<T>(G.mutable_data(), S.data(), k, C.data(), ids.data(), E.data(), b, p.data(),
+                                        saga, opt_mut(H), opt_ptr(Tm), opt_ptr(Qp), kP);
+      },
+      py::arg("G").noconvert(), py::arg("S").noconvert(), py::arg("C").noconvert(), py::arg("ids").noconvert(),
+      py::arg("E").noconvert(), py::arg("p").noconvert(), py::arg("saga"), py::arg("H"), py::arg("T"),
+      py::arg("Qp"));
+  m.def(
+      ("sagram_refresh_" + sfx).c_str(),
+      [](carray<T>& S, carray<T>& C, const carray<i64>& ids, const carray<T>& E, const carray<T>& p, oarray<T>& Tm,
+         const oarray<T>& Qp) {
+        const i64 k = S.shape(0), b = E.shape(0), N = C.shape(0);
+        need(S.shape(1) == k && C.shape(1) == k && E.shape(1) == k && ids.shape(0) == b && p.shape(0) == N,
+             "sagram_refresh: shapes disagree");
+        for (i64 i = 0; i < b; ++i)
+          if (ids.data()[i] < 0 || ids.data()[i] >= N) throw std::out_of_range("ids out of range");
+        const i64 kP = Qp ? Qp->shape(1) : 0;
+        need(!Tm || (Qp && Tm->shape(0) == k && Tm->shape(1) == kP && Qp->shape(0) == N),
+             "sagram_refresh: prior shapes disagree");
+        py::gil_scoped_release nogil;
+        sl::gramian::sagram_refresh<T>(S.mutable_data(), C.mutable_data(), k, ids.data(), E.data(), b, p.data(),
+                                       opt_mut(Tm), opt_ptr(Qp), kP);
+      },
+      py::arg("S").noconvert(), py::arg("C").noconvert(), py::arg("ids").noconvert(), py::arg("E").noconvert(),
+      py::arg("p").noconvert(), py::arg("T"), py::arg("Qp"));
+  m.def(
+      ("psd_project_" + sfx).c_str(),
+      [](carray<T>& G) {
+        need(G.ndim() == 2 && G.shape(0) == G.shape(1), "G must be square");
+        py::gil_scoped_release nogil;
+        return sl::gramian::psd_project<T>(G.mutable_data(), G.shape(0));
+      },
+      py::arg("G").noconvert());
+  m.def(
+      ("pair_loss_" + sfx).c_str(),
+      [](const carray<T>& U, const carray<T>& V, const carray<T>& s, const oarray<T>& w, const oarray<T>& Mu,
+         const oarray<T>& Mv, const oarray<T>& Nu, const oarray<T>& Nv, const oarray<T>& Qb, const oarray<T>& Rb,
+         carray<T>& dU, carray<T>& dV, int n_threads) {
+        const i64 b = U.shape(0), k = U.shape(1);
+        need(V.shape(0) == b && V.shape(1) == k && s.shape(0) == b && dU.shape(0) == b && dU.shape(1) == k &&
+                 dV.shape(0) == b && dV.shape(1) == k,
+             "pair_loss: U, V, s, dU, dV shapes disagree");
+        need(!w || w->shape(0) == b, "pair_loss: w must have one entry per pair");
+        need(bool(Mu) == bool(Mv), "pair_loss: Mu and Mv go together");
+        need(!Mu || (Mu->shape(0) == k && Mu->shape(1) == k && Mv->shape(0) == k && Mv->shape(1) == k),
+             "pair_loss: Mu, Mv must be k x k");
+        const i64 kP = Nu ? Nu->shape(1) : 0;
+        need(!Nu || (Mu && Nv && Qb && Rb && Nu->shape(0) == k && Nv->shape(0) == k && Nv->shape(1) == kP &&
+                     Qb->shape(0) == b && Qb->shape(1) == kP && Rb->shape(0) == b && Rb->shape(1) == kP),
+             "pair_loss: prior shapes disagree");
+        sl::gramian::LossParts r;
+        {
+          py::gil_scoped_release nogil;
+          r = sl::gramian::pair_loss<T>(U.data(), V.data(), b, k, s.data(), opt_ptr(w), opt_ptr(Mu), opt_ptr(Mv),
+                                        opt_ptr(Nu), opt_ptr(Nv), opt_ptr(Qb), opt_ptr(Rb), kP, dU.mutable_data(),
+                                        dV.mutable_data(), n_threads);
+        }
+        return py::make_tuple(r.data, r.penalty);
+      },
+      py::arg("U").noconvert(), py::arg("V").noconvert(), py::arg("s").noconvert(), py::arg("w"), py::arg("Mu"),
+      py::arg("Mv"), py::arg("Nu"), py::arg("Nv"), py::arg("Qb"), py::arg("Rb"), py::arg("dU").noconvert(),
+      py::arg("dV").noconvert(), py::arg("n_threads"));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -419,6 +612,9 @@ PYBIND11_MODULE(_core, m) {
 
   def_nash<float>(m, "f32");
   def_nash<double>(m, "f64");
+
+  def_twotower<float>(m, "f32");
+  def_twotower<double>(m, "f64");
 
   m.def(
       "cayley_prepare",

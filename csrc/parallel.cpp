@@ -27,6 +27,14 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
     fn(0, 0);
     return;
   }
+  if (nw == 1) {  // one worker: run inline (no thread start-up), polling for Ctrl-C between tasks
+    SignalPoll poll;
+    for (std::int64_t t = 0; t < n_tasks; ++t) {
+      fn(t, 0);
+      poll.tick();
+    }
+    return;
+  }
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> stop{false};
   std::atomic<int> running{nw};

@@ -1,0 +1,227 @@
+// Embedding bags and sparse / dense optimiser steps (see embedding.hpp).
+#include "embedding.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "parallel.hpp"
+#include "radix.hpp"
+#include "simd.hpp"
+
+namespace sl {
+namespace embedding {
+
+namespace {
+
+// Below this much work a kernel runs on the calling thread: starting threads costs
+// tens of microseconds, more than a small batch takes.
+constexpr i64 kSerialWork = 1 << 15;
+
+inline int threads_for(i64 work, int n_threads) { return work < kSerialWork ? 1 : n_threads; }
+
+struct Coef {
+  double lr, b1, b2, eps, step, isb, l2;
+};
+
+Coef coef(const Step& st) {
+  Coef c{st.lr, st.beta1, st.beta2, st.eps, st.lr, 1.0, st.l2};
+  if (st.opt == static_cast<int>(Opt::adam)) {
+    const double t = double(std::max<i64>(st.t, 1));
+    c.step = st.lr / (1.0 - std::pow(st.beta1, t));
+    c.isb = 1.0 / std::sqrt(1.0 - std::pow(st.beta2, t));
+  }
+  return c;
+}
+
+// One optimiser update of n entries of p with gradient g (g += l2 p first), and the
+// row kernels of the bags; compiled for baseline, AVX2 and AVX-512, picked at run time.
+template <class T>
+SL_ALWAYS_INLINE void update_body(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) {
+  const T l2 = T(c.l2);
+  if (opt == static_cast<int>(Opt::sgd)) {
+    const T lr = T(c.lr);
+    for (i64 i = 0; i < n; ++i) p[i] -= lr * (g[i] + l2 * p[i]);
+  } else if (opt == static_cast<int>(Opt::adagrad)) {
+    const T lr = T(c.lr), eps = T(c.eps);
+    for (i64 i = 0; i < n; ++i) {
+      const T gi = g[i] + l2 * p[i];
+      const T a = s1[i] + gi * gi;
+      s1[i] = a;
+      p[i] -= lr * gi / (std::sqrt(a) + eps);
+    }
+  } else {
+    const T b1 = T(c.b1), b2 = T(c.b2), st = T(c.step), isb = T(c.isb), eps = T(c.eps);
+    const T c1 = T(1) - b1, c2 = T(1) - b2;
+    for (i64 i = 0; i < n; ++i) {
+      const T gi = g[i] + l2 * p[i];
+      const T mi = b1 * s1[i] + c1 * gi;
+      const T vi = b2 * s2[i] + c2 * gi * gi;
+      s1[i] = mi;
+      s2[i] = vi;
+      p[i] -= st * mi / (std::sqrt(vi) * isb + eps);
+    }
+  }
+}
+
+template <class T>
+SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* __restrict x, T* __restrict y) {
+  for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+#define SL_EMB_VARIANT(sfx, attr)                                                          \
+  template <class T>                                                                       \
+  attr void update_##sfx(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) { \
+    update_body<T>(opt, p, s1, s2, g, n, c);                                               \
+  }                                                                                        \
+  template <class T>                                                                       \
+  attr void axpy_##sfx(i64 n, T a, const T* x, T* y) {                                     \
+    axpy_body<T>(n, a, x, y);                                                              \
+  }
+
+SL_EMB_VARIANT(generic, )
+#if SL_X86_DISPATCH
+SL_EMB_VARIANT(avx2, SL_TARGET("avx2,fma"))
+SL_EMB_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
+#define SL_EMB_DISPATCH(name, ...)                                  \
+  do {                                                              \
+    const int isa_ = cpu::vector_level();                           \
+    if (isa_ == 2) return name##_avx512<T>(__VA_ARGS__);            \
+    if (isa_ == 1) return name##_avx2<T>(__VA_ARGS__);              \
+    return name##_generic<T>(__VA_ARGS__);                          \
+  } while (0)
+#else
+#define SL_EMB_DISPATCH(name, ...) return name##_generic<T>(__VA_ARGS__)
+#endif
+
+template <class T>
+void update(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) {
+  SL_EMB_DISPATCH(update, opt, p, s1, s2, g, n, c);
+}
+template <class T>
+void axpy(i64 n, T a, const T* x, T* y) {
+  SL_EMB_DISPATCH(axpy, n, a, x, y);
+}
+
+// Ask for the d-entry row at p ahead of use: gathers of random table rows are bound
+// by memory latency, and a few rows in flight hide most of it.
+template <class T>
+inline void prefetch_row(const T* p, i64 d) {
+#if defined(__GNUC__)
+  const char* c = reinterpret_cast<const char*>(p);
+  for (i64 o = 0; o < d * i64(sizeof(T)); o += 64) __builtin_prefetch(c + o);
+#else
+  (void)p;
+  (void)d;
+#endif
+}
+
+constexpr i64 kAhead = 4;  // rows prefetched ahead
+
+template <class T, class K>
+i64 sparse_step_keys(T* P, T* s1, T* s2, i64 d, const Rows<T>& X1, const T* dA1, const Rows<T>& X2,
+                     const T* dA2, const Coef& c, int opt, int n_threads) {
+  i64 m = 0;
+  for (i64 i = 0; i < X1.n; ++i) m += X1.indptr[X1.rows[i] + 1] - X1.indptr[X1.rows[i]];
+  for (i64 i = 0; i < X2.n; ++i) m += X2.indptr[X2.rows[i] + 1] - X2.indptr[X2.rows[i]];
+  std::vector<K> key(static_cast<std::size_t>(m)), key_tmp(static_cast<std::size_t>(m));
+  std::vector<i64> idx(static_cast<std::size_t>(m)), idx_tmp(static_cast<std::size_t>(m));
+  std::vector<const T*> grad_row(static_cast<std::size_t>(m));
+  std::vector<T> val(static_cast<std::size_t>(m));
+  i64 e = 0;
+  auto collect = [&](const Rows<T>& X, const T* dA) {
+    for (i64 i = 0; i < X.n; ++i)
+      for (i64 p = X.indptr[X.rows[i]]; p < X.indptr[X.rows[i] + 1]; ++p, ++e) {
+        key[e] = static_cast<K>(X.indices[p]);
+        idx[e] = e;
+        grad_row[e] = dA + i * d;
+        val[e] = X.data[p];
+      }
+  };
+  collect(X1, dA1);
+  collect(X2, dA2);
+  radix_sort_pairs<K>(key.data(), idx.data(), key_tmp.data(), idx_tmp.data(), m);
+  std::vector<i64> run;  // starts of the runs of equal keys, plus m
+  run.reserve(static_cast<std::size_t>(m / 2 + 2));
+  for (i64 i = 0; i < m; ++i)
+    if (i == 0 || key[i] != key[i - 1]) run.push_back(i);
+  const i64 n_runs = static_cast<i64>(run.size());
+  run.push_back(m);
+  constexpr i64 kRunsPerTask = 256;
+  const i64 n_tasks = (n_runs + kRunsPerTask - 1) / kRunsPerTask;
+  parallel_for(n_tasks, threads_for(m * d, n_threads), [&](i64 task, int) {
+    std::vector<T> g(static_cast<std::size_t>(d));
+    const i64 r1 = std::min(n_runs, (task + 1) * kRunsPerTask);
+    for (i64 r = task * kRunsPerTask; r < r1; ++r) {
+      if (r + kAhead < r1) {
+        const i64 ahead = static_cast<i64>(key[run[r + kAhead]]) * d;
+        prefetch_row(P + ahead, d);
+        if (s1) prefetch_row(s1 + ahead, d);
+        if (s2) prefetch_row(s2 + ahead, d);
+      }
+      std::fill(g.begin(), g.end(), T(0));
+      for (i64 q = run[r]; q < run[r + 1]; ++q) {
+        const i64 ent = idx[q];
+        axpy<T>(d, val[ent], grad_row[ent], g.data());
+      }
+      const i64 row = static_cast<i64>(key[run[r]]);
+      update<T>(opt, P + row * d, s1 ? s1 + row * d : nullptr, s2 ? s2 + row * d : nullptr, g.data(), d, c);
+    }
+  });
+  return n_runs;
+}
+
+}  // namespace
+
+template <class T>
+void bag_forward(const Rows<T>& X, const T* E, i64 d, T* out, int n_threads) {
+  constexpr i64 kRowsPerTask = 64;
+  const i64 n_tasks = (X.n + kRowsPerTask - 1) / kRowsPerTask;
+  i64 nnz = 0;
+  for (i64 i = 0; i < X.n; ++i) nnz += X.indptr[X.rows[i] + 1] - X.indptr[X.rows[i]];
+  parallel_for(n_tasks, threads_for(nnz * d, n_threads), [&](i64 task, int) {
+    const i64 i1 = std::min(X.n, (task + 1) * kRowsPerTask);
+    for (i64 i = task * kRowsPerTask; i < i1; ++i) {
+      if (i + kAhead < X.n) {
+        const i64 ra = X.rows[i + kAhead];
+        for (i64 p = X.indptr[ra]; p < X.indptr[ra + 1]; ++p) prefetch_row(E + X.indices[p] * d, d);
+      }
+      T* o = out + i * d;
+      std::fill(o, o + d, T(0));
+      const i64 r = X.rows[i];
+      for (i64 p = X.indptr[r]; p < X.indptr[r + 1]; ++p) axpy<T>(d, X.data[p], E + X.indices[p] * d, o);
+    }
+  });
+}
+
+template <class T>
+i64 sparse_step(T* P, T* s1, T* s2, i64 n_features, i64 d, const Rows<T>& X1, const T* dA1, const Rows<T>& X2,
+                const T* dA2, const Step& st, int n_threads) {
+  const Coef c = coef(st);
+  if (n_features <= i64(std::numeric_limits<std::uint32_t>::max()))
+    return sparse_step_keys<T, std::uint32_t>(P, s1, s2, d, X1, dA1, X2, dA2, c, st.opt, n_threads);
+  return sparse_step_keys<T, std::uint64_t>(P, s1, s2, d, X1, dA1, X2, dA2, c, st.opt, n_threads);
+}
+
+template <class T>
+void dense_step(T* P, T* s1, T* s2, const T* g, i64 n, const Step& st, int n_threads) {
+  const Coef c = coef(st);
+  constexpr i64 kChunk = 1 << 14;
+  parallel_for((n + kChunk - 1) / kChunk, threads_for(n, n_threads), [&](i64 task, int) {
+    const i64 i0 = task * kChunk, len = std::min(n, i0 + kChunk) - i0;
+    update<T>(st.opt, P + i0, s1 ? s1 + i0 : nullptr, s2 ? s2 + i0 : nullptr, g + i0, len, c);
+  });
+}
+
+#define SL_EMBEDDING_INSTANTIATE(T)                                                                        \
+  template void bag_forward<T>(const Rows<T>&, const T*, i64, T*, int);                                   \
+  template i64 sparse_step<T>(T*, T*, T*, i64, i64, const Rows<T>&, const T*, const Rows<T>&, const T*,    \
+                              const Step&, int);                                                           \
+  template void dense_step<T>(T*, T*, T*, const T*, i64, const Step&, int);
+
+SL_EMBEDDING_INSTANTIATE(float)
+SL_EMBEDDING_INSTANTIATE(double)
+
+}  // namespace embedding
+}  // namespace sl

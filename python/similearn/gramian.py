@@ -1,0 +1,314 @@
+"""Gramian estimators for the repulsive term of two-tower models (Krichene et al.,
+"Efficient training on very large corpora via Gramian estimation", Sec. 2-3,
+App. B, C; ALGORITHMS.md "Gramian estimation").
+
+A two-tower model scores a pair by <u(x), v(y)>.  Its low-similarity prior on all
+pairs, (lam / n^2) sum_ij <u_i, v_j>^2, equals lam <G_u, G_v> with the k x k
+Gramians (Eq. 3-4)
+
+    G_u = (1/n) sum_i u_i u_i^T = sum_j p_j u_j u_j^T,
+
+the sums running over the n training pairs, or equivalently over the N distinct
+items j of a side with weights p_j = c_j / n (c_j: the item's number of training
+pairs).  Training replaces G_u, G_v by estimates held constant within a step; the
+gradient of the surrogate (Eq. 7) w.r.t. u_i is then 2 lam Ghat_v u_i.
+
+Each estimator here tracks one side (create one per tower).  They share one
+interface:
+
+``initialize(item_weights, n_components, prior=None, embeddings=None, dtype=...)``
+    fix the catalogue (p_j, optionally the low-rank prior rows q_j of App. B) and
+    reset the state;
+``sample(rng, size)``
+    draw the item ids of the Gramian batch B' (from p for SOGram / SAGram, from the
+    proposal for the sampling baselines);
+``update(ids, embeddings)``
+    the Gramian step of Alg. 1 line 8 / Alg. 2 line 6 from B' (fresh embeddings);
+``observe(ids, embeddings)``
+    the embeddings the gradient batch computed anyway (SAGram's cache refresh,
+    Alg. 1 lines 11-12; a no-op for the others);
+``gramian_`` / ``cross_``
+    the current estimates Ghat (k x k) and Hhat (k x kP, App. B; None without a prior).
+
+All updates are C++ kernels (rank-|B'| SYRK updates: O(|B'| k^2) time, O(k^2)
+memory except SAGram's O(N k) cache).  The Global Orthogonal Regularizer of App. C
+(<G_u, G_u>) uses the same estimates; see :class:`similearn.TwoTower`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+from ._validation import check_float, check_int
+
+__all__ = ["SOGram", "SAGram", "SampledGramian", "exact_gramian", "gramian_error", "item_weights"]
+
+
+def _sfx(dtype):
+    return "f32" if np.dtype(dtype) == np.float32 else "f64"
+
+
+def item_weights(ids, n_items):
+    """p_j = c_j / n: each item's share of the n training pairs (1-D int ids).
+
+    Returns float64 (n_items,).  Items absent from ``ids`` get weight 0.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        raise ValueError("ids is empty: the item weights need at least one training pair")
+    c = np.bincount(ids, minlength=n_items).astype(np.float64)
+    return c / c.sum()
+
+
+def exact_gramian(embeddings, weights=None):
+    """G = sum_j w_j u_j u_j^T (Eq. 3), default w_j = 1/N.  (N, k) -> (k, k), float64.
+
+    O(N k^2).  Used for the estimation error and by ``penalty="exact"``.
+    """
+    U = np.asarray(embeddings, dtype=np.float64)
+    if U.ndim != 2:
+        raise ValueError(f"embeddings must be 2-D, got shape {U.shape}")
+    w = np.full(U.shape[0], 1.0 / max(U.shape[0], 1)) if weights is None else np.asarray(weights, np.float64)
+    return U.T @ (w[:, None] * U)
+
+
+def gramian_error(estimate, exact):
+    """Relative estimation error ||Ghat - G||_F / ||G||_F (Sec. 4.2)."""
+    G = np.asarray(exact, dtype=np.float64)
+    nrm = np.linalg.norm(G)
+    if nrm == 0:
+        raise ValueError("exact has zero norm: the relative error is undefined")
+    return float(np.linalg.norm(np.asarray(estimate, dtype=np.float64) - G) / nrm)
+
+
+class _GramianEstimator:
+    """Shared state and checks; subclasses implement ``sample``/``update``."""
+
+    needs_embeddings = False  # whether initialize() needs every item's embedding
+
+    def initialize(self, item_weights, n_components, prior=None, embeddings=None, dtype=np.float32, pool=None):
+        """Fix the catalogue and reset the estimates.
+
+        item_weights : (N,) non-negative, sums to 1 (see :func:`item_weights`).
+        n_components : k.
+        prior : (N, kP) or None; the low-rank prior rows q_j (App. B).
+        embeddings : (N, k), every item's current embedding (SAGram's cache).
+        pool : 1-D int array, optional; item ids whose empirical distribution is
+            item_weights (e.g. the items of the training pairs).  Draws from p then
+            pick uniformly from the pool, O(1) each, instead of a binary search.
+        """
+        if np.dtype(dtype) not in (np.float32, np.float64):
+            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+        self.dtype_ = np.dtype(dtype).name
+        p = np.asarray(item_weights, dtype=np.float64)
+        if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
+            raise ValueError("item_weights must be a non-empty 1-D array of finite non-negative weights")
+        self.k_ = check_int(n_components, "n_components", low=1)
+        self.p_ = p / p.sum()
+        self._cdf = np.cumsum(self.p_)
+        self._cdf[-1] = 1.0
+        self.n_items_ = p.size
+        if pool is not None:
+            pool = np.asarray(pool)
+            if pool.ndim != 1 or pool.size == 0 or not np.issubdtype(pool.dtype, np.integer):
+                raise ValueError("pool must be a non-empty 1-D integer array of item ids")
+            if pool.min() < 0 or pool.max() >= p.size:
+                raise ValueError(f"pool ids must be in [0, {p.size})")
+        self._pool = pool
+        if prior is not None:
+            Q = np.ascontiguousarray(prior, dtype=self.dtype_)
+            if Q.ndim != 2 or Q.shape[0] != p.size:
+                raise ValueError(f"prior must be (n_items, kP) = ({p.size}, kP), got shape {Q.shape}")
+            if not np.all(np.isfinite(Q)):
+                raise ValueError("prior contains NaN or inf")
+            self.prior_ = Q
+            self.cross_ = np.zeros((self.k_, Q.shape[1]), dtype=self.dtype_)
+        else:
+            self.prior_ = None
+            self.cross_ = None
+        self.gramian_ = np.zeros((self.k_, self.k_), dtype=self.dtype_)
+        self.n_updates_ = 0
+        return self
+
+    def _sample_p(self, rng, size):
+        if self._pool is not None:
+            return self._pool[rng.integers(0, self._pool.size, size=size)].astype(np.int64, copy=False)
+        return np.minimum(np.searchsorted(self._cdf, rng.random(size), side="right"), self.n_items_ - 1).astype(
+            np.int64)
+
+    def sample(self, rng, size):
+        """Ids of the Gramian batch, drawn from the item weights p (int64, (size,))."""
+        return self._sample_p(rng, size)
+
+    def _check_batch(self, ids, embeddings):
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        E = np.ascontiguousarray(embeddings, dtype=self.dtype_)
+        if ids.ndim != 1 or E.ndim != 2 or E.shape != (ids.size, self.k_):
+            raise ValueError(f"embeddings must be (len(ids), {self.k_}), got {E.shape} for {ids.size} ids")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.n_items_):
+            raise ValueError(f"ids must be in [0, {self.n_items_})")
+        return ids, E
+
+    def observe(self, ids, embeddings):
+        """Embeddings computed by the gradient batch (used by SAGram only)."""
+
+    def _prior_rows(self, ids):
+        return None if self.prior_ is None else np.ascontiguousarray(self.prior_[ids])
+
+
+class SOGram(_GramianEstimator):
+    """Stochastic Online Gramian (Alg. 2; Alg. 4 with a prior).
+
+    Ghat <- (1 - alpha) Ghat + alpha (1/|B'|) sum_{i in B'} u_i u_i^T, starting from 0;
+    PSD by construction (a convex combination of PSD matrices).  alpha trades the
+    bias (small alpha lags the moving Gramian) against the variance (Prop. 5).
+    O(|B'| k^2) per update, O(k^2) memory.
+    """
+
+    def __init__(self, alpha=0.01):
+        self.alpha = alpha
+
+    def initialize(self, item_weights, n_components, prior=None, embeddings=None, dtype=np.float32, pool=None):
+        check_float(self.alpha, "alpha", low=0.0, strict=True)
+        if self.alpha > 1:
+            raise ValueError(f"alpha must be in (0, 1], got {self.alpha}")
+        return super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
+
+    def update(self, ids, embeddings):
+        ids, E = self._check_batch(ids, embeddings)
+        if ids.size == 0:
+            return self
+        a = float(self.alpha)
+        sfx = _sfx(self.dtype_)
+        getattr(_core, "gram_update_" + sfx)(self.gramian_, E, None, a / ids.size, 1.0 - a)
+        if self.cross_ is not None:
+            getattr(_core, "cross_update_" + sfx)(self.cross_, E, self._prior_rows(ids), None, a / ids.size, 1.0 - a)
+        self.n_updates_ += 1
+        return self
+
+
+class SAGram(_GramianEstimator):
+    """Stochastic Average Gramian (Alg. 1; Alg. 3 with a prior).
+
+    A cache c_j of every item's embedding and S = sum_j p_j c_j c_j^T.  From the
+    Gramian batch B':
+
+    - ``variant="saga"`` (beta = 1, unbiased): Ghat = S + (1/|B'|) sum (u u^T - c c^T),
+      projected onto the PSD cone when ``project`` (eigenvalues clipped at 0; a
+      Cholesky test skips the O(k^3) eigendecomposition when Ghat is already PD);
+    - ``variant="sag"`` (beta = p_j, biased, PSD): Ghat = S + sum_{j in B'} p_j (u u^T - c c^T).
+
+    The gradient batch's embeddings refresh the cache (``observe``).  The cache is
+    per item rather than per training pair as in the paper: the same estimator
+    with fresher entries and O(N k) instead of O(n k) memory.
+    """
+
+    needs_embeddings = True
+
+    def __init__(self, variant="saga", project=True):
+        self.variant = variant
+        self.project = project
+
+    def initialize(self, item_weights, n_components, prior=None, embeddings=None, dtype=np.float32, pool=None):
+        if self.variant not in ("saga", "sag"):
+            raise ValueError(f"variant must be 'saga' or 'sag', got {self.variant!r}")
+        super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
+        if embeddings is None:
+            raise ValueError("SAGram needs every item's initial embedding (embeddings=...)")
+        C = np.array(embeddings, dtype=self.dtype_, order="C", copy=True)
+        if C.shape != (self.n_items_, self.k_):
+            raise ValueError(f"embeddings must be ({self.n_items_}, {self.k_}), got {C.shape}")
+        if not np.all(np.isfinite(C)):
+            raise ValueError("embeddings contain NaN or inf")
+        self.cache_ = C
+        pw = self.p_.astype(self.dtype_)
+        self._pw = pw
+        self._S = np.ascontiguousarray(C.T @ (pw[:, None] * C))
+        self._S = (self._S + self._S.T) / 2
+        self.gramian_ = self._S.copy()
+        if self.prior_ is not None:
+            self._T = np.ascontiguousarray(C.T @ (pw[:, None] * self.prior_))
+            self.cross_ = self._T.copy()
+        else:
+            self._T = None
+        self.n_projections_ = 0
+        return self
+
+    def update(self, ids, embeddings):
+        ids, E = self._check_batch(ids, embeddings)
+        if ids.size == 0:
+            return self
+        sfx = _sfx(self.dtype_)
+        saga = self.variant == "saga"
+        getattr(_core, "sagram_estimate_" + sfx)(self.gramian_, self._S, self.cache_, ids, E, self._pw, saga,
+                                                 self.cross_, self._T, self.prior_)
+        if saga and self.project:
+            self.n_projections_ += bool(getattr(_core, "psd_project_" + sfx)(self.gramian_))
+        self.n_updates_ += 1
+        return self
+
+    def observe(self, ids, embeddings):
+        ids, E = self._check_batch(ids, embeddings)
+        if ids.size:
+            getattr(_core, "sagram_refresh_" + _sfx(self.dtype_))(self._S, self.cache_, ids, E, self._pw, self._T,
+                                                                  self.prior_)
+        return self
+
+    @property
+    def average_(self):
+        """S = sum_j p_j c_j c_j^T, the cache's Gramian."""
+        return self._S
+
+
+class SampledGramian(_GramianEstimator):
+    """Candidate-sampling estimate in Gramian form (Sec. 3.3, Eq. 14).
+
+    Ghat = sum_{b in B'} w_b u_b u_b^T with ids drawn from a proposal q and
+    inverse-probability weights w_b = p_b / (q_b |B'|) (unbiased for G):
+    ``proposal="uniform"`` (q_j = 1/N), ``"linear"`` (q_j proportional to the
+    item's frequency, i.e. q = p), ``"sqrt"`` (proportional to its square root).
+    No memory across steps; O(|B'| k^2) per update.
+    """
+
+    def __init__(self, proposal="uniform"):
+        self.proposal = proposal
+
+    def initialize(self, item_weights, n_components, prior=None, embeddings=None, dtype=np.float32, pool=None):
+        if self.proposal not in ("uniform", "linear", "sqrt"):
+            raise ValueError(f"proposal must be 'uniform', 'linear' or 'sqrt', got {self.proposal!r}")
+        super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
+        if self.proposal == "uniform":
+            q = np.full(self.n_items_, 1.0 / self.n_items_)
+        elif self.proposal == "linear":
+            q = self.p_
+        else:
+            q = np.sqrt(self.p_)
+            q = q / q.sum()
+        self.q_ = q
+        self._qcdf = np.cumsum(q)
+        self._qcdf[-1] = 1.0
+        return self
+
+    def sample(self, rng, size):
+        """Ids drawn from the proposal q (int64, (size,))."""
+        if self.proposal == "uniform":
+            return rng.integers(0, self.n_items_, size=size, dtype=np.int64)
+        if self.proposal == "linear":
+            return self._sample_p(rng, size)
+        return np.minimum(np.searchsorted(self._qcdf, rng.random(size), side="right"), self.n_items_ - 1).astype(
+            np.int64)
+
+    def update(self, ids, embeddings):
+        ids, E = self._check_batch(ids, embeddings)
+        if ids.size == 0:
+            return self
+        q = self.q_[ids]
+        if np.any(q <= 0):
+            raise ValueError("ids include items the proposal never draws (q = 0)")
+        w = np.ascontiguousarray(self.p_[ids] / (q * ids.size), dtype=self.dtype_)
+        sfx = _sfx(self.dtype_)
+        getattr(_core, "gram_update_" + sfx)(self.gramian_, E, w, 0.0, 0.0)
+        if self.cross_ is not None:
+            getattr(_core, "cross_update_" + sfx)(self.cross_, E, self._prior_rows(ids), w, 0.0, 0.0)
+        self.n_updates_ += 1
+        return self

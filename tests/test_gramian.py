@@ -1,0 +1,366 @@
+"""Gramian estimators (similearn.gramian) and their C++ kernels against the NumPy
+oracle (tests/gramian_oracle.py), plus the properties the paper states: SOGram
+stays PSD, SAGA is unbiased, the projection is the nearest PSD matrix."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import gramian_oracle as O
+from similearn import _core
+from similearn.gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error, item_weights
+
+DTYPES = [(np.float64, "f64", 1e-10), (np.float32, "f32", 2e-5)]
+SHAPES = [(1, 1, 1, 1), (5, 7, 11, 3), (16, 64, 40, 2), (3, 0, 6, 1)]  # (k, b, N, kP)
+
+
+def _rel(a, b):
+    return np.max(np.abs(np.asarray(a, np.float64) - b)) / max(1.0, np.max(np.abs(b)))
+
+
+def _problem(rng, dt, k, b, N, kP):
+    G = rng.standard_normal((k, k))
+    G = (G @ G.T).astype(dt)
+    E = rng.standard_normal((b, k)).astype(dt)
+    C = rng.standard_normal((N, k)).astype(dt)
+    p = rng.random(N) + 0.1
+    p = (p / p.sum()).astype(dt)
+    Qp = rng.standard_normal((N, kP)).astype(dt)
+    ids = rng.integers(0, N, b).astype(np.int64)
+    return G, E, C, p, Qp, ids
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_gram_and_cross_update_match_oracle(dt, sfx, tol, shape):
+    k, b, N, kP = shape
+    rng = np.random.default_rng(1)
+    G, E, C, p, Qp, ids = _problem(rng, dt, k, b, N, kP)
+    w = rng.standard_normal(b).astype(dt)  # signed weights are allowed
+    for weights, w_all in ((w, 0.0), (None, 0.3)):
+        Gc = G.copy()
+        getattr(_core, "gram_update_" + sfx)(Gc, E, weights, w_all, 0.7)
+        ref = O.gram_update(G.astype(float), E.astype(float), w if weights is not None else np.full(b, 0.3), 0.7)
+        assert _rel(Gc, ref) < tol
+        assert np.array_equal(Gc, Gc.T)  # exactly symmetric
+    H = rng.standard_normal((k, kP)).astype(dt)
+    Q = rng.standard_normal((b, kP)).astype(dt)
+    Hc = H.copy()
+    getattr(_core, "cross_update_" + sfx)(Hc, E, Q, w, 0.0, 0.25)
+    assert _rel(Hc, O.cross_update(H.astype(float), E.astype(float), Q.astype(float), w.astype(float), 0.25)) < tol
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("variant", ["saga", "sag"])
+def test_sagram_kernels_match_oracle(dt, sfx, tol, shape, variant):
+    k, b, N, kP = shape
+    rng = np.random.default_rng(2)
+    _, E, C, p, Qp, ids = _problem(rng, dt, k, b, N, kP)
+    if b > 2:
+        ids[1] = ids[0]  # a duplicated id
+    S = O.exact_gramian(C.astype(float), p.astype(float)).astype(dt)
+    T = O.exact_cross(C.astype(float), Qp.astype(float), p.astype(float)).astype(dt)
+    f = lambda a: a.astype(float)  # noqa: E731
+    Gr, Hr = O.sagram_estimate(f(S), f(C), ids, f(E), variant, f(p), f(T), f(Qp))
+    Gc, Hc = np.zeros((k, k), dt), np.zeros((k, kP), dt)
+    getattr(_core, "sagram_estimate_" + sfx)(Gc, S, C, ids, E, p, variant == "saga", Hc, T, Qp)
+    if variant == "saga":
+        getattr(_core, "psd_project_" + sfx)(Gc)
+    assert _rel(Gc, Gr) < 10 * tol
+    assert _rel(Hc, Hr) < tol
+    Sr, Cr, Tr = O.sagram_refresh(f(S), f(C), ids, f(E), f(p), f(T), f(Qp))
+    S2, C2, T2 = S.copy(), C.copy(), T.copy()
+    getattr(_core, "sagram_refresh_" + sfx)(S2, C2, ids, E, p, T2, Qp)
+    assert _rel(S2, Sr) < tol and _rel(T2, Tr) < tol
+    assert np.array_equal(C2, Cr.astype(dt))  # the cache holds the batch's rows exactly (last occurrence)
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+def test_psd_projection(dt, sfx, tol):
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((6, 6))
+    A = ((A + A.T) / 2).astype(dt)
+    G = A.copy()
+    assert getattr(_core, "psd_project_" + sfx)(G)  # indefinite: projected
+    ref = O.psd_project(A.astype(float))
+    assert _rel(G, ref) < 10 * tol
+    assert np.linalg.eigvalsh(G.astype(float)).min() > -1e-4
+    # the nearest PSD matrix: no PSD matrix on a random line through it is closer to A
+    for _ in range(5):
+        B = rng.standard_normal((6, 6))
+        B = B @ B.T
+        assert np.linalg.norm(A - ref) <= np.linalg.norm(A - (0.9 * ref + 0.1 * B)) + 1e-9
+    P = (A @ A.T + np.eye(6)).astype(dt)
+    P2 = P.copy()
+    assert not getattr(_core, "psd_project_" + sfx)(P2)  # positive definite: untouched
+    assert np.array_equal(P, P2)
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+@pytest.mark.parametrize("b,k,kP", [(1, 1, 1), (7, 5, 2), (300, 16, 3), (0, 4, 1)])
+@pytest.mark.parametrize("with_prior", [False, True])
+def test_pair_loss_matches_oracle(dt, sfx, tol, b, k, kP, with_prior):
+    rng = np.random.default_rng(4)
+    U, V = rng.standard_normal((b, k)).astype(dt), rng.standard_normal((b, k)).astype(dt)
+    s = rng.standard_normal(b).astype(dt)
+    M = rng.standard_normal((k, k))
+    Mu, Mv = (M @ M.T).astype(dt), np.eye(k, dtype=dt) * 3
+    Nu, Nv = rng.standard_normal((k, kP)).astype(dt), rng.standard_normal((k, kP)).astype(dt)
+    Qb, Rb = rng.standard_normal((b, kP)).astype(dt), rng.standard_normal((b, kP)).astype(dt)
+    args = (Nu, Nv, Qb, Rb) if with_prior else (None, None, None, None)
+    for nt in (1, 2, 3):
+        dU, dV = np.empty_like(U), np.empty_like(V)
+        data, pen = getattr(_core, "pair_loss_" + sfx)(U, V, s, None, Mu, Mv, *args, dU, dV, nt)
+        if b == 0:
+            assert data == 0 and pen == 0
+            continue
+        rd, rp, rU, rV = O.pair_loss(*(a.astype(float) if a is not None else None for a in (U, V, s, Mu, Mv, *args)))
+        assert abs(data - rd) < 1e2 * tol * max(1, abs(rd)) and abs(pen - rp) < 1e2 * tol * max(1, abs(rp))
+        assert _rel(dU, rU) < 10 * tol and _rel(dV, rV) < 10 * tol
+        if nt == 1:
+            first = (dU.copy(), dV.copy())
+        else:
+            assert np.array_equal(first[0], dU) and np.array_equal(first[1], dV)  # thread count independent
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+def test_pair_loss_without_penalty_and_weights(dt, sfx, tol):
+    rng = np.random.default_rng(5)
+    U, V = rng.standard_normal((9, 4)).astype(dt), rng.standard_normal((9, 4)).astype(dt)
+    s, w = rng.standard_normal(9).astype(dt), rng.random(9).astype(dt)
+    dU, dV = np.empty_like(U), np.empty_like(V)
+    data, pen = getattr(_core, "pair_loss_" + sfx)(U, V, s, w, None, None, None, None, None, None, dU, dV, 1)
+    r = np.sum(U * V, 1) - s
+    assert pen == 0 and abs(data - np.mean(w * r * r)) < 1e2 * tol
+    assert _rel(dU, 2 * (w * r)[:, None] * V / 9) < 10 * tol
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+@pytest.mark.parametrize("rows", [[3, 1, 3, 8], [0], []])
+@pytest.mark.parametrize("opt,name", [(0, "sgd"), (1, "adagrad"), (2, "adam")])
+def test_bag_forward_and_sparse_steps_match_oracle(dt, sfx, tol, rows, opt, name):
+    rng = np.random.default_rng(6)
+    X = sp.random(9, 13, density=0.3, format="csr", random_state=1, dtype=dt)
+    mask = np.ones(9, dtype=dt)
+    mask[5] = 0  # an empty row
+    X = sp.csr_matrix(sp.diags(mask) @ X)
+    X.eliminate_zeros()
+    indptr, ind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+    rows = np.array(rows + [5], np.int64)
+    E = rng.standard_normal((13, 4)).astype(dt)
+    out = getattr(_core, "bag_forward_" + sfx)(indptr, ind, X.data, rows, E, 2)
+    assert _rel(out, O.bag_forward(indptr, ind, X.data, rows, E.astype(float))) < tol
+    # two sources (the shared-table case): the gradient is the sum of both bags' gradients
+    rows2 = np.array([2, 3], np.int64)
+    dA, dA2 = rng.standard_normal((rows.size, 4)).astype(dt), rng.standard_normal((2, 4)).astype(dt)
+    g = O.bag_grad(indptr, ind, X.data, rows, dA, 13) + O.bag_grad(indptr, ind, X.data, rows2, dA2, 13)
+    touched = np.unique(np.concatenate([ind[indptr[r]:indptr[r + 1]] for r in np.r_[rows, rows2]]))
+    s1 = np.abs(rng.standard_normal(E.shape)).astype(dt) if opt else None
+    s2 = np.abs(rng.standard_normal(E.shape)).astype(dt) if opt == 2 else None
+    state = {"acc": s1} if opt == 1 else ({"m": s1, "v": s2} if opt == 2 else {})
+    eps = 1e-10 if opt == 1 else 1e-8
+    ref, ref_state = O.sparse_step(E, state, g, touched, name, 0.1, 3, ada_eps=eps, eps=eps)
+    P = E.copy()
+    n = getattr(_core, "sparse_step_" + sfx)(P, s1, s2, indptr, ind, X.data, rows, dA, indptr, ind, X.data, rows2,
+                                             dA2, opt, 0.1, 0.9, 0.999, eps, 3, 0.0, 2)
+    assert n == touched.size
+    assert _rel(P, ref) < 10 * tol
+    untouched = np.setdiff1d(np.arange(13), touched)
+    assert np.array_equal(P[untouched], E[untouched])  # sparse: other rows bitwise unchanged
+    for key, arr in zip(("acc", "m", "v") if opt == 1 else ("m", "v"), (s1, s2)):
+        if key in ref_state:
+            assert _rel(arr, ref_state[key]) < 10 * tol
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+@pytest.mark.parametrize("opt", [0, 1, 2])
+def test_dense_step_matches_oracle_and_l2(dt, sfx, tol, opt):
+    rng = np.random.default_rng(7)
+    P0 = rng.standard_normal((5, 3)).astype(dt)
+    g = rng.standard_normal((5, 3)).astype(dt)
+    name = ("sgd", "adagrad", "adam")[opt]
+    s1 = np.zeros_like(P0) if opt else None
+    s2 = np.zeros_like(P0) if opt == 2 else None
+    state = {"acc": np.zeros_like(P0)} if opt == 1 else ({"m": np.zeros_like(P0), "v": np.zeros_like(P0)} if opt else {})
+    l2 = 0.01
+    ref, _ = O.sparse_step(P0, state, (g + l2 * P0).astype(float), np.arange(5), name, 0.05, 1)
+    P = P0.copy()
+    getattr(_core, "dense_step_" + sfx)(P, s1, s2, g, opt, 0.05, 0.9, 0.999, 1e-10 if opt == 1 else 1e-8, 1, l2, 1)
+    assert _rel(P, ref) < 10 * tol
+
+
+# ----------------------------------------------------------------------------- estimators
+def _catalogue(rng, N=30, k=4, dt=np.float64):
+    U = rng.standard_normal((N, k)).astype(dt)
+    p = item_weights(rng.integers(0, N, 500), N)
+    return U, p
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_sogram_matches_oracle_and_stays_psd(dt):
+    rng = np.random.default_rng(8)
+    U, p = _catalogue(rng, dt=dt)
+    Q = rng.standard_normal((30, 2)).astype(dt)
+    est = SOGram(alpha=0.3).initialize(p, 4, prior=Q, dtype=dt)
+    G, H = np.zeros((4, 4)), np.zeros((4, 2))
+    r1, r2 = np.random.default_rng(0), np.random.default_rng(0)
+    for _ in range(20):
+        ids = est.sample(r1, 8)
+        assert np.array_equal(ids, O_sample(r2, p, 8))
+        est.update(ids, U[ids])
+        G, H = O.sogram(G, U[ids].astype(float), 0.3, H, Q[ids].astype(float))
+        assert np.linalg.eigvalsh(est.gramian_.astype(float)).min() > -1e-5
+    assert _rel(est.gramian_, G) < 1e-5 and _rel(est.cross_, H) < 1e-5
+
+
+def O_sample(rng, p, size):
+    """The same stream as the estimators' sampling from p (inverse cdf)."""
+    cdf = np.cumsum(p)
+    cdf[-1] = 1.0
+    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), p.size - 1)
+
+
+def test_sogram_converges_to_the_exact_gramian():
+    rng = np.random.default_rng(9)
+    U, p = _catalogue(rng)
+    G = exact_gramian(U, p)
+    est = SOGram(alpha=0.05).initialize(p, 4, dtype=np.float64)
+    for _ in range(600):
+        ids = est.sample(rng, 64)
+        est.update(ids, U[ids])
+    assert gramian_error(est.gramian_, G) < 0.1
+    one = SOGram(alpha=1.0).initialize(p, 4, dtype=np.float64)  # alpha = 1: a single-batch estimate
+    errs = []
+    for _ in range(50):
+        ids = one.sample(rng, 64)
+        one.update(ids, U[ids])
+        errs.append(gramian_error(one.gramian_, G))
+    assert np.mean(errs) > 2 * gramian_error(est.gramian_, G)  # averaging lowers the variance (Prop. 5)
+
+
+def test_saga_is_unbiased_and_sag_is_psd():
+    rng = np.random.default_rng(10)
+    N, k = 25, 3
+    U, p = _catalogue(rng, N, k)
+    C = U + 0.5 * rng.standard_normal((N, k))  # a stale cache
+    G = exact_gramian(U, p)
+    saga = SAGram("saga", project=False).initialize(p, k, embeddings=C, dtype=np.float64)
+    mean = np.zeros((k, k))
+    draws = 4000
+    for _ in range(draws):
+        ids = saga.sample(rng, 4)
+        saga.update(ids, U[ids])  # estimates only: the cache stays C
+        mean += saga.gramian_
+    mean /= draws
+    assert gramian_error(mean, G) < 0.03  # unbiased (Prop. 3)
+    assert gramian_error(saga.average_, G) > 0.1  # while the cache alone is biased
+    sag = SAGram("sag").initialize(p, k, embeddings=C, dtype=np.float64)
+    for _ in range(200):
+        ids = sag.sample(rng, 4)
+        sag.update(ids, U[ids])
+        assert np.linalg.eigvalsh(sag.gramian_).min() > -1e-10  # Prop. 2
+    # refreshing every item's cache makes S (and SAG's estimate) exact
+    sag.observe(np.arange(N), U)
+    assert gramian_error(sag.average_, G) < 1e-12
+
+
+def test_saga_projection_keeps_psd():
+    rng = np.random.default_rng(11)
+    N, k = 10, 3
+    U, p = _catalogue(rng, N, k)
+    est = SAGram("saga").initialize(p, k, embeddings=np.zeros((N, k)), dtype=np.float64)
+    n_neg = 0
+    for _ in range(100):
+        ids = est.sample(rng, 2)
+        E = 3 * rng.standard_normal((2, k))
+        raw = est.average_ + (E.T @ E - est.cache_[ids].T @ est.cache_[ids]) / 2
+        est.update(ids, E)
+        est.observe(ids, E)
+        n_neg += np.linalg.eigvalsh(raw).min() < -1e-9
+        assert np.linalg.eigvalsh(est.gramian_).min() > -1e-9
+    assert est.n_projections_ >= 1 and n_neg >= 1
+
+
+@pytest.mark.parametrize("proposal", ["uniform", "linear", "sqrt"])
+def test_sampled_gramian_is_unbiased(proposal):
+    rng = np.random.default_rng(12)
+    U, p = _catalogue(rng)
+    G = exact_gramian(U, p)
+    est = SampledGramian(proposal).initialize(p, 4, dtype=np.float64)
+    mean = np.zeros((4, 4))
+    for _ in range(3000):
+        ids = est.sample(rng, 8)
+        est.update(ids, U[ids])
+        mean += est.gramian_
+        ref, _ = O.sampled(U[ids], ids, p, est.q_)
+    assert _rel(est.gramian_, ref) < 1e-10
+    assert gramian_error(mean / 3000, G) < 0.05
+    q = {"uniform": np.full(30, 1 / 30), "linear": p, "sqrt": np.sqrt(p) / np.sqrt(p).sum()}[proposal]
+    assert np.allclose(est.q_, q)
+
+
+def test_importance_sampling_beats_uniform_on_skewed_catalogue():
+    rng = np.random.default_rng(13)
+    N, k = 400, 4
+    U = rng.standard_normal((N, k))
+    p = 1.0 / np.arange(1, N + 1) ** 1.2
+    p /= p.sum()
+    G = exact_gramian(U, p)
+    errs = {}
+    for proposal in ("uniform", "sqrt", "linear"):
+        est = SampledGramian(proposal).initialize(p, k, dtype=np.float64)
+        e = []
+        for _ in range(300):
+            ids = est.sample(rng, 32)
+            est.update(ids, U[ids])
+            e.append(gramian_error(est.gramian_, G))
+        errs[proposal] = np.mean(e)
+    assert errs["linear"] < errs["uniform"] and errs["sqrt"] < errs["uniform"]
+
+
+def test_pool_sampling_draws_from_p():
+    rng = np.random.default_rng(14)
+    pool = rng.integers(0, 7, 5000)
+    p = item_weights(pool, 7)
+    est = SOGram().initialize(p, 2, pool=pool)
+    ids = est.sample(rng, 50000)
+    assert np.allclose(np.bincount(ids, minlength=7) / 50000, p, atol=0.01)
+
+
+def test_estimator_input_errors():
+    p = np.full(5, 0.2)
+    with pytest.raises(ValueError, match="alpha"):
+        SOGram(alpha=0).initialize(p, 2)
+    with pytest.raises(ValueError, match="alpha"):
+        SOGram(alpha=1.5).initialize(p, 2)
+    with pytest.raises(ValueError, match="item_weights"):
+        SOGram().initialize(np.array([0.5, np.nan]), 2)
+    with pytest.raises(ValueError, match="item_weights"):
+        SOGram().initialize(np.array([-1.0, 2.0]), 2)
+    with pytest.raises(ValueError, match="n_components"):
+        SOGram().initialize(p, 0)
+    with pytest.raises(ValueError, match="embeddings"):
+        SAGram().initialize(p, 2)
+    with pytest.raises(ValueError, match="embeddings"):
+        SAGram().initialize(p, 2, embeddings=np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        SAGram().initialize(p, 2, embeddings=np.full((5, 2), np.nan))
+    with pytest.raises(ValueError, match="variant"):
+        SAGram("x").initialize(p, 2, embeddings=np.zeros((5, 2)))
+    with pytest.raises(ValueError, match="proposal"):
+        SampledGramian("x").initialize(p, 2)
+    with pytest.raises(ValueError, match="prior"):
+        SOGram().initialize(p, 2, prior=np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="pool"):
+        SOGram().initialize(p, 2, pool=np.array([0, 9]))
+    est = SOGram().initialize(p, 2)
+    with pytest.raises(ValueError, match="ids"):
+        est.update(np.array([0, 5]), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="ids"):
+        est.update(np.array([-1]), np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="embeddings"):
+        est.update(np.array([0, 1]), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="zero norm"):
+        gramian_error(np.eye(2), np.zeros((2, 2)))
+    with pytest.raises(ValueError):
+        item_weights([], 3)
