@@ -7,13 +7,14 @@ top-k search, Hamming search, k-NN classifier), ``metrics`` (retrieval metrics),
 """
 from ._version import __version__
 from ._config import get_num_threads, set_num_threads, thread_limits, show_config
-from . import base, datasets, evaluation, hashing, manifold, matching, metrics, neighbors, scaling, triplets
+from . import base, datasets, evaluation, gramian, hashing, manifold, matching, metrics, neighbors, scaling, triplets
 from .base import load, save
 from .film import FILM
 from .frml import FRML
 from .hashing import HashingMixin, ITQHasher, LSHHasher
 from .nash import NASH
 from .ssne import SSNE
+from .twotower import TwoTower
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
 from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
@@ -35,6 +36,7 @@ __all__ = [
     "FRML",
     "SSNE",
     "NASH",
+    "TwoTower",
     "HashingMixin",
     "LSHHasher",
     "ITQHasher",
@@ -47,6 +49,7 @@ __all__ = [
     "base",
     "evaluation",
     "hashing",
+    "gramian",
     "metrics",
     "neighbors",
     "scaling",

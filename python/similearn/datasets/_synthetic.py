@@ -12,7 +12,9 @@
 * :func:`make_topic_documents`: word-count documents from an LDA-like topic
   model (each document dominated by the topic of its class), for semantic hashing;
 * :func:`make_text_pairs`: short synthetic "sentences" from a topic model and
-  labelled duplicate / not-duplicate pairs, for matching demos.
+  labelled duplicate / not-duplicate pairs, for matching demos;
+* :func:`make_interactions`: implicit-feedback pairs with planted clusters,
+  popularity skew and side features, for two-tower models.
 
 Every generator is deterministic given ``random_state`` (an int, a
 ``numpy.random.Generator`` or None).
@@ -22,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["make_tfidf_like", "make_topic_documents", "make_planted_stiefel", "make_text_pairs", "make_planted_metric"]
+__all__ = ["make_tfidf_like", "make_topic_documents", "make_planted_stiefel", "make_text_pairs", "make_planted_metric",
+           "make_interactions"]
 
 
 def _rng(random_state):
@@ -437,3 +440,89 @@ def make_text_pairs(n_pairs=1000, n_topics=10, concepts_per_topic=40, intents_pe
         pairs[i] = (rng.choice(members[a]), rng.choice(members[b]))
     order = rng.permutation(n_pairs)
     return sentences, pairs[order], labels[order]
+
+
+# --------------------------------------------------------------------------- two-tower interactions
+def make_interactions(n_left=2000, n_right=2000, n_pairs=50000, n_clusters=20, popularity=1.0, noise=0.1,
+                      tags_per_cluster=10, tags_per_item=3, random_state=None, dtype=np.float32):
+    """Implicit-feedback pairs with planted cluster structure and side features.
+
+    Left and right items belong to one of ``n_clusters`` clusters each.  A pair is
+    drawn as: a left item i (activity Zipf-distributed with exponent
+    ``popularity``), then with probability 1 - ``noise`` a right item of i's
+    cluster, else any right item, the right item chosen by its own Zipf
+    popularity (exponent ``popularity``; 0 gives uniform).  Duplicate pairs are
+    kept (repeat interactions), so n_pairs is exact.
+
+    Features (CSR, values 1): a one-hot id block, then a bag of
+    ``tags_per_item`` tags, drawn from the ``tags_per_cluster`` tags of the item's
+    cluster (left and right tags are separate vocabularies with the same layout,
+    so ``shared_embeddings`` can tie them).
+
+    Returns
+    -------
+    Bunch with left_features (n_left, n_left + T), right_features (n_right,
+    n_right + T) with T = n_clusters * tags_per_cluster, pairs (n_pairs, 2) int64,
+    targets (n_pairs,) ones of ``dtype``, left_clusters, right_clusters (int64),
+    right_popularity (float64, sums to 1).
+
+    O(n_pairs + (n_left + n_right) tags_per_item) time and memory.
+    """
+    from sklearn.utils import Bunch
+
+    n_left = _check_positive_int("n_left", n_left)
+    n_right = _check_positive_int("n_right", n_right)
+    n_pairs = _check_positive_int("n_pairs", n_pairs)
+    n_clusters = _check_positive_int("n_clusters", n_clusters)
+    tags_per_cluster = _check_positive_int("tags_per_cluster", tags_per_cluster)
+    tags_per_item = _check_positive_int("tags_per_item", tags_per_item)
+    if not 0.0 <= float(noise) <= 1.0:
+        raise ValueError(f"noise must be in [0, 1], got {noise!r}")
+    if not (np.isfinite(popularity) and popularity >= 0):
+        raise ValueError(f"popularity must be a finite number >= 0, got {popularity!r}")
+    dtype = _check_float_dtype(dtype)
+    rng = _rng(random_state)
+    cl = rng.integers(0, n_clusters, n_left)
+    cr = rng.integers(0, n_clusters, n_right)
+
+    def zipf(n):
+        w = 1.0 / np.arange(1, n + 1) ** float(popularity)
+        w = w[rng.permutation(n)]
+        return w / w.sum()
+
+    pl, pr = zipf(n_left), zipf(n_right)
+    left = rng.choice(n_left, size=n_pairs, p=pl)
+    # right items of each cluster, with their popularity cdf inside the cluster
+    order = np.argsort(cr, kind="stable")
+    starts = np.searchsorted(cr[order], np.arange(n_clusters + 1))
+    cdf_all = np.cumsum(pr)
+    right = np.empty(n_pairs, dtype=np.int64)
+    in_cluster = rng.random(n_pairs) >= float(noise)
+    u = rng.random(n_pairs)
+    c = cl[left]
+    empty = starts[c + 1] == starts[c]
+    in_cluster &= ~empty
+    far = ~in_cluster
+    right[far] = np.minimum(np.searchsorted(cdf_all, u[far] * cdf_all[-1], side="right"), n_right - 1)
+    for k in range(n_clusters):
+        sel = np.flatnonzero(in_cluster & (c == k))
+        if sel.size == 0:
+            continue
+        members = order[starts[k]:starts[k + 1]]
+        cdf = np.cumsum(pr[members])
+        pos = np.minimum(np.searchsorted(cdf, u[sel] * cdf[-1], side="right"), members.size - 1)
+        right[sel] = members[pos]
+    T = n_clusters * tags_per_cluster
+
+    def features(clusters, n):
+        tags = clusters[:, None] * tags_per_cluster + rng.integers(0, tags_per_cluster, (n, tags_per_item))
+        rows = np.repeat(np.arange(n), 1 + tags_per_item)
+        cols = np.concatenate([np.arange(n)[:, None], n + tags], axis=1).ravel()
+        X = sp.csr_matrix((np.ones(rows.size, dtype=dtype), (rows, cols)), shape=(n, n + T))
+        X.sum_duplicates()
+        X.data[:] = 1
+        return X
+
+    return Bunch(left_features=features(cl, n_left), right_features=features(cr, n_right),
+                 pairs=np.stack([left, right], axis=1).astype(np.int64), targets=np.ones(n_pairs, dtype=dtype),
+                 left_clusters=cl.astype(np.int64), right_clusters=cr.astype(np.int64), right_popularity=pr)

@@ -1,0 +1,748 @@
+"""Two-tower embedding models trained with Gramian estimates (Krichene et al.,
+"Efficient training on very large corpora via Gramian estimation"; ALGORITHMS.md
+"Gramian estimation").
+
+Model (Fig. 1).  A left item x and a right item y are sparse feature rows (one-hot
+ids, bags of n-grams or categories, numeric side features, all in one CSR row).
+Each tower maps its row through input embeddings summed per row (an embedding bag,
+optionally one table shared by both towers), then zero or more ReLU hidden layers,
+to a k-dimensional output; the score of a pair is <u(x), v(y)>.
+
+Objective (Eq. 1 with the Gramian form, Eq. 4; App. B for a prior):
+
+    (1/n) sum_i (<u_i, v_i> - s_i)^2  +  lam <G_u, G_v>  [ - 2 lam <H_u, H_v> ]
+
+over the n observed pairs (i, j, s).  The penalty is the low-similarity prior on
+all n^2 pairs; it is optimised through estimates Ghat of the Gramians held
+constant within a step (Eq. 7): its gradient w.r.t. u_i is 2 lam Ghat_v u_i, one
+GEMM for the whole batch.  ``penalty`` picks the estimator
+(:mod:`similearn.gramian`): SOGram (Alg. 2), SAGram (Alg. 1, SAG or SAGA), the
+candidate-sampling baselines of Sec. 3.3 (uniform / linear / sqrt proposals with
+inverse-probability weights), the exact Gramians (small problems), or none.
+``regularizer="gor"`` uses the same estimates for the Global Orthogonal
+Regularizer of App. C instead: lam [max(<G_u, G_u>, 1/k) + max(<G_v, G_v>, 1/k)].
+
+Per step (Alg. 1 / 2): draw a Gramian batch B' for each side, embed it with the
+current parameters and update the estimates; then the gradient step on a batch B
+of observed pairs.  The embedding bags' forward and their fused sparse
+gradient-and-optimiser steps (SGD, Adagrad, lazy Adam), the estimator updates and
+the batch loss are C++ kernels; the dense layers are BLAS GEMMs.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+
+from . import _core
+from ._config import blas_limits, get_num_threads
+from ._validation import check_bool, check_float, check_int, check_X, seed_from_random_state
+from .base import SaveLoadMixin, progress
+from .gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error, item_weights
+
+__all__ = ["TwoTower", "map_at_k", "estimation_error_trajectory"]
+
+_PENALTIES = ("sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none")
+_OPTIMIZERS = {"sgd": 0, "adagrad": 1, "adam": 2}
+_CHUNK = 8192  # rows per block when embedding a whole catalogue
+
+
+def _sfx(dt):
+    return "f32" if dt == np.float32 else "f64"
+
+
+class _Csr:
+    """A validated CSR feature matrix in the kernels' layout (int64 offsets)."""
+
+    def __init__(self, X):
+        self.shape = X.shape
+        self.indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
+        self.indices = np.ascontiguousarray(X.indices, dtype=np.int64)
+        self.data = np.ascontiguousarray(X.data)
+        self.dtype = self.data.dtype
+
+    @property
+    def n_rows(self):
+        return self.shape[0]
+
+
+def _check_features(F, name, dtype, normalize, n_features=None):
+    """int n (one-hot ids) or a 2-D matrix (sparse or dense) -> _Csr of dtype."""
+    if isinstance(F, (numbers.Integral, np.integer)) and not isinstance(F, (bool, np.bool_)):
+        n = check_int(F, name, low=1)
+        X = sp.identity(n, dtype=dtype, format="csr")
+    else:
+        X = check_X(F, name, accept_sparse=True, dtype=(np.dtype(dtype).name,))
+        if not sp.issparse(X):
+            X = sp.csr_matrix(X)
+        else:
+            X = X.astype(dtype, copy=True) if X.dtype != dtype else X.copy()
+        X.eliminate_zeros()
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}")
+    if normalize == "l2":
+        nrm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        scale = np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0).astype(dtype)
+        X = sp.csr_matrix(sp.diags(scale) @ X, dtype=dtype)
+    return _Csr(X)
+
+
+def _check_pairs(pairs, n_left, n_right, name="pairs"):
+    P = np.asarray(pairs)
+    if P.dtype == object or not (np.issubdtype(P.dtype, np.integer) or np.issubdtype(P.dtype, np.floating)):
+        raise TypeError(f"{name} must be an integer array of shape (n_pairs, 2), got dtype {P.dtype}")
+    if P.ndim != 2 or P.shape[1] != 2:
+        raise ValueError(f"{name} must have shape (n_pairs, 2), got {P.shape}")
+    if P.shape[0] == 0:
+        raise ValueError(f"{name} is empty: at least one observed pair is needed")
+    if np.issubdtype(P.dtype, np.floating):
+        if not np.all(np.isfinite(P)) or np.any(P != np.round(P)):
+            raise ValueError(f"{name} must hold integer indices")
+    P = P.astype(np.int64)
+    for col, n, side in ((0, n_left, "left"), (1, n_right, "right")):
+        lo, hi = P[:, col].min(), P[:, col].max()
+        if lo < 0 or hi >= n:
+            raise ValueError(f"{name}[:, {col}] must index the {n} {side} rows (0 <= i < {n}); got values in "
+                             f"[{lo}, {hi}]")
+    return np.ascontiguousarray(P)
+
+
+def _check_targets(targets, n_pairs, dtype):
+    if targets is None:
+        return np.ones(n_pairs, dtype=dtype)
+    s = np.asarray(targets)
+    if not (np.issubdtype(s.dtype, np.number) or s.dtype == bool) or np.iscomplexobj(s):
+        raise TypeError(f"targets must be numeric, got dtype {s.dtype}")
+    s = s.astype(dtype).ravel() if s.ndim <= 1 else s
+    if s.ndim != 1 or s.shape[0] != n_pairs:
+        raise ValueError(f"targets must have one value per pair ({n_pairs}), got shape {np.shape(targets)}")
+    if not np.all(np.isfinite(s)):
+        raise ValueError("targets contains NaN or inf")
+    return np.ascontiguousarray(s)
+
+
+def _check_prior(prior, n_left, n_right, dtype):
+    if prior is None:
+        return None, None
+    if not isinstance(prior, (tuple, list)) or len(prior) != 2:
+        raise TypeError("prior must be a tuple (Q, R): Q (n_left, kP) and R (n_right, kP), the low-rank prior "
+                        "p_ij = <q_i, r_j> of App. B")
+    out = []
+    for M, n, nm in ((prior[0], n_left, "prior[0] (Q)"), (prior[1], n_right, "prior[1] (R)")):
+        M = check_X(M, nm, dtype=(np.dtype(dtype).name,))
+        if M.shape[0] != n:
+            raise ValueError(f"{nm} must have one row per item ({n}), got {M.shape[0]}")
+        out.append(np.ascontiguousarray(M, dtype=dtype))
+    if out[0].shape[1] != out[1].shape[1]:
+        raise ValueError(f"prior Q and R must have the same number of columns, got {out[0].shape[1]} and "
+                         f"{out[1].shape[1]}")
+    return out[0], out[1]
+
+
+def _estimator_state(est):
+    """A serialisable description of a Gramian estimator (class, params, state)."""
+    params = {k: getattr(est, k) for k in ("alpha", "variant", "project", "proposal") if hasattr(est, k)}
+    return {"class": type(est).__name__, "params": params, "state": dict(vars(est))}
+
+
+def _estimator_from_state(d):
+    cls = {"SOGram": SOGram, "SAGram": SAGram, "SampledGramian": SampledGramian}[d["class"]]
+    est = cls(**d["params"])
+    vars(est).update(d["state"])
+    return est
+
+
+class TwoTower(SaveLoadMixin, BaseEstimator):
+    """Two-tower embedding model trained with Gramian estimates.
+
+    Parameters
+    ----------
+    n_components : int, default=64
+        k, the output dimension of both towers.
+    hidden_sizes : tuple of int, default=()
+        ReLU hidden layers of each tower (the same for both).  ``()`` gives linear
+        towers: the output is the embedding bag itself (then ``embedding_dim`` =
+        k), i.e. a factorisation model with side features.
+    embedding_dim : int, optional
+        Width d of the input embeddings (default: k; with hidden layers, 64).
+    shared_embeddings : bool, default=False
+        One input embedding table for both towers (the paper's setting); the
+        left and right feature matrices must then have the same columns.
+    penalty : {"sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none"}, default="sogram"
+        How the Gramians of the penalty are estimated (see module docstring).
+        "exact" recomputes every item's embedding each step (small problems).
+    penalty_weight : float, default=1.0
+        lam, the weight of the all-pairs penalty (the paper uses 10 on Wikipedia
+        and 1 on MovieLens).  Larger values push unobserved pairs towards 0
+        harder; with implicit feedback (targets 1) values from 0.1 to 10 are
+        reasonable.
+    regularizer : {"gramian", "gor"}, default="gramian"
+        "gor": the Global Orthogonal Regularizer of App. C with the same estimates.
+    gramian_rate : float, default=0.1
+        SOGram's alpha in (0, 1] (Alg. 2).  0.1 is the best MovieLens value of App. E
+        with batch 1024; smaller values lower the variance and raise the bias.
+    sagram_variant : {"saga", "sag"}, default="saga"
+        beta = 1 (unbiased, projected onto the PSD cone) or beta = p_j (SAG, PSD).
+    gramian_batch_size : int, optional
+        |B'|, the Gramian batch (default: batch_size).
+    optimizer : {"adagrad", "sgd", "adam"}, default="adagrad"
+        Sparse rows of the embedding tables move only when their features occur
+        in the batch (sparse SGD / Adagrad, lazy Adam); dense layers take the
+        dense step.  The paper uses SGD (learning rate 0.01 with lam = 10).
+    learning_rate : float, default=0.05
+    batch_size : int, default=1024
+    n_epochs : int, default=10
+    l2 : float, default=0.0
+        L2 penalty on the parameters that move in a step.
+    normalize : {"l2", None}, default="l2"
+        Rows of the feature matrices are scaled to unit L2 norm, so a row's bag of
+        embeddings has the same scale whatever its number of features.
+    init_std : float, optional
+        Standard deviation of the input embeddings at initialisation (default
+        1/sqrt(d)).
+    dtype : {"float32", "float64"}, default="float32"
+    random_state : int, RandomState, Generator or None
+    n_threads : int, optional
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    left_embedding_, right_embedding_ : ndarray (n_left, k), (n_right, k)
+        Outputs of the towers on the catalogues of the last fit / partial_fit.
+    params_ : dict
+        "E_left", "E_right" (input embeddings; the same array when shared),
+        "W_left", "b_left", "W_right", "b_right" (lists, one per dense layer).
+    gramian_left_, gramian_right_ : ndarray (k, k)
+        The current estimates Ghat_u, Ghat_v.
+    loss_history_ : list of float
+        Per epoch: mean data loss + lam * <Ghat_u, Ghat_v> (the penalty's estimate).
+    loss_parts_history_ : dict of lists, "data" and "penalty".
+    n_left_, n_right_, n_features_left_, n_features_right_ : int
+    interactions_ : scipy.sparse.csr_matrix (n_left, n_right)
+        The observed pairs seen in training (used by ``recommend``).
+
+    Notes
+    -----
+    Cost per step: O(nnz(B) d + |B| (d h + h^2 + h k)) for the towers, O((|B| +
+    |B'|) k^2) for the penalty (rank-|B'| SYRK updates and one GEMM per side);
+    memory O(F d + k^2) plus SAGram's O(N k) cache.  No n x n array is formed.
+    """
+
+    def __init__(self, n_components=64, *, hidden_sizes=(), embedding_dim=None, shared_embeddings=False,
+                 penalty="sogram", penalty_weight=3.0, regularizer="gramian", gramian_rate=0.1,
+                 sagram_variant="saga", gramian_batch_size=None, optimizer="adagrad", learning_rate="auto",
+                 batch_size=256, n_epochs=20, l2=0.0, normalize="l2", init_std=None, dtype="float32",
+                 random_state=None, n_threads=None, verbose=0):
+        self.n_components = n_components
+        self.hidden_sizes = hidden_sizes
+        self.embedding_dim = embedding_dim
+        self.shared_embeddings = shared_embeddings
+        self.penalty = penalty
+        self.penalty_weight = penalty_weight
+        self.regularizer = regularizer
+        self.gramian_rate = gramian_rate
+        self.sagram_variant = sagram_variant
+        self.gramian_batch_size = gramian_batch_size
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.l2 = l2
+        self.normalize = normalize
+        self.init_std = init_std
+        self.dtype = dtype
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self):
+        k = check_int(self.n_components, "n_components", low=1)
+        hs = self.hidden_sizes
+        if isinstance(hs, (numbers.Integral, np.integer)) and not isinstance(hs, bool):
+            hs = (hs,)
+        if not isinstance(hs, (tuple, list)):
+            raise TypeError(f"hidden_sizes must be a tuple of ints, got {type(hs).__name__}")
+        hs = tuple(check_int(h, "hidden_sizes", low=1) for h in hs)
+        if self.embedding_dim is None:
+            d = k if not hs else 64
+        else:
+            d = check_int(self.embedding_dim, "embedding_dim", low=1)
+        if not hs and d != k:
+            raise ValueError(f"without hidden layers the output is the embedding bag: embedding_dim ({d}) must "
+                             f"equal n_components ({k})")
+        check_bool(self.shared_embeddings, "shared_embeddings")
+        if self.penalty not in _PENALTIES:
+            raise ValueError(f"penalty must be one of {_PENALTIES}, got {self.penalty!r}")
+        check_float(self.penalty_weight, "penalty_weight", low=0.0)
+        if self.regularizer not in ("gramian", "gor"):
+            raise ValueError(f"regularizer must be 'gramian' or 'gor', got {self.regularizer!r}")
+        check_float(self.gramian_rate, "gramian_rate", low=0.0, strict=True)
+        if self.gramian_rate > 1:
+            raise ValueError(f"gramian_rate must be in (0, 1], got {self.gramian_rate}")
+        if self.sagram_variant not in ("saga", "sag"):
+            raise ValueError(f"sagram_variant must be 'saga' or 'sag', got {self.sagram_variant!r}")
+        if self.gramian_batch_size is not None:
+            check_int(self.gramian_batch_size, "gramian_batch_size", low=1)
+        if self.optimizer not in _OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {tuple(_OPTIMIZERS)}, got {self.optimizer!r}")
+        if not (isinstance(self.learning_rate, str) and self.learning_rate == "auto"):
+            check_float(self.learning_rate, "learning_rate", low=0.0, strict=True)
+        check_int(self.batch_size, "batch_size", low=1)
+        check_int(self.n_epochs, "n_epochs", low=0)
+        check_float(self.l2, "l2", low=0.0)
+        if self.normalize not in ("l2", None):
+            raise ValueError(f"normalize must be 'l2' or None, got {self.normalize!r}")
+        if self.init_std is not None:
+            check_float(self.init_std, "init_std", low=0.0, strict=True)
+        try:
+            dt = np.dtype(self.dtype)
+        except TypeError:
+            raise TypeError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}") from None
+        if dt not in (np.float32, np.float64):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        return k, hs, d, dt
+
+    # ------------------------------------------------------------------ parameters
+    def _init_params(self, FL, FR, k, hs, d, dt, rng):
+        std = float(self.init_std) if self.init_std is not None else 1.0 / np.sqrt(d)
+        EL = rng.standard_normal((FL, d), dtype=dt)
+        EL *= dt.type(std)
+        if self.shared_embeddings:
+            ER = EL
+        else:
+            ER = rng.standard_normal((FR, d), dtype=dt)
+            ER *= dt.type(std)
+        P = {"E_left": EL, "E_right": ER}
+        for side in ("left", "right"):
+            Ws, bs = [], []
+            sizes = (d,) + hs + ((k,) if hs else ())
+            for i in range(len(sizes) - 1):
+                fan_in, fan_out = sizes[i], sizes[i + 1]
+                last = i == len(sizes) - 2
+                sc = np.sqrt((1.0 if last else 2.0) / fan_in)  # He for ReLU layers, LeCun for the output
+                Ws.append(np.ascontiguousarray(rng.standard_normal((fan_in, fan_out)) * sc, dtype=dt))
+                bs.append(np.zeros(fan_out, dtype=dt))
+            P["W_" + side], P["b_" + side] = Ws, bs
+        return P
+
+    def _learning_rate(self):
+        """The step size; "auto": per optimiser, smaller with hidden layers (dense ReLU
+        layers take larger effective steps than embedding rows)."""
+        if not isinstance(self.learning_rate, str):
+            return float(self.learning_rate)
+        deep = bool(self.params_["W_left"])
+        return {"adagrad": (0.1, 0.03), "sgd": (1.0, 0.1), "adam": (0.01, 0.001)}[self.optimizer][deep]
+
+    def _init_opt_state(self):
+        opt = _OPTIMIZERS[self.optimizer]
+        n_state = (0, 1, 2)[opt]
+        st = {}
+        for name, arr in self._named_params():
+            st[name] = [np.zeros_like(arr) for _ in range(n_state)]
+        return st
+
+    def _named_params(self):
+        P = self.params_
+        yield "E_left", P["E_left"]
+        if not self.shared_embeddings:
+            yield "E_right", P["E_right"]
+        for side in ("left", "right"):
+            for i, (W, b) in enumerate(zip(P["W_" + side], P["b_" + side])):
+                yield f"W_{side}_{i}", W
+                yield f"b_{side}_{i}", b
+
+    # ------------------------------------------------------------------ towers
+    def _forward(self, side, X, rows, nt, keep=False):
+        """Tower output for rows of X (b x k); with keep, the activations for backward."""
+        P = self.params_
+        E = P["E_" + side]
+        h = getattr(_core, "bag_forward_" + _sfx(E.dtype))(X.indptr, X.indices, X.data, rows, E, nt)
+        acts = [h]
+        Ws, bs = P["W_" + side], P["b_" + side]
+        for i, (W, b) in enumerate(zip(Ws, bs)):
+            h = h @ W
+            h += b
+            if i < len(Ws) - 1:
+                np.maximum(h, 0, out=h)
+            acts.append(h)
+        return (h, acts) if keep else h
+
+    def _backward(self, side, acts, dout, grads):
+        """Dense-layer gradients into grads (name -> array); returns dL/d(bag output)."""
+        P = self.params_
+        Ws = P["W_" + side]
+        g = dout
+        for i in range(len(Ws) - 1, -1, -1):
+            grads[f"W_{side}_{i}"] = acts[i].T @ g
+            grads[f"b_{side}_{i}"] = g.sum(axis=0)
+            g = g @ Ws[i].T
+            if i > 0:
+                g *= acts[i] > 0
+        return np.ascontiguousarray(g)
+
+    def _embed_all(self, side, X, nt):
+        n = X.n_rows
+        k = int(self.n_components)
+        out = np.empty((n, k), dtype=self.params_["E_left"].dtype)
+        for start in range(0, n, _CHUNK):
+            rows = np.arange(start, min(n, start + _CHUNK), dtype=np.int64)
+            out[start:start + rows.size] = self._forward(side, X, rows, nt)
+        return out
+
+    # ------------------------------------------------------------------ estimators
+    def _make_estimator(self):
+        pen = self.penalty
+        if pen == "sogram":
+            return SOGram(alpha=float(self.gramian_rate))
+        if pen == "sagram":
+            return SAGram(variant=self.sagram_variant)
+        if pen in ("uniform", "linear", "sqrt"):
+            return SampledGramian(proposal=pen)
+        return None
+
+    def _penalty_mats(self, lam, k):
+        """(Mu, Mv, Nu, Nv) for the pair_loss kernel, from the current estimates."""
+        if self.penalty == "none" or lam == 0:
+            return None, None, None, None
+        Gu, Gv = self.gramian_left_, self.gramian_right_
+        dt = Gu.dtype
+        if self.regularizer == "gor":
+            au = float(np.sum(Gu * Gu)) > 1.0 / k
+            av = float(np.sum(Gv * Gv)) > 1.0 / k
+            return (np.ascontiguousarray((4 * lam * au) * Gu, dtype=dt),
+                    np.ascontiguousarray((4 * lam * av) * Gv, dtype=dt), None, None)
+        Mu = np.ascontiguousarray(2 * lam * Gv, dtype=dt)
+        Mv = np.ascontiguousarray(2 * lam * Gu, dtype=dt)
+        if self._Q is None:
+            return Mu, Mv, None, None
+        return (Mu, Mv, np.ascontiguousarray(2 * lam * self.cross_right_, dtype=dt),
+                np.ascontiguousarray(2 * lam * self.cross_left_, dtype=dt))
+
+    def _penalty_value(self, lam, k):
+        if self.penalty == "none" or lam == 0:
+            return 0.0
+        Gu, Gv = self.gramian_left_.ravel(), self.gramian_right_.ravel()
+        if self.regularizer == "gor":
+            return lam * (max(float(Gu @ Gu), 1.0 / k) + max(float(Gv @ Gv), 1.0 / k))
+        v = lam * float(Gu @ Gv)
+        if self._Q is not None:
+            v -= 2 * lam * float(self.cross_left_.ravel() @ self.cross_right_.ravel())
+        return v
+
+    # ------------------------------------------------------------------ fit
+    def _setup(self, left_features, right_features, pairs, targets, prior, first):
+        k, hs, d, dt = self._check_params()
+        norm = self.normalize
+        XL = _check_features(left_features, "left_features", dt, norm,
+                             None if first else self.n_features_left_)
+        XR = _check_features(right_features, "right_features", dt, norm,
+                             None if first else self.n_features_right_)
+        if not first and (XL.n_rows != self.n_left_ or XR.n_rows != self.n_right_):
+            raise ValueError(f"partial_fit needs the catalogues of the first call: {self.n_left_} left and "
+                             f"{self.n_right_} right rows, got {XL.n_rows} and {XR.n_rows}")
+        if self.shared_embeddings and XL.shape[1] != XR.shape[1]:
+            raise ValueError("shared_embeddings=True needs left_features and right_features with the same columns "
+                             f"(got {XL.shape[1]} and {XR.shape[1]})")
+        P = _check_pairs(pairs, XL.n_rows, XR.n_rows)
+        s = _check_targets(targets, P.shape[0], dt)
+        Q, R = _check_prior(prior, XL.n_rows, XR.n_rows, dt)
+        if Q is not None and self.regularizer == "gor":
+            raise ValueError("a low-rank prior applies to the Gramian penalty, not to regularizer='gor'")
+        if Q is not None and self.penalty == "none":
+            raise ValueError("a low-rank prior is part of the penalty: it needs penalty != 'none'")
+        return k, hs, d, dt, XL, XR, P, s, Q, R
+
+    def _start(self, XL, XR, P, Q, R, k, hs, d, dt, rng, nt):
+        self.n_left_, self.n_right_ = XL.n_rows, XR.n_rows
+        self.n_features_left_, self.n_features_right_ = XL.shape[1], XR.shape[1]
+        self.params_ = self._init_params(XL.shape[1], XR.shape[1], k, hs, d, dt, rng)
+        self._opt_state = self._init_opt_state()
+        self.t_ = 0
+        self._counts_left = np.zeros(self.n_left_, dtype=np.int64)
+        self._counts_right = np.zeros(self.n_right_, dtype=np.int64)
+        self.gramian_left_ = np.zeros((k, k), dtype=dt)
+        self.gramian_right_ = np.zeros((k, k), dtype=dt)
+        self.estimator_state_ = None
+        self._Q, self._R = Q, R
+        self.loss_history_ = []
+        self.loss_parts_history_ = {"data": [], "penalty": []}
+        self._interactions = sp.csr_matrix((self.n_left_, self.n_right_), dtype=np.int8)
+
+    def _start_estimators(self, XL, XR, P, nt, pool):
+        """(Re)initialise the estimators with the item weights of all pairs seen so far."""
+        self._counts_left += np.bincount(P[:, 0], minlength=self.n_left_)
+        self._counts_right += np.bincount(P[:, 1], minlength=self.n_right_)
+        k = int(self.n_components)
+        dt = self.params_["E_left"].dtype
+        pl = self._counts_left / self._counts_left.sum()
+        pr = self._counts_right / self._counts_right.sum()
+        self._p_left, self._p_right = pl, pr
+        if self.penalty in ("none", "exact"):
+            return None, None
+        old = self.estimator_state_
+        ests = []
+        for col, (side, X, p, Qs) in enumerate((("left", XL, pl, self._Q), ("right", XR, pr, self._R))):
+            est = self._make_estimator()
+            emb = self._embed_all(side, X, nt) if est.needs_embeddings else None
+            est.initialize(p, k, prior=Qs, embeddings=emb, dtype=dt, pool=P[:, col] if pool else None)
+            if old is not None:  # keep the running estimates across partial_fit calls
+                prev = _estimator_from_state(old[side])
+                if type(prev) is type(est) and prev.gramian_.shape == est.gramian_.shape:
+                    if isinstance(est, SOGram):
+                        est.gramian_ = prev.gramian_
+                        if est.cross_ is not None and prev.cross_ is not None:
+                            est.cross_ = prev.cross_
+                    est.n_updates_ = prev.n_updates_
+            ests.append(est)
+        return ests[0], ests[1]
+
+    def _step(self, st, batch):
+        """One step: Gramian updates from B' (Alg. 1 line 8 / Alg. 2 line 6), then the
+        gradient step on the observed pairs ``batch``.  Returns (data, penalty value)."""
+        nt, lam, k = st["nt"], st["lam"], st["k"]
+        XL, XR, rng = st["XL"], st["XR"], st["rng"]
+        estL, estR = st["est"]
+        if estL is not None:
+            bp = st["gbs"]
+            for est, side, X in ((estL, "left", XL), (estR, "right", XR)):
+                ids = est.sample(rng, bp)
+                est.update(ids, self._forward(side, X, ids, nt))
+            self.gramian_left_, self.gramian_right_ = estL.gramian_, estR.gramian_
+            self.cross_left_, self.cross_right_ = estL.cross_, estR.cross_
+        elif self.penalty == "exact":
+            UL, UR = self._embed_all("left", XL, nt), self._embed_all("right", XR, nt)
+            self.gramian_left_ = np.ascontiguousarray(exact_gramian(UL, self._p_left), dtype=st["dt"])
+            self.gramian_right_ = np.ascontiguousarray(exact_gramian(UR, self._p_right), dtype=st["dt"])
+            if self._Q is not None:
+                self.cross_left_ = np.ascontiguousarray(UL.T @ (self._p_left[:, None] * self._Q), dtype=st["dt"])
+                self.cross_right_ = np.ascontiguousarray(UR.T @ (self._p_right[:, None] * self._R), dtype=st["dt"])
+        lrows = np.ascontiguousarray(st["P"][batch, 0])
+        rrows = np.ascontiguousarray(st["P"][batch, 1])
+        U, actsL = self._forward("left", XL, lrows, nt, keep=True)
+        V, actsR = self._forward("right", XR, rrows, nt, keep=True)
+        U = np.ascontiguousarray(U)
+        V = np.ascontiguousarray(V)
+        Mu, Mv, Nu, Nv = self._penalty_mats(lam, k)
+        Qb = Rb = None
+        if Nu is not None:
+            Qb, Rb = np.ascontiguousarray(self._Q[lrows]), np.ascontiguousarray(self._R[rrows])
+        dU, dV = np.empty_like(U), np.empty_like(V)
+        sfx = st["sfx"]
+        data, _ = getattr(_core, "pair_loss_" + sfx)(U, V, np.ascontiguousarray(st["s"][batch]), None, Mu, Mv, Nu,
+                                                     Nv, Qb, Rb, dU, dV, nt)
+        if estL is not None:
+            estL.observe(lrows, U)
+            estR.observe(rrows, V)
+        grads = {}
+        dHL = self._backward("left", actsL, dU, grads)
+        dHR = self._backward("right", actsR, dV, grads)
+        self.t_ += 1
+        o = st["opt"]
+        step_args = (o["code"], o["lr"], 0.9, 0.999, o["eps"], self.t_, o["l2"], nt)
+        Pm = self.params_
+        ss = self._opt_state
+        empty_rows = np.empty(0, dtype=np.int64)
+        if self.shared_embeddings:
+            s1, s2 = (ss["E_left"] + [None, None])[:2]
+            getattr(_core, "sparse_step_" + sfx)(Pm["E_left"], s1, s2, XL.indptr, XL.indices, XL.data, lrows, dHL,
+                                                 XR.indptr, XR.indices, XR.data, rrows, dHR, *step_args)
+        else:
+            for side, X, rows, dH in (("left", XL, lrows, dHL), ("right", XR, rrows, dHR)):
+                s1, s2 = (ss["E_" + side] + [None, None])[:2]
+                getattr(_core, "sparse_step_" + sfx)(Pm["E_" + side], s1, s2, X.indptr, X.indices, X.data, rows, dH,
+                                                     X.indptr, X.indices, X.data, empty_rows, st["empty_d"],
+                                                     *step_args)
+        for side in ("left", "right"):
+            for i, (W, b) in enumerate(zip(Pm["W_" + side], Pm["b_" + side])):
+                for nm, arr in ((f"W_{side}_{i}", W), (f"b_{side}_{i}", b)):
+                    s1, s2 = (ss[nm] + [None, None])[:2]
+                    getattr(_core, "dense_step_" + sfx)(arr, s1, s2, np.ascontiguousarray(grads[nm], dtype=arr.dtype),
+                                                        *step_args)
+        return data
+
+    def _train(self, XL, XR, P, s, n_epochs, rng, nt, pool):
+        k = int(self.n_components)
+        dt = self.params_["E_left"].dtype
+        est = self._start_estimators(XL, XR, P, nt, pool)
+        opt = {"code": _OPTIMIZERS[self.optimizer], "lr": self._learning_rate(), "l2": float(self.l2),
+               "eps": 1e-10 if self.optimizer == "adagrad" else 1e-8}
+        bs = int(min(self.batch_size, P.shape[0]))
+        gbs = int(self.gramian_batch_size) if self.gramian_batch_size is not None else int(self.batch_size)
+        st = {"XL": XL, "XR": XR, "P": P, "s": s, "rng": rng, "nt": nt, "lam": float(self.penalty_weight), "k": k,
+              "est": est, "gbs": gbs, "opt": opt, "sfx": _sfx(dt), "dt": dt,
+              "empty_d": np.empty((0, self.params_["E_left"].shape[1]), dtype=dt)}
+        if self.penalty in ("none",):
+            self.cross_left_ = self.cross_right_ = None
+        n = P.shape[0]
+        lam = float(self.penalty_weight)
+        with blas_limits(1), progress(n_epochs, self.verbose, "TwoTower", unit="epoch") as bar:
+            for _ in range(n_epochs):
+                order = rng.permutation(n)
+                tot_data, tot_pen = 0.0, 0.0
+                for start in range(0, n, bs):
+                    batch = order[start:start + bs]
+                    data = self._step(st, batch)
+                    tot_data += data * batch.size
+                    tot_pen += self._penalty_value(lam, k) * batch.size
+                mdata, mpen = tot_data / n, tot_pen / n
+                if not np.isfinite(mdata + mpen):
+                    raise FloatingPointError("TwoTower diverged (non-finite loss); lower learning_rate")
+                self.loss_history_.append(float(mdata + mpen))
+                self.loss_parts_history_["data"].append(float(mdata))
+                self.loss_parts_history_["penalty"].append(float(mpen))
+                bar.set_postfix(loss=mdata + mpen)
+                bar.update()
+        if est[0] is not None:
+            self.estimator_state_ = {"left": _estimator_state(est[0]), "right": _estimator_state(est[1])}
+        seen = sp.csr_matrix((np.ones(n, dtype=np.int8), (P[:, 0], P[:, 1])), shape=(self.n_left_, self.n_right_))
+        seen.data[:] = 1
+        self._interactions = ((self._interactions + seen) > 0).astype(np.int8).tocsr()
+        with blas_limits(nt):
+            self.left_embedding_ = self._embed_all("left", XL, nt)
+            self.right_embedding_ = self._embed_all("right", XR, nt)
+
+    def fit(self, left_features, right_features, pairs, targets=None, *, prior=None):
+        """Train on observed pairs (i, j, s) from scratch.
+
+        Parameters
+        ----------
+        left_features : int or matrix of shape (n_left, F_left)
+            The left catalogue: CSR (preferred) or dense features, float32/64;
+            an int n means one-hot ids (the identity).  Rows with no feature get
+            a zero embedding input.
+        right_features : int or matrix of shape (n_right, F_right)
+        pairs : int array of shape (n_pairs, 2)
+            (left row, right row) of each observed pair.
+        targets : array of shape (n_pairs,), optional
+            The target similarity s of each pair (default 1: implicit feedback).
+        prior : tuple (Q, R), optional
+            Low-rank prior p_ij = <q_i, r_j> (App. B); Q (n_left, kP), R (n_right, kP).
+
+        Returns
+        -------
+        self
+        """
+        t0 = time.perf_counter()
+        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, prior, True)
+        self._seed = seed_from_random_state(self.random_state)
+        rng = np.random.default_rng(self._seed)
+        nt = get_num_threads(self.n_threads)
+        self._start(XL, XR, P, Q, R, k, hs, d, dt, rng, nt)
+        self._train(XL, XR, P, s, int(self.n_epochs), rng, nt, pool=True)
+        self.n_iter_ = int(self.n_epochs)
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def partial_fit(self, left_features, right_features, pairs, targets=None, *, prior=None):
+        """One pass over a new chunk of pairs (streaming).  The first call
+        initialises the model; later calls need the same catalogues (feature
+        matrices of the same shapes).  Item weights of the estimators accumulate
+        over all pairs seen so far; SOGram keeps its running estimates."""
+        first = not hasattr(self, "params_")
+        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, prior, first)
+        nt = get_num_threads(self.n_threads)
+        if first:
+            self._seed = seed_from_random_state(self.random_state)
+            self._start(XL, XR, P, Q, R, k, hs, d, dt, np.random.default_rng(self._seed), nt)
+            self.n_iter_ = 0
+        else:
+            if self.params_["E_left"].dtype != dt:
+                raise ValueError("partial_fit: dtype differs from the first call")
+            if Q is not None:
+                self._Q, self._R = Q, R
+        # one stream per call, a function of (seed, call number): reproducible and serialisable
+        rng = np.random.default_rng([self._seed, self.n_iter_ + 1])
+        self._train(XL, XR, P, s, 1, rng, nt, pool=first)
+        self.n_iter_ += 1
+        return self
+
+    # ------------------------------------------------------------------ use
+    def _check_fitted(self):
+        if not hasattr(self, "params_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("This TwoTower instance is not fitted yet; call fit first")
+
+    def _transform(self, side, X):
+        self._check_fitted()
+        if X is None:
+            return getattr(self, f"{side}_embedding_")
+        dt = self.params_["E_left"].dtype
+        Xc = _check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"))
+        nt = get_num_threads(self.n_threads)
+        with blas_limits(nt):
+            return self._embed_all(side, Xc, nt)
+
+    def transform_left(self, left_features=None):
+        """Left tower outputs u(x): (n, k).  None: the fitted catalogue's (cached)."""
+        return self._transform("left", left_features)
+
+    def transform_right(self, right_features=None):
+        """Right tower outputs v(y): (n, k).  None: the fitted catalogue's (cached)."""
+        return self._transform("right", right_features)
+
+    def score_pairs(self, pairs, left_features=None, right_features=None):
+        """<u_i, v_j> for each (i, j) in pairs (rows of the given or fitted catalogues)."""
+        U = self.transform_left(left_features)
+        V = self.transform_right(right_features)
+        P = _check_pairs(pairs, U.shape[0], V.shape[0])
+        return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
+
+    def recommend(self, left_rows, k=10, exclude_seen=True):
+        """Top-k right items by score for rows of the fitted left catalogue.
+
+        exclude_seen drops the pairs observed in training.  Returns (indices,
+        scores), (len(left_rows), k); when fewer than k unseen items remain the
+        row is padded with index -1 and score -inf.  Exact search through
+        :func:`similearn.neighbors.topk` (inner product).
+        """
+        from .neighbors import topk
+
+        self._check_fitted()
+        rows = np.asarray(left_rows)
+        if rows.ndim == 0:
+            rows = rows[None]
+        if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
+            raise ValueError("left_rows must be a 1-D array of integer row indices")
+        if rows.size and (rows.min() < 0 or rows.max() >= self.n_left_):
+            raise ValueError(f"left_rows must be in [0, {self.n_left_})")
+        k = check_int(k, "k", low=1)
+        check_bool(exclude_seen, "exclude_seen")
+        nR = self.n_right_
+        U = np.ascontiguousarray(self.left_embedding_[rows])
+        seen = self._interactions[rows] if exclude_seen else None
+        extra = int(np.diff(seen.indptr).max()) if seen is not None and rows.size else 0
+        kk = min(nR, k + extra)
+        idx, sc = topk(U, self.right_embedding_, kk, metric="ip", n_threads=self.n_threads)
+        out_i = np.full((rows.size, k), -1, dtype=np.int64)
+        out_s = np.full((rows.size, k), -np.inf, dtype=sc.dtype)
+        for r in range(rows.size):
+            ii, ss = idx[r], sc[r]
+            if seen is not None:
+                keep = ~np.isin(ii, seen.indices[seen.indptr[r]:seen.indptr[r + 1]])
+                ii, ss = ii[keep], ss[keep]
+            m = min(k, ii.size)
+            out_i[r, :m], out_s[r, :m] = ii[:m], ss[:m]
+        return out_i, out_s
+
+    @property
+    def interactions_(self):
+        self._check_fitted()
+        return self._interactions
+
+    def estimation_error(self, left_features, right_features):
+        """||Ghat - G||_F / ||G||_F for each side (Sec. 4.2), G the exact Gramian of
+        the current towers over the catalogues with the training item weights."""
+        self._check_fitted()
+        dt = self.params_["E_left"].dtype
+        nt = get_num_threads(self.n_threads)
+        XL = _check_features(left_features, "left_features", dt, self.normalize, self.n_features_left_)
+        XR = _check_features(right_features, "right_features", dt, self.normalize, self.n_features_right_)
+        with blas_limits(nt):
+            GL = exact_gramian(self._embed_all("left", XL, nt), self._counts_left / self._counts_left.sum())
+            GR = exact_gramian(self._embed_all("right", XR, nt), self._counts_right / self._counts_right.sum())
+        return gramian_error(self.gramian_left_, GL), gramian_error(self.gramian_right_, GR)

@@ -1,0 +1,327 @@
+"""similearn.TwoTower: gradients against finite differences of the objective, the
+closed-form optimum of the linear case, SOGram against sampling, the API and
+bad input."""
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+
+import gramian_oracle as O
+from similearn import TwoTower
+from similearn.datasets import make_interactions
+from similearn.gramian import exact_gramian, gramian_error
+from similearn.metrics import interaction_map_at_k
+
+
+def _small(rng, nL=7, nR=6, FL=9, FR=9, n=30):
+    XL = sp.random(nL, FL, density=0.4, format="csr", random_state=rng.integers(1 << 30), dtype=np.float64)
+    XR = sp.random(nR, FR, density=0.4, format="csr", random_state=rng.integers(1 << 30), dtype=np.float64)
+    XL = sp.csr_matrix(XL + sp.eye(nL, FL))  # no empty row
+    XR = sp.csr_matrix(XR + sp.eye(nR, FR))
+    pairs = np.stack([rng.integers(0, nL, n), rng.integers(0, nR, n)], 1)
+    s = rng.standard_normal(n)
+    return XL, XR, pairs, s
+
+
+def _params_copy(m):
+    P = m.params_
+    EL = P["E_left"].copy()
+    return {"E_left": EL, "E_right": EL if P["E_right"] is P["E_left"] else P["E_right"].copy(),
+            "W_left": [w.copy() for w in P["W_left"]], "b_left": [b.copy() for b in P["b_left"]],
+            "W_right": [w.copy() for w in P["W_right"]], "b_right": [b.copy() for b in P["b_right"]]}
+
+
+def _flat(P):
+    out = [("E_left", P["E_left"])]
+    if P["E_right"] is not P["E_left"]:
+        out.append(("E_right", P["E_right"]))
+    for side in ("left", "right"):
+        for i in range(len(P["W_" + side])):
+            out += [(("W_" + side, i), P["W_" + side][i]), (("b_" + side, i), P["b_" + side][i])]
+    return out
+
+
+CASES = [
+    dict(hidden_sizes=()),
+    dict(hidden_sizes=(5,), embedding_dim=4),
+    dict(hidden_sizes=(5, 4), embedding_dim=3),
+    dict(hidden_sizes=(5,), embedding_dim=4, shared_embeddings=True),
+    dict(hidden_sizes=(), regularizer="gor", penalty_weight=50.0),
+    dict(hidden_sizes=(4,), embedding_dim=3, prior=True),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()))
+def test_step_gradient_matches_finite_differences_of_the_objective(case):
+    """A full-batch SGD step with exact Gramians moves every parameter by -lr times
+    the gradient of (1/n) sum (<u,v> - s)^2 + lam <G_u, G_v> (Eq. 1, 4; App. B, C)."""
+    case = dict(case)
+    rng = np.random.default_rng(0)
+    XL, XR, pairs, s = _small(rng)
+    prior = None
+    if case.pop("prior", False):
+        prior = (rng.standard_normal((7, 2)), rng.standard_normal((6, 2)))
+    kw = dict(n_components=3, penalty="exact", penalty_weight=case.pop("penalty_weight", 0.7), optimizer="sgd",
+              learning_rate=1e-4, batch_size=len(pairs), normalize=None, dtype="float64", random_state=0,
+              init_std=0.7, **case)
+    m = TwoTower(n_epochs=0, **kw).fit(XL, XR, pairs, s, prior=prior)
+    P0 = _params_copy(m)
+    m.partial_fit(XL, XR, pairs, s, prior=prior)
+    P1 = m.params_
+    pl = np.bincount(pairs[:, 0], minlength=7) / len(pairs)
+    pr = np.bincount(pairs[:, 1], minlength=6) / len(pairs)
+    XLd, XRd = XL.toarray(), XR.toarray()
+    Q, R = prior if prior is not None else (None, None)
+
+    def f(P):
+        return O.objective(XLd, XRd, P, pairs, s, kw["penalty_weight"], pl, pr, kw.get("regularizer", "gramian"),
+                           Q, R)
+
+    checked = 0
+    for (name, a0), (_, a1) in zip(_flat(P0), _flat(P1)):
+        grad = (a0 - a1) / kw["learning_rate"]
+        flat = a0.reshape(-1)
+        for idx in rng.choice(flat.size, size=min(6, flat.size), replace=False):
+            old = flat[idx]
+            h = 1e-6
+            flat[idx] = old + h
+            fp = f(P0)
+            flat[idx] = old - h
+            fm = f(P0)
+            flat[idx] = old
+            fd = (fp - fm) / (2 * h)
+            assert abs(grad.reshape(-1)[idx] - fd) < 1e-5 * max(1.0, abs(fd)), (name, idx, grad.reshape(-1)[idx], fd)
+            checked += 1
+    assert checked >= 12
+
+
+def test_linear_one_hot_model_reaches_the_closed_form_optimum():
+    """One-hot ids, linear towers, exact Gramians: the objective is quadratic in U for
+    fixed V, so at the optimum every u_i is the ALS closed form given V (and v_j given U)."""
+    rng = np.random.default_rng(1)
+    nL, nR, k, lam = 12, 10, 2, 0.5
+    A = rng.standard_normal((nL, 2))
+    B = rng.standard_normal((nR, 2))
+    pairs = np.array([(i, j) for i in range(nL) for j in range(nR) if rng.random() < 0.5])
+    s = np.sum(A[pairs[:, 0]] * B[pairs[:, 1]], 1) + 0.1 * rng.standard_normal(len(pairs))
+    m = TwoTower(n_components=k, penalty="exact", penalty_weight=lam, optimizer="adam", learning_rate=0.01,
+                 batch_size=len(pairs), n_epochs=6000, dtype="float64", random_state=0, normalize=None)
+    m.fit(nL, nR, pairs, s)
+    U, V = m.left_embedding_, m.right_embedding_
+    pl = np.bincount(pairs[:, 0], minlength=nL) / len(pairs)
+    pr = np.bincount(pairs[:, 1], minlength=nR) / len(pairs)
+    U_star = O.als_rows(V, pairs, s, nL, lam, pl, exact_gramian(V, pr))
+    V_star = O.als_rows(U, pairs[:, ::-1], s, nR, lam, pr, exact_gramian(U, pl))
+    assert np.max(np.abs(U - U_star)) < 2e-3 * np.max(np.abs(U_star))
+    assert np.max(np.abs(V - V_star)) < 2e-3 * np.max(np.abs(V_star))
+    # and it is a minimum of the objective, not only a stationary point of one block
+    f0 = O.objective(np.eye(nL), np.eye(nR), {"E_left": U, "E_right": V, "W_left": [], "b_left": [], "W_right": [],
+                                              "b_right": []}, pairs, s, lam, pl, pr)
+    for _ in range(5):
+        dU, dV = 1e-3 * rng.standard_normal(U.shape), 1e-3 * rng.standard_normal(V.shape)
+        f1 = O.objective(np.eye(nL), np.eye(nR), {"E_left": U + dU, "E_right": V + dV, "W_left": [], "b_left": [],
+                                                  "W_right": [], "b_right": []}, pairs, s, lam, pl, pr)
+        assert f1 >= f0 - 1e-12
+
+
+@pytest.fixture(scope="module")
+def planted():
+    d = make_interactions(n_left=1500, n_right=1500, n_pairs=40000, n_clusters=15, popularity=1.1, random_state=3)
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(len(d.pairs))
+    cut = int(0.9 * len(perm))
+    return d, d.pairs[perm[:cut]], d.pairs[perm[cut:]]
+
+
+def test_sogram_beats_uniform_sampling_on_map_and_gramian_error(planted):
+    d, tr, te = planted
+    res = {}
+    for pen in ("sogram", "uniform"):
+        m = TwoTower(penalty=pen, n_epochs=8, random_state=0).fit(d.left_features, d.right_features, tr)
+        res[pen] = (interaction_map_at_k(m.left_embedding_, m.right_embedding_, te, exclude_pairs=tr),
+                    np.mean(m.estimation_error(d.left_features, d.right_features)))
+    assert res["sogram"][1] < 0.5 * res["uniform"][1]
+    assert res["sogram"][0] > res["uniform"][0] + 0.01
+    pop = np.bincount(tr[:, 1], minlength=1500).astype(float)
+    assert res["sogram"][0] > 1.5 * interaction_map_at_k(np.ones((1500, 1)), pop[:, None], te, exclude_pairs=tr)
+
+
+def test_penalty_pushes_unobserved_pairs_down(planted):
+    d, tr, te = planted
+    rng = np.random.default_rng(5)
+    rand = np.stack([rng.integers(0, 1500, 3000), rng.integers(0, 1500, 3000)], 1)
+    scores = {}
+    for pen in ("sogram", "none"):
+        m = TwoTower(penalty=pen, n_epochs=3, random_state=0).fit(d.left_features, d.right_features, tr)
+        scores[pen] = np.mean(np.abs(m.score_pairs(rand)))
+        assert np.mean(m.score_pairs(tr[:2000])) > 0.5  # observed pairs are pulled towards 1
+    assert scores["sogram"] < 0.5 * scores["none"]
+
+
+@pytest.mark.parametrize("penalty", ["sogram", "sagram", "uniform", "linear", "sqrt", "none"])
+def test_every_penalty_trains_and_is_reproducible(planted, penalty):
+    d, tr, te = planted
+    kw = dict(penalty=penalty, n_epochs=2, random_state=7, n_components=16)
+    a = TwoTower(**kw, n_threads=1).fit(d.left_features, d.right_features, tr[:8000])
+    b = TwoTower(**kw, n_threads=1).fit(d.left_features, d.right_features, tr[:8000])
+    c = TwoTower(**kw, n_threads=2).fit(d.left_features, d.right_features, tr[:8000])
+    assert np.array_equal(a.left_embedding_, b.left_embedding_)
+    assert np.array_equal(a.left_embedding_, c.left_embedding_)  # thread count does not change the result
+    assert a.loss_history_[-1] < a.loss_history_[0]
+    if penalty != "none":
+        assert np.linalg.eigvalsh(a.gramian_left_.astype(float)).min() > -1e-4 * np.abs(a.gramian_left_).max()
+
+
+def test_hidden_layers_shared_embeddings_and_optimizers(planted):
+    d, tr, te = planted
+    XL, XR = d.left_features, d.right_features
+    for kw in (dict(hidden_sizes=(32,)), dict(hidden_sizes=(32,), optimizer="adam"), dict(optimizer="sgd"),
+               dict(shared_embeddings=True), dict(regularizer="gor", penalty_weight=10.0)):
+        # the untrained model's level (random embeddings; a shared table already links the
+        # towers' common tags, so the baseline is the unshared one)
+        base = {k: v for k, v in kw.items() if k != "shared_embeddings"}
+        m0 = TwoTower(n_epochs=0, random_state=0, n_components=16, **base).fit(XL, XR, tr)
+        m = TwoTower(n_epochs=3, random_state=0, n_components=16, **kw).fit(XL, XR, tr)
+        assert np.all(np.isfinite(m.left_embedding_))
+        if kw.get("shared_embeddings"):
+            assert m.params_["E_left"] is m.params_["E_right"]
+        before = interaction_map_at_k(m0.left_embedding_, m0.right_embedding_, te, exclude_pairs=tr)
+        after = interaction_map_at_k(m.left_embedding_, m.right_embedding_, te, exclude_pairs=tr)
+        assert after > 2 * before + 0.005, (kw, before, after)
+
+
+def test_api_transform_score_recommend(planted):
+    d, tr, te = planted
+    m = TwoTower(n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr)
+    U, V = m.transform_left(), m.transform_right()
+    assert U.shape == (1500, 8) and V.shape == (1500, 8) and U.dtype == np.float32
+    assert np.allclose(m.transform_left(d.left_features[:5]), U[:5], atol=1e-6)
+    assert np.allclose(m.transform_right(d.right_features.toarray()[:5]), V[:5], atol=1e-6)  # dense input
+    sc = m.score_pairs(te[:10])
+    assert np.allclose(sc, np.sum(U[te[:10, 0]] * V[te[:10, 1]], 1), atol=1e-5)
+    idx, scores = m.recommend([0, 3], k=5)
+    assert idx.shape == (2, 5) and np.all(np.diff(scores, axis=1) <= 0)
+    seen = set(map(tuple, tr))
+    for r, row in zip([0, 3], idx):
+        assert not any((r, j) in seen for j in row)
+        full = U[r] @ V.T
+        unseen = [j for j in np.argsort(-full, kind="stable") if (r, j) not in seen][:5]
+        assert np.allclose(full[row], full[unseen], atol=1e-5)
+    idx2, _ = m.recommend([0], k=5, exclude_seen=False)
+    assert np.array_equal(idx2[0], np.argsort(-(U[0] @ V.T), kind="stable")[:5])
+    m2 = pickle.loads(pickle.dumps(m))
+    assert np.array_equal(m2.left_embedding_, U)
+    assert clone(m).get_params() == m.get_params()
+
+
+def test_save_load_and_partial_fit_continue(planted, tmp_path):
+    d, tr, te = planted
+    m = TwoTower(n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr[:5000])
+    path = m.save(tmp_path / "tt.npz")
+    m2 = TwoTower.load(path)
+    assert np.array_equal(m2.right_embedding_, m.right_embedding_)
+    assert np.array_equal(m2.gramian_left_, m.gramian_left_)
+    m.partial_fit(d.left_features, d.right_features, tr[5000:10000])
+    m2.partial_fit(d.left_features, d.right_features, tr[5000:10000])
+    assert np.array_equal(m.left_embedding_, m2.left_embedding_)  # a loaded model continues identically
+    s = TwoTower(random_state=0, n_components=8)
+    for chunk in np.array_split(tr[:6000], 3):
+        s.partial_fit(d.left_features, d.right_features, chunk)
+    assert s.n_iter_ == 3 and s.interactions_.nnz == len(np.unique(tr[:6000], axis=0))
+
+
+def test_sagram_cache_tracks_the_towers(planted):
+    d, tr, te = planted
+    m = TwoTower(penalty="sagram", n_epochs=2, random_state=0, n_components=8).fit(d.left_features,
+                                                                                   d.right_features, tr)
+    err = m.estimation_error(d.left_features, d.right_features)
+    assert max(err) < 0.1
+    m2 = TwoTower(penalty="sagram", sagram_variant="sag", n_epochs=2, random_state=0, n_components=8)
+    m2.fit(d.left_features, d.right_features, tr)
+    assert max(m2.estimation_error(d.left_features, d.right_features)) < 0.2
+
+
+def test_one_hot_ids_from_ints_and_targets():
+    rng = np.random.default_rng(2)
+    pairs = np.stack([rng.integers(0, 20, 300), rng.integers(0, 30, 300)], 1)
+    m = TwoTower(n_components=4, n_epochs=2, random_state=0).fit(20, 30, pairs, targets=rng.random(300))
+    assert m.n_features_left_ == 20 and m.params_["E_right"].shape == (30, 4)
+
+
+def test_bad_input():
+    rng = np.random.default_rng(3)
+    XL, XR, pairs, s = _small(rng)
+    m = TwoTower(n_epochs=1, n_components=2)
+    with pytest.raises(ValueError, match="pairs"):
+        m.fit(XL, XR, np.array([[0, 6]]))  # right index out of range
+    with pytest.raises(ValueError, match="pairs"):
+        m.fit(XL, XR, np.array([[-1, 0]]))
+    with pytest.raises(ValueError, match="pairs"):
+        m.fit(XL, XR, np.zeros((0, 2), int))
+    with pytest.raises(ValueError, match="pairs"):
+        m.fit(XL, XR, np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="pairs"):
+        m.fit(XL, XR, np.array([[0.5, 1]]))
+    with pytest.raises(TypeError, match="pairs"):
+        m.fit(XL, XR, np.array([["a", "b"]]))
+    with pytest.raises(ValueError, match="targets"):
+        m.fit(XL, XR, pairs, np.r_[s[:-1], np.nan])
+    with pytest.raises(ValueError, match="targets"):
+        m.fit(XL, XR, pairs, s[:-1])
+    with pytest.raises(ValueError, match="left_features"):
+        m.fit(XL.toarray() * np.nan, XR, pairs)
+    with pytest.raises(ValueError, match="n_components"):
+        TwoTower(n_components=0).fit(XL, XR, pairs)
+    with pytest.raises(ValueError, match="n_components"):
+        TwoTower(n_components=-3).fit(XL, XR, pairs)
+    with pytest.raises(ValueError, match="embedding_dim"):
+        TwoTower(n_components=3, embedding_dim=4).fit(XL, XR, pairs)
+    with pytest.raises(ValueError, match="shared_embeddings"):
+        TwoTower(shared_embeddings=True, n_components=2).fit(XL, XR[:, :5], pairs)
+    with pytest.raises(ValueError, match="penalty"):
+        TwoTower(penalty="negative").fit(XL, XR, pairs)
+    with pytest.raises(ValueError, match="optimizer"):
+        TwoTower(optimizer="rmsprop").fit(XL, XR, pairs)
+    with pytest.raises(ValueError, match="gramian_rate"):
+        TwoTower(gramian_rate=0).fit(XL, XR, pairs)
+    with pytest.raises(ValueError, match="learning_rate"):
+        TwoTower(learning_rate=-1).fit(XL, XR, pairs)
+    with pytest.raises(TypeError, match="prior"):
+        TwoTower(n_components=2).fit(XL, XR, pairs, prior=np.zeros((7, 2)))
+    with pytest.raises(ValueError, match="prior"):
+        TwoTower(n_components=2).fit(XL, XR, pairs, prior=(np.zeros((6, 2)), np.zeros((6, 2))))
+    with pytest.raises(ValueError, match="left_features"):
+        TwoTower(n_components=2).fit(0, XR, pairs)
+    fitted = TwoTower(n_epochs=1, n_components=2).fit(XL, XR, pairs)
+    with pytest.raises(ValueError, match="features"):
+        fitted.transform_left(XL[:, :4])
+    with pytest.raises(ValueError, match="catalogues"):
+        fitted.partial_fit(XL[:5], XR, pairs[pairs[:, 0] < 5])
+    with pytest.raises(ValueError, match="left_rows"):
+        fitted.recommend([7])
+    with pytest.raises(ValueError, match="k"):
+        fitted.recommend([0], k=0)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        TwoTower().transform_left()
+
+
+def test_map_at_k_metric():
+    U = np.eye(3)
+    V = np.array([[1.0, 0, 0], [0.9, 0, 0], [0, 1, 0], [0, 0, 1]])
+    rel = np.array([[0, 1], [1, 2], [2, 3], [2, 0]])
+    # query 0: relevant {1} ranked 2nd -> 1/2; query 1: {2} ranked 1st -> 1; query 2: {3, 0}: 3 first, 0 tied
+    # with 1 and 2 at score 0 -> ranked last (4th): AP = (1/1 + 2/4) / 2
+    got = interaction_map_at_k(U, V, rel, k=10)
+    assert abs(got - (0.5 + 1 + 0.75) / 3) < 1e-12
+    # excluding item 0 for query 0 promotes item 1 to rank 1
+    assert abs(interaction_map_at_k(U, V, rel[:1], exclude_pairs=np.array([[0, 0]])) - 1.0) < 1e-12
+    # a constant model is not rewarded by ties
+    assert interaction_map_at_k(np.ones((3, 1)), np.ones((4, 1)), rel, k=2) == 0.0
+    # sampled candidates still rank each query's relevant items
+    assert 0 < interaction_map_at_k(U, V, rel, n_candidates=2, random_state=0) <= 1
+    with pytest.raises(ValueError, match="relevant_pairs"):
+        interaction_map_at_k(U, V, np.array([[0, 9]]))
