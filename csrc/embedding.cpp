@@ -205,6 +205,22 @@ i64 sparse_step(T* P, T* s1, T* s2, i64 n_features, i64 d, const Rows<T>& X1, co
 }
 
 template <class T>
+void fill_uniform(T* P, i64 n, std::uint64_t seed, double low, double high, int n_threads) {
+  constexpr i64 kChunk = 1 << 16;
+  const double scale = (high - low) / 9007199254740992.0;  // 2^-53 * (high - low)
+  parallel_for((n + kChunk - 1) / kChunk, threads_for(n, n_threads), [&](i64 task, int) {
+    const i64 i1 = std::min(n, (task + 1) * kChunk);
+    for (i64 i = task * kChunk; i < i1; ++i) {
+      std::uint64_t z = seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(i + 1);
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      z ^= z >> 31;
+      P[i] = T(low + double(z >> 11) * scale);
+    }
+  });
+}
+
+template <class T>
 void dense_step(T* P, T* s1, T* s2, const T* g, i64 n, const Step& st, int n_threads) {
   const Coef c = coef(st);
   constexpr i64 kChunk = 1 << 14;
@@ -218,7 +234,8 @@ void dense_step(T* P, T* s1, T* s2, const T* g, i64 n, const Step& st, int n_thr
   template void bag_forward<T>(const Rows<T>&, const T*, i64, T*, int);                                   \
   template i64 sparse_step<T>(T*, T*, T*, i64, i64, const Rows<T>&, const T*, const Rows<T>&, const T*,    \
                               const Step&, int);                                                           \
-  template void dense_step<T>(T*, T*, T*, const T*, i64, const Step&, int);
+  template void dense_step<T>(T*, T*, T*, const T*, i64, const Step&, int);                              \
+  template void fill_uniform<T>(T*, i64, std::uint64_t, double, double, int);
 
 SL_EMBEDDING_INSTANTIATE(float)
 SL_EMBEDDING_INSTANTIATE(double)

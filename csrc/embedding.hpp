@@ -51,6 +51,12 @@ template <class T>
 i64 sparse_step(T* P, T* s1, T* s2, i64 n_features, i64 d, const Rows<T>& X1, const T* dA1, const Rows<T>& X2,
                 const T* dA2, const Step& st, int n_threads);
 
+// Fill P (n entries) with uniform values in [low, high): entry i is a fixed function
+// of (seed, i) (a SplitMix64 hash of the counter), so the result does not depend on
+// the thread count.  O(n), for initialising large embedding tables.
+template <class T>
+void fill_uniform(T* P, i64 n, std::uint64_t seed, double low, double high, int n_threads);
+
 // The same optimiser on a dense parameter of n entries.
 template <class T>
 void dense_step(T* P, T* s1, T* s2, const T* g, i64 n, const Step& st, int n_threads);

@@ -270,54 +270,55 @@ bool psd_project(T* G, i64 k) {
 }
 
 template <class T>
+LossParts pair_loss_rows(const T* Uc, const T* Vc, i64 nr, i64 b, i64 k, const T* s, const T* w, const T* Mu,
+                         const T* Mv, const T* Nu, const T* Nv, const T* Qb, const T* Rb, i64 kP, T* dUc, T* dVc) {
+  const T inv_b = b > 0 ? T(1) / T(b) : T(0);
+  // dU = U Mu - Qb Nu^T (the penalty part); its value needs u^T Mu u / 2 - q^T Nu^T u.
+  if (Mu) {
+    blas::gemm_rm<T>(false, false, nr, k, k, T(1), Uc, k, Mu, k, T(0), dUc, k);
+    blas::gemm_rm<T>(false, false, nr, k, k, T(1), Vc, k, Mv, k, T(0), dVc, k);
+  } else {
+    std::fill(dUc, dUc + nr * k, T(0));
+    std::fill(dVc, dVc + nr * k, T(0));
+  }
+  double data = 0, pen = 0;
+  loss_rows<T>(Uc, Vc, nr, k, s, w, Mu != nullptr, inv_b, dUc, dVc, &data, &pen);
+  if (Mu && Nu && Qb) {  // the prior's cross term, -(q^T Nu^T u + r^T Nv^T v), added after the quadratic part
+    std::vector<T> tmp(static_cast<std::size_t>(nr * k));
+    for (int side = 0; side < 2; ++side) {
+      const T* X = side == 0 ? Uc : Vc;
+      T* dX = side == 0 ? dUc : dVc;
+      blas::gemm_rm<T>(false, true, nr, k, kP, T(1), side == 0 ? Qb : Rb, kP, side == 0 ? Nu : Nv, kP, T(0),
+                       tmp.data(), k);
+      for (i64 i = 0; i < nr * k; ++i) {
+        pen -= double(X[i]) * tmp[i];
+        dX[i] -= tmp[i] * inv_b;
+      }
+    }
+  }
+  return {data, pen};
+}
+
+template <class T>
 LossParts pair_loss(const T* U, const T* V, i64 b, i64 k, const T* s, const T* w, const T* Mu, const T* Mv,
                     const T* Nu, const T* Nv, const T* Qb, const T* Rb, i64 kP, T* dU, T* dV, int n_threads) {
   const i64 nt = std::max(1, n_threads);
   const i64 kRows = std::max<i64>(256, (b + nt - 1) / nt);  // one chunk per thread: few, large GEMMs
   const i64 n_chunks = (b + kRows - 1) / kRows;
-  std::vector<double> data_part(static_cast<std::size_t>(std::max<i64>(n_chunks, 1)), 0.0),
-      pen_part(static_cast<std::size_t>(std::max<i64>(n_chunks, 1)), 0.0);
-  const T inv_b = b > 0 ? T(1) / T(b) : T(0);
+  std::vector<LossParts> part(static_cast<std::size_t>(std::max<i64>(n_chunks, 1)), LossParts{0, 0});
   parallel_for(n_chunks, n_threads, [&](i64 task, int) {
     const i64 r0 = task * kRows, nr = std::min(b, r0 + kRows) - r0;
-    const T* Uc = U + r0 * k;
-    const T* Vc = V + r0 * k;
-    T* dUc = dU + r0 * k;
-    T* dVc = dV + r0 * k;
-    double pen_prior = 0;
-    // dU = U Mu - Qb Nu^T (the penalty part); its value needs u^T Mu u / 2 - q^T Nu^T u.
-    if (Mu) {
-      blas::gemm_rm<T>(false, false, nr, k, k, T(1), Uc, k, Mu, k, T(0), dUc, k);
-      blas::gemm_rm<T>(false, false, nr, k, k, T(1), Vc, k, Mv, k, T(0), dVc, k);
-    } else {
-      std::fill(dUc, dUc + nr * k, T(0));
-      std::fill(dVc, dVc + nr * k, T(0));
-    }
-    double data = 0, pen = 0;
-    loss_rows<T>(Uc, Vc, nr, k, s + r0, w ? w + r0 : nullptr, Mu != nullptr, inv_b, dUc, dVc, &data, &pen);
-    if (Mu && Nu && Qb) {  // the prior's cross term, -(q^T Nu^T u + r^T Nv^T v), added after the quadratic part
-      std::vector<T> tmp(static_cast<std::size_t>(nr * k));
-      for (int side = 0; side < 2; ++side) {
-        const T* X = side == 0 ? Uc : Vc;
-        T* dX = side == 0 ? dUc : dVc;
-        blas::gemm_rm<T>(false, true, nr, k, kP, T(1), (side == 0 ? Qb : Rb) + r0 * kP, kP, side == 0 ? Nu : Nv, kP,
-                         T(0), tmp.data(), k);
-        for (i64 i = 0; i < nr * k; ++i) {
-          pen_prior -= double(X[i]) * tmp[i];
-          dX[i] -= tmp[i] * inv_b;
-        }
-      }
-    }
-    pen += pen_prior;
-    data_part[task] = data;
-    pen_part[task] = pen;
+    part[task] = pair_loss_rows<T>(U + r0 * k, V + r0 * k, nr, b, k, s + r0, w ? w + r0 : nullptr, Mu, Mv, Nu, Nv,
+                                   Qb ? Qb + r0 * kP : nullptr, Rb ? Rb + r0 * kP : nullptr, kP, dU + r0 * k,
+                                   dV + r0 * k);
   });
   double data = 0, pen = 0;
   for (i64 t = 0; t < n_chunks; ++t) {
-    data += data_part[t];
-    pen += pen_part[t];
+    data += part[t].data;
+    pen += part[t].penalty;
   }
-  return {data * double(inv_b), pen * double(inv_b)};
+  const double inv_b = b > 0 ? 1.0 / double(b) : 0.0;
+  return {data * inv_b, pen * inv_b};
 }
 
 #define SL_GRAMIAN_INSTANTIATE(T)                                                                              \
@@ -328,7 +329,9 @@ LossParts pair_loss(const T* U, const T* V, i64 b, i64 k, const T* s, const T* w
   template void sagram_refresh<T>(T*, T*, i64, const i64*, const T*, i64, const T*, T*, const T*, i64);        \
   template bool psd_project<T>(T*, i64);                                                                       \
   template LossParts pair_loss<T>(const T*, const T*, i64, i64, const T*, const T*, const T*, const T*,        \
-                                  const T*, const T*, const T*, const T*, i64, T*, T*, int);
+                                  const T*, const T*, const T*, const T*, i64, T*, T*, int);                   \
+  template LossParts pair_loss_rows<T>(const T*, const T*, i64, i64, i64, const T*, const T*, const T*,         \
+                                       const T*, const T*, const T*, const T*, const T*, i64, T*, T*);
 
 SL_GRAMIAN_INSTANTIATE(float)
 SL_GRAMIAN_INSTANTIATE(double)

@@ -58,6 +58,13 @@ struct LossParts {
   double data;
   double penalty;
 };
+// The same for rows [0, nr) of a batch of b rows (pointers already offset; data and
+// penalty returned as sums over these rows, not means; gradients scaled by 1/b).
+// Single-threaded; the building block of pair_loss and of the fused linear epoch.
+template <class T>
+LossParts pair_loss_rows(const T* U, const T* V, i64 nr, i64 b, i64 k, const T* s, const T* w, const T* Mu,
+                         const T* Mv, const T* Nu, const T* Nv, const T* Qb, const T* Rb, i64 kP, T* dU, T* dV);
+
 template <class T>
 LossParts pair_loss(const T* U, const T* V, i64 b, i64 k, const T* s, const T* w, const T* Mu, const T* Mv,
                     const T* Nu, const T* Nv, const T* Qb, const T* Rb, i64 kP, T* dU, T* dV, int n_threads);

@@ -21,6 +21,7 @@
 #include "parallel.hpp"
 #include "ssne.hpp"
 #include "topk.hpp"
+#include "twotower.hpp"
 
 namespace py = pybind11;
 using i64 = std::int64_t;
@@ -470,6 +471,76 @@ void def_twotower(py::module_& m, const std::string& sfx) {
       py::arg("P").noconvert(), py::arg("s1"), py::arg("s2"), py::arg("g").noconvert(), py::arg("opt"),
       py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("t"), py::arg("l2"),
       py::arg("n_threads"));
+  m.def(
+      ("fill_uniform_" + sfx).c_str(),
+      [](carray<T>& P, std::uint64_t seed, double low, double high, int n_threads) {
+        need(high >= low, "fill_uniform: high must be >= low");
+        py::gil_scoped_release nogil;
+        sl::embedding::fill_uniform<T>(P.mutable_data(), P.size(), seed, low, high, n_threads);
+      },
+      py::arg("P").noconvert(), py::arg("seed"), py::arg("low"), py::arg("high"), py::arg("n_threads"));
+  m.def(
+      ("linear_epoch_" + sfx).c_str(),
+      [](const carray<i64>& indptrL, const carray<i64>& indicesL, const carray<T>& dataL, carray<T>& EL, oarray<T>& s1L,
+         oarray<T>& s2L, const carray<i64>& rowsL, const oarray<i64>& gidsL, const oarray<T>& gwL, carray<T>& GL,
+         const carray<i64>& indptrR, const carray<i64>& indicesR, const carray<T>& dataR, carray<T>& ER,
+         oarray<T>& s1R, oarray<T>& s2R, const carray<i64>& rowsR, const oarray<i64>& gidsR, const oarray<T>& gwR,
+         carray<T>& GR, const carray<T>& targets, i64 b, i64 gb, double w_all, double decay, double lam, bool shared,
+         int opt, double lr, double b1, double b2, double eps, i64 t, double l2, int n_threads) {
+        const i64 k = EL.shape(1), n = rowsL.shape(0);
+        need(ER.shape(1) == k && GL.shape(0) == k && GL.shape(1) == k && GR.shape(0) == k && GR.shape(1) == k,
+             "linear_epoch: E and G shapes disagree");
+        need(rowsR.shape(0) == n && targets.shape(0) == n && b >= 1, "linear_epoch: rows / targets / b");
+        need(!shared || EL.data() == ER.data(), "linear_epoch: shared needs one table");
+        need(indptrL.shape(0) - 1 >= 0 && indptrR.shape(0) - 1 >= 0, "linear_epoch: indptr");
+        const i64 n_steps = (n + b - 1) / b;
+        need(bool(gidsL) == bool(gidsR), "linear_epoch: Gramian ids go together");
+        if (gidsL) {
+          need(gidsL->shape(0) == n_steps * gb && gidsR->shape(0) == n_steps * gb, "linear_epoch: Gramian ids size");
+          need(!gwL || gwL->shape(0) == n_steps * gb, "linear_epoch: Gramian weights size");
+          need(!gwR || gwR->shape(0) == n_steps * gb, "linear_epoch: Gramian weights size");
+        }
+        // every row index is checked here (Python validated the pairs; this guards the kernel)
+        auto check_rows = [](const i64* r, i64 m, i64 n_rows) {
+          for (i64 i = 0; i < m; ++i)
+            if (r[i] < 0 || r[i] >= n_rows) throw std::out_of_range("linear_epoch: row index out of range");
+        };
+        check_rows(rowsL.data(), n, indptrL.shape(0) - 1);
+        check_rows(rowsR.data(), n, indptrR.shape(0) - 1);
+        if (gidsL) {
+          check_rows(gidsL->data(), gidsL->shape(0), indptrL.shape(0) - 1);
+          check_rows(gidsR->data(), gidsR->shape(0), indptrR.shape(0) - 1);
+        }
+        need_state<T>(opt, s1L, s2L, EL.size());
+        need_state<T>(opt, s1R, s2R, ER.size());
+        const auto st = opt_step(opt, lr, b1, b2, eps, t, l2);
+        sl::twotower::Side<T> L{indptrL.data(), indicesL.data(), dataL.data(), EL.shape(0), EL.mutable_data(),
+                                opt_mut(s1L), opt_mut(s2L), rowsL.data(), gidsL ? gidsL->data() : nullptr,
+                                opt_ptr(gwL), GL.mutable_data()};
+        sl::twotower::Side<T> R{indptrR.data(), indicesR.data(), dataR.data(), ER.shape(0), ER.mutable_data(),
+                                opt_mut(s1R), opt_mut(s2R), rowsR.data(), gidsR ? gidsR->data() : nullptr,
+                                opt_ptr(gwR), GR.mutable_data()};
+        if (shared) {  // one table, one optimiser state
+          R.s1 = L.s1;
+          R.s2 = L.s2;
+        }
+        sl::twotower::Config cfg{k, b, n, gidsL ? gb : 0, w_all, decay, lam, shared};
+        carray<double> data_out(n_steps), pen_out(n_steps);
+        {
+          py::gil_scoped_release nogil;
+          sl::twotower::linear_epoch<T>(L, R, targets.data(), cfg, st, data_out.mutable_data(),
+                                        pen_out.mutable_data(), n_threads);
+        }
+        return py::make_tuple(data_out, pen_out);
+      },
+      py::arg("indptrL").noconvert(), py::arg("indicesL").noconvert(), py::arg("dataL").noconvert(),
+      py::arg("EL").noconvert(), py::arg("s1L"), py::arg("s2L"), py::arg("rowsL").noconvert(), py::arg("gidsL"),
+      py::arg("gwL"), py::arg("GL").noconvert(), py::arg("indptrR").noconvert(), py::arg("indicesR").noconvert(),
+      py::arg("dataR").noconvert(), py::arg("ER").noconvert(), py::arg("s1R"), py::arg("s2R"),
+      py::arg("rowsR").noconvert(), py::arg("gidsR"), py::arg("gwR"), py::arg("GR").noconvert(),
+      py::arg("targets").noconvert(), py::arg("b"), py::arg("gb"), py::arg("w_all"), py::arg("decay"),
+      py::arg("lam"), py::arg("shared"), py::arg("opt"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
+      py::arg("eps"), py::arg("t"), py::arg("l2"), py::arg("n_threads"));
   m.def(
       ("gram_update_" + sfx).c_str(),
       [](carray<T>& G, const carray<T>& E, const oarray<T>& w, double w_all, double decay) {

@@ -325,3 +325,26 @@ def test_map_at_k_metric():
     assert 0 < interaction_map_at_k(U, V, rel, n_candidates=2, random_state=0) <= 1
     with pytest.raises(ValueError, match="relevant_pairs"):
         interaction_map_at_k(U, V, np.array([[0, 9]]))
+
+
+@pytest.mark.parametrize("kw", [dict(penalty="sogram"), dict(penalty="sqrt", optimizer="adam"),
+                                dict(penalty="none", optimizer="sgd"), dict(shared_embeddings=True),
+                                dict(penalty="uniform", batch_size=100)])
+def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
+    """The C++ loop of linear towers (csrc/twotower.cpp) takes exactly the steps of
+    TwoTower._step: same draws, same kernels, bitwise the same model, any thread count."""
+    d, tr, te = planted
+    pairs = tr[:7000]
+    base = dict(n_components=8, n_epochs=2, random_state=3, **kw)
+    out = {}
+    for fused in (True, False):
+        monkeypatch.setattr(TwoTower, "_USE_FUSED", fused)
+        for nt in (1, 2):
+            m = TwoTower(n_threads=nt, **base).fit(d.left_features, d.right_features, pairs)
+            out[fused, nt] = (m.params_["E_left"].copy(), m.params_["E_right"].copy(), m.gramian_left_.copy(),
+                              np.array(m.loss_history_))
+    ref = out[False, 1]
+    for key, val in out.items():
+        for a, b in zip(val[:3], ref[:3]):
+            assert np.array_equal(a, b), key
+        assert np.allclose(val[3], ref[3], rtol=1e-5), key

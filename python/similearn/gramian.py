@@ -152,6 +152,9 @@ class _GramianEstimator:
     def observe(self, ids, embeddings):
         """Embeddings computed by the gradient batch (used by SAGram only)."""
 
+    def _observe(self, ids, E):
+        pass
+
     def _prior_rows(self, ids):
         return None if self.prior_ is None else np.ascontiguousarray(self.prior_[ids])
 
@@ -175,7 +178,10 @@ class SOGram(_GramianEstimator):
         return super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
 
     def update(self, ids, embeddings):
-        ids, E = self._check_batch(ids, embeddings)
+        """The Gramian step from the batch (ids (b,), embeddings (b, k))."""
+        return self._update(*self._check_batch(ids, embeddings))
+
+    def _update(self, ids, E):  # validated, contiguous input
         if ids.size == 0:
             return self
         a = float(self.alpha)
@@ -235,7 +241,10 @@ class SAGram(_GramianEstimator):
         return self
 
     def update(self, ids, embeddings):
-        ids, E = self._check_batch(ids, embeddings)
+        """The SAGram estimate from the batch (ids (b,), embeddings (b, k))."""
+        return self._update(*self._check_batch(ids, embeddings))
+
+    def _update(self, ids, E):
         if ids.size == 0:
             return self
         sfx = _sfx(self.dtype_)
@@ -248,7 +257,10 @@ class SAGram(_GramianEstimator):
         return self
 
     def observe(self, ids, embeddings):
-        ids, E = self._check_batch(ids, embeddings)
+        """Refresh the cache with the gradient batch's embeddings (Alg. 1 lines 11-12)."""
+        return self._observe(*self._check_batch(ids, embeddings))
+
+    def _observe(self, ids, E):
         if ids.size:
             getattr(_core, "sagram_refresh_" + _sfx(self.dtype_))(self._S, self.cache_, ids, E, self._pw, self._T,
                                                                   self.prior_)
@@ -299,7 +311,10 @@ class SampledGramian(_GramianEstimator):
             np.int64)
 
     def update(self, ids, embeddings):
-        ids, E = self._check_batch(ids, embeddings)
+        """The sampled estimate from the batch (ids drawn from ``sample``)."""
+        return self._update(*self._check_batch(ids, embeddings))
+
+    def _update(self, ids, E):
         if ids.size == 0:
             return self
         q = self.q_[ids]

@@ -220,6 +220,9 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
     loss_history_ : list of float
         Per epoch: mean data loss + lam * <Ghat_u, Ghat_v> (the penalty's estimate).
     loss_parts_history_ : dict of lists, "data" and "penalty".
+    epoch_times_ : list of float
+        Wall-clock seconds of each training epoch (the pass over the pairs, without
+        the set-up of the tables).
     n_left_, n_right_, n_features_left_, n_features_right_ : int
     interactions_ : scipy.sparse.csr_matrix (n_left, n_right)
         The observed pairs seen in training (used by ``recommend``).
@@ -307,15 +310,18 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         return k, hs, d, dt
 
     # ------------------------------------------------------------------ parameters
-    def _init_params(self, FL, FR, k, hs, d, dt, rng):
+    def _init_params(self, FL, FR, k, hs, d, dt, rng, nt):
         std = float(self.init_std) if self.init_std is not None else 1.0 / np.sqrt(d)
-        EL = rng.standard_normal((FL, d), dtype=dt)
-        EL *= dt.type(std)
-        if self.shared_embeddings:
-            ER = EL
-        else:
-            ER = rng.standard_normal((FR, d), dtype=dt)
-            ER *= dt.type(std)
+        a = np.sqrt(3.0) * std  # uniform(-a, a) has standard deviation std
+        fill = getattr(_core, "fill_uniform_" + _sfx(dt))
+
+        def table(F):  # filled by a counter-based generator: fast for million-row tables
+            E = np.empty((F, d), dtype=dt)
+            fill(E, int(rng.integers(0, 2**63)), -a, a, nt)
+            return E
+
+        EL = table(FL)
+        ER = EL if self.shared_embeddings else table(FR)
         P = {"E_left": EL, "E_right": ER}
         for side in ("left", "right"):
             Ws, bs = [], []
@@ -342,7 +348,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         n_state = (0, 1, 2)[opt]
         st = {}
         for name, arr in self._named_params():
-            st[name] = [np.zeros_like(arr) for _ in range(n_state)]
+            st[name] = [np.zeros(arr.shape, dtype=arr.dtype) for _ in range(n_state)]  # lazily paged in
         return st
 
     def _named_params(self):
@@ -369,6 +375,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             if i < len(Ws) - 1:
                 np.maximum(h, 0, out=h)
             acts.append(h)
+        h = np.ascontiguousarray(h)
         return (h, acts) if keep else h
 
     def _backward(self, side, acts, dout, grads):
@@ -404,19 +411,22 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             return SampledGramian(proposal=pen)
         return None
 
-    def _penalty_mats(self, lam, k):
-        """(Mu, Mv, Nu, Nv) for the pair_loss kernel, from the current estimates."""
+    def _penalty_mats(self, lam, k, st):
+        """(Mu, Mv, Nu, Nv) for the pair_loss kernel, from the current estimates
+        (Mu = 2 lam Ghat_v: the batch's penalty gradient is the GEMM U Mu)."""
         if self.penalty == "none" or lam == 0:
             return None, None, None, None
         Gu, Gv = self.gramian_left_, self.gramian_right_
         dt = Gu.dtype
+        Mu, Mv = st["Mu"], st["Mv"]
         if self.regularizer == "gor":
-            au = float(np.sum(Gu * Gu)) > 1.0 / k
-            av = float(np.sum(Gv * Gv)) > 1.0 / k
-            return (np.ascontiguousarray((4 * lam * au) * Gu, dtype=dt),
-                    np.ascontiguousarray((4 * lam * av) * Gv, dtype=dt), None, None)
-        Mu = np.ascontiguousarray(2 * lam * Gv, dtype=dt)
-        Mv = np.ascontiguousarray(2 * lam * Gu, dtype=dt)
+            au = float(Gu.ravel() @ Gu.ravel()) > 1.0 / k
+            av = float(Gv.ravel() @ Gv.ravel()) > 1.0 / k
+            np.multiply(Gu, dt.type(4 * lam * au), out=Mu)
+            np.multiply(Gv, dt.type(4 * lam * av), out=Mv)
+            return Mu, Mv, None, None
+        np.multiply(Gv, dt.type(2 * lam), out=Mu)
+        np.multiply(Gu, dt.type(2 * lam), out=Mv)
         if self._Q is None:
             return Mu, Mv, None, None
         return (Mu, Mv, np.ascontiguousarray(2 * lam * self.cross_right_, dtype=dt),
@@ -459,7 +469,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
     def _start(self, XL, XR, P, Q, R, k, hs, d, dt, rng, nt):
         self.n_left_, self.n_right_ = XL.n_rows, XR.n_rows
         self.n_features_left_, self.n_features_right_ = XL.shape[1], XR.shape[1]
-        self.params_ = self._init_params(XL.shape[1], XR.shape[1], k, hs, d, dt, rng)
+        self.params_ = self._init_params(XL.shape[1], XR.shape[1], k, hs, d, dt, rng, nt)
         self._opt_state = self._init_opt_state()
         self.t_ = 0
         self._counts_left = np.zeros(self.n_left_, dtype=np.int64)
@@ -470,6 +480,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         self._Q, self._R = Q, R
         self.loss_history_ = []
         self.loss_parts_history_ = {"data": [], "penalty": []}
+        self.epoch_times_ = []
         self._interactions = sp.csr_matrix((self.n_left_, self.n_right_), dtype=np.int8)
 
     def _start_estimators(self, XL, XR, P, nt, pool):
@@ -510,7 +521,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             bp = st["gbs"]
             for est, side, X in ((estL, "left", XL), (estR, "right", XR)):
                 ids = est.sample(rng, bp)
-                est.update(ids, self._forward(side, X, ids, nt))
+                est._update(ids, self._forward(side, X, ids, nt))
             self.gramian_left_, self.gramian_right_ = estL.gramian_, estR.gramian_
             self.cross_left_, self.cross_right_ = estL.cross_, estR.cross_
         elif self.penalty == "exact":
@@ -520,23 +531,19 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             if self._Q is not None:
                 self.cross_left_ = np.ascontiguousarray(UL.T @ (self._p_left[:, None] * self._Q), dtype=st["dt"])
                 self.cross_right_ = np.ascontiguousarray(UR.T @ (self._p_right[:, None] * self._R), dtype=st["dt"])
-        lrows = np.ascontiguousarray(st["P"][batch, 0])
-        rrows = np.ascontiguousarray(st["P"][batch, 1])
+        lrows, rrows = st["PL"][batch], st["PR"][batch]  # contiguous slices of this epoch's order
         U, actsL = self._forward("left", XL, lrows, nt, keep=True)
         V, actsR = self._forward("right", XR, rrows, nt, keep=True)
-        U = np.ascontiguousarray(U)
-        V = np.ascontiguousarray(V)
-        Mu, Mv, Nu, Nv = self._penalty_mats(lam, k)
+        Mu, Mv, Nu, Nv = self._penalty_mats(lam, k, st)
         Qb = Rb = None
         if Nu is not None:
             Qb, Rb = np.ascontiguousarray(self._Q[lrows]), np.ascontiguousarray(self._R[rrows])
         dU, dV = np.empty_like(U), np.empty_like(V)
         sfx = st["sfx"]
-        data, _ = getattr(_core, "pair_loss_" + sfx)(U, V, np.ascontiguousarray(st["s"][batch]), None, Mu, Mv, Nu,
-                                                     Nv, Qb, Rb, dU, dV, nt)
+        data, _ = st["pair_loss"](U, V, st["S"][batch], None, Mu, Mv, Nu, Nv, Qb, Rb, dU, dV, nt)
         if estL is not None:
-            estL.observe(lrows, U)
-            estR.observe(rrows, V)
+            estL._observe(lrows, U)
+            estR._observe(rrows, V)
         grads = {}
         dHL = self._backward("left", actsL, dU, grads)
         dHR = self._backward("right", actsR, dV, grads)
@@ -564,6 +571,59 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
                                                         *step_args)
         return data
 
+    _USE_FUSED = True  # tests switch it off to compare the two paths
+    _FUSED_STEPS = 64  # steps per call of the fused loop (Ctrl-C is checked between calls)
+
+    def _fused_epoch(self, st, bs):
+        """One epoch of the linear model in the fused C++ loop (csrc/twotower.cpp): the
+        same steps, random draws and kernels as :meth:`_step`, without Python in the
+        loop.  Returns the summed data loss and penalty value over the pairs."""
+        XL, XR, rng, nt = st["XL"], st["XR"], st["rng"], st["nt"]
+        estL, estR = st["est"]
+        dt, gbs, o = st["dt"], st["gbs"], st["opt"]
+        Pm, ss = self.params_, self._opt_state
+        fn = getattr(_core, "linear_epoch_" + st["sfx"])
+        lam = float(self.penalty_weight) if estL is not None else 0.0
+        if estL is not None:
+            GL, GR = estL.gramian_, estR.gramian_
+            sogram = isinstance(estL, SOGram)
+            a = float(estL.alpha) if sogram else 0.0
+            w_all, decay = (a / gbs, 1.0 - a) if sogram else (0.0, 0.0)
+        else:
+            GL, GR = self.gramian_left_, self.gramian_right_
+            w_all, decay = 0.0, 1.0
+        sL = (ss["E_left"] + [None, None])[:2]
+        sR = sL if self.shared_embeddings else (ss["E_right"] + [None, None])[:2]
+        n = st["PL"].size
+        tot_data = tot_pen = 0.0
+        per = self._FUSED_STEPS * bs
+        for c0 in range(0, n, per):
+            c1 = min(n, c0 + per)
+            n_steps = -(-(c1 - c0) // bs)
+            gL = gR = wL = wR = None
+            if estL is not None:  # the Gramian batches of every step, drawn in _step's order
+                ids = [est.sample(rng, gbs) for _ in range(n_steps) for est in (estL, estR)]
+                gL, gR = np.concatenate(ids[0::2]), np.concatenate(ids[1::2])
+                if not sogram:
+                    wL = np.ascontiguousarray(estL.p_[gL] / (estL.q_[gL] * gbs), dtype=dt)
+                    wR = np.ascontiguousarray(estR.p_[gR] / (estR.q_[gR] * gbs), dtype=dt)
+            data, pen = fn(XL.indptr, XL.indices, XL.data, Pm["E_left"], sL[0], sL[1], st["PL"][c0:c1], gL, wL, GL,
+                           XR.indptr, XR.indices, XR.data, Pm["E_right"], sR[0], sR[1], st["PR"][c0:c1], gR, wR, GR,
+                           st["S"][c0:c1], bs, gbs, w_all, decay, lam, bool(self.shared_embeddings), o["code"],
+                           o["lr"], 0.9, 0.999, o["eps"], self.t_ + 1, o["l2"], nt)
+            self.t_ += n_steps
+            nb = np.full(n_steps, bs, dtype=np.float64)
+            nb[-1] = (c1 - c0) - bs * (n_steps - 1)
+            tot_data += float(data @ nb)
+            tot_pen += float(pen @ nb)
+            if estL is not None:
+                estL.n_updates_ += n_steps
+                estR.n_updates_ += n_steps
+        if estL is not None:
+            self.gramian_left_, self.gramian_right_ = GL, GR
+            self.cross_left_ = self.cross_right_ = None
+        return tot_data, tot_pen
+
     def _train(self, XL, XR, P, s, n_epochs, rng, nt, pool):
         k = int(self.n_components)
         dt = self.params_["E_left"].dtype
@@ -574,23 +634,36 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         gbs = int(self.gramian_batch_size) if self.gramian_batch_size is not None else int(self.batch_size)
         st = {"XL": XL, "XR": XR, "P": P, "s": s, "rng": rng, "nt": nt, "lam": float(self.penalty_weight), "k": k,
               "est": est, "gbs": gbs, "opt": opt, "sfx": _sfx(dt), "dt": dt,
-              "empty_d": np.empty((0, self.params_["E_left"].shape[1]), dtype=dt)}
+              "empty_d": np.empty((0, self.params_["E_left"].shape[1]), dtype=dt),
+              "Mu": np.empty((k, k), dtype=dt), "Mv": np.empty((k, k), dtype=dt),
+              "pair_loss": getattr(_core, "pair_loss_" + _sfx(dt))}
         if self.penalty in ("none",):
             self.cross_left_ = self.cross_right_ = None
         n = P.shape[0]
         lam = float(self.penalty_weight)
+        # linear towers with SOGram / sampling / no penalty: the whole step loop in C++
+        fused = (self._USE_FUSED and not self.params_["W_left"] and self.regularizer == "gramian" and self._Q is None
+                 and self.penalty in ("sogram", "uniform", "linear", "sqrt", "none"))
         with blas_limits(1), progress(n_epochs, self.verbose, "TwoTower", unit="epoch") as bar:
             for _ in range(n_epochs):
+                t_epoch = time.perf_counter()
                 order = rng.permutation(n)
+                # this epoch's pairs in order, so every batch is a contiguous slice
+                st["PL"], st["PR"], st["S"] = P[order, 0], P[order, 1], s[order]
                 tot_data, tot_pen = 0.0, 0.0
-                for start in range(0, n, bs):
-                    batch = order[start:start + bs]
-                    data = self._step(st, batch)
-                    tot_data += data * batch.size
-                    tot_pen += self._penalty_value(lam, k) * batch.size
+                if fused:
+                    tot_data, tot_pen = self._fused_epoch(st, bs)
+                else:
+                    for start in range(0, n, bs):
+                        batch = slice(start, min(n, start + bs))
+                        nb = batch.stop - batch.start
+                        data = self._step(st, batch)
+                        tot_data += data * nb
+                        tot_pen += self._penalty_value(lam, k) * nb
                 mdata, mpen = tot_data / n, tot_pen / n
                 if not np.isfinite(mdata + mpen):
                     raise FloatingPointError("TwoTower diverged (non-finite loss); lower learning_rate")
+                self.epoch_times_.append(time.perf_counter() - t_epoch)
                 self.loss_history_.append(float(mdata + mpen))
                 self.loss_parts_history_["data"].append(float(mdata))
                 self.loss_parts_history_["penalty"].append(float(mpen))
@@ -601,9 +674,11 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         seen = sp.csr_matrix((np.ones(n, dtype=np.int8), (P[:, 0], P[:, 1])), shape=(self.n_left_, self.n_right_))
         seen.data[:] = 1
         self._interactions = ((self._interactions + seen) > 0).astype(np.int8).tocsr()
-        with blas_limits(nt):
-            self.left_embedding_ = self._embed_all("left", XL, nt)
-            self.right_embedding_ = self._embed_all("right", XR, nt)
+        # the catalogues' outputs are computed on first use (left_embedding_ etc.): for
+        # million-item catalogues they cost more than an epoch of training
+        self._catalogue = {"left": sp.csr_matrix((XL.data, XL.indices, XL.indptr), shape=XL.shape),
+                           "right": sp.csr_matrix((XR.data, XR.indices, XR.indptr), shape=XR.shape)}
+        self._embedding_cache = {}
 
     def fit(self, left_features, right_features, pairs, targets=None, *, prior=None):
         """Train on observed pairs (i, j, s) from scratch.
@@ -728,6 +803,25 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             m = min(k, ii.size)
             out_i[r, :m], out_s[r, :m] = ii[:m], ss[:m]
         return out_i, out_s
+
+    def _catalogue_embedding(self, side):
+        self._check_fitted()
+        cache = self.__dict__.setdefault("_embedding_cache", {})
+        if side not in cache:
+            nt = get_num_threads(self.n_threads)
+            with blas_limits(nt):
+                cache[side] = self._embed_all(side, _Csr(self._catalogue[side]), nt)
+        return cache[side]
+
+    @property
+    def left_embedding_(self):
+        """(n_left, k): the left tower's outputs on the fitted catalogue (computed on first use)."""
+        return self._catalogue_embedding("left")
+
+    @property
+    def right_embedding_(self):
+        """(n_right, k): the right tower's outputs on the fitted catalogue (computed on first use)."""
+        return self._catalogue_embedding("right")
 
     @property
     def interactions_(self):

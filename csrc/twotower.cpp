@@ -1,0 +1,155 @@
+// Fused training loop of linear two-tower models (see twotower.hpp).
+#include "twotower.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
+#include <vector>
+
+#include "gramian.hpp"
+
+namespace sl {
+namespace twotower {
+
+namespace {
+
+// A two-party sense-reversing barrier: spins briefly, then yields (the machine may
+// run other work on the second core).
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  // Returns early when `abort` is set (a failed party will never arrive).
+  void wait(const std::atomic<bool>& abort) {
+    if (n_ == 1) return;
+    const int gen = gen_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      gen_.fetch_add(1, std::memory_order_acq_rel);
+      return;
+    }
+    for (int spin = 0; gen_.load(std::memory_order_acquire) == gen; ++spin) {
+      if (abort.load(std::memory_order_relaxed)) return;
+      if (spin > 2000) std::this_thread::yield();
+    }
+  }
+
+ private:
+  const int n_;
+  std::atomic<int> count_{0};
+  std::atomic<int> gen_{0};
+};
+
+template <class T>
+embedding::Rows<T> rows_of(const Side<T>& S, const i64* rows, i64 n) {
+  return embedding::Rows<T>{S.indptr, S.indices, S.data, rows, n};
+}
+
+}  // namespace
+
+template <class T>
+void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Config& cfg,
+                  const embedding::Step& st0, double* data_out, double* pen_out, int n_threads) {
+  const i64 k = cfg.k, b = cfg.b, n = cfg.n_pairs;
+  const i64 n_steps = (n + b - 1) / b;
+  const bool pen = cfg.lam != 0 && L.gids && R.gids;
+  const int nw = n_threads >= 2 ? 2 : 1;
+  std::vector<T> U(static_cast<std::size_t>(b * k)), V(U.size()), dU(U.size()), dV(U.size());
+  std::vector<T> EpL(static_cast<std::size_t>(cfg.gb * k)), EpR(EpL.size());
+  std::vector<T> Mu(static_cast<std::size_t>(k * k)), Mv(Mu.size());
+  std::vector<gramian::LossParts> half(2);
+  Barrier bar(nw);
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
+  const Side<T>* sides[2] = {&L, &R};
+  T* out[2] = {U.data(), V.data()};
+  T* grad[2] = {dU.data(), dV.data()};
+  T* ep[2] = {EpL.data(), EpR.data()};
+
+  auto side_a = [&](int s, i64 step, i64 nb) {  // Gramian update, then the batch's embeddings
+    const Side<T>& S = *sides[s];
+    if (pen) {
+      const i64* g = S.gids + step * cfg.gb;
+      embedding::bag_forward<T>(rows_of(S, g, cfg.gb), S.E, k, ep[s], 1);
+      gramian::gram_update<T>(S.G, k, ep[s], cfg.gb, S.gw ? S.gw + step * cfg.gb : nullptr, cfg.w_all, cfg.decay);
+    }
+    embedding::bag_forward<T>(rows_of(S, S.rows + step * b, nb), S.E, k, out[s], 1);
+  };
+  auto scale_gramians = [&]() {  // Mu = 2 lam G_R, Mv = 2 lam G_L; and the penalty's value
+    if (!pen) return 0.0;
+    double g = 0;
+    for (i64 i = 0; i < k * k; ++i) {
+      Mu[i] = T(2 * cfg.lam) * R.G[i];
+      Mv[i] = T(2 * cfg.lam) * L.G[i];
+      g += double(L.G[i]) * double(R.G[i]);
+    }
+    return cfg.lam * g;
+  };
+  auto do_loss = [&](int h, i64 step, i64 nb) {  // rows [0, nb/2) or [nb/2, nb) of the batch
+    const i64 mid = nb / 2, r0 = h == 0 ? 0 : mid, r1 = h == 0 ? mid : nb;
+    half[h] = gramian::pair_loss_rows<T>(U.data() + r0 * k, V.data() + r0 * k, r1 - r0, nb, k,
+                                         targets + step * b + r0, nullptr, pen ? Mu.data() : nullptr,
+                                         pen ? Mv.data() : nullptr, nullptr, nullptr, nullptr, nullptr, 0,
+                                         dU.data() + r0 * k, dV.data() + r0 * k);
+  };
+  auto side_c = [&](int s, i64 step, i64 nb, const embedding::Step& st) {
+    const Side<T>& S = *sides[s];
+    const Side<T>& O = *sides[1 - s];
+    const embedding::Rows<T> none{S.indptr, S.indices, S.data, nullptr, 0};
+    if (cfg.shared) {
+      embedding::sparse_step<T>(S.E, S.s1, S.s2, S.n_features, k, rows_of(S, S.rows + step * b, nb), grad[s],
+                                rows_of(O, O.rows + step * b, nb), grad[1 - s], st, 1);
+    } else {
+      embedding::sparse_step<T>(S.E, S.s1, S.s2, S.n_features, k, rows_of(S, S.rows + step * b, nb), grad[s], none,
+                                nullptr, st, 1);
+    }
+  };
+
+  auto worker = [&](int tid) {
+    try {
+      for (i64 step = 0; step < n_steps; ++step) {
+        const i64 nb = std::min(b, n - step * b);
+        embedding::Step st = st0;
+        st.t = st0.t + step;
+        if (nw == 1) {
+          side_a(0, step, nb);
+          side_a(1, step, nb);
+          pen_out[step] = scale_gramians();
+          do_loss(0, step, nb);
+          do_loss(1, step, nb);
+          side_c(0, step, nb, st);
+          if (!cfg.shared) side_c(1, step, nb, st);
+        } else {
+          side_a(tid, step, nb);
+          bar.wait(failed);
+          if (tid == 0) pen_out[step] = scale_gramians();  // before either half reads Mu, Mv
+          bar.wait(failed);
+          do_loss(tid, step, nb);
+          bar.wait(failed);
+          if (!cfg.shared || tid == 0) side_c(tid, step, nb, st);
+          if (cfg.shared) bar.wait(failed);
+        }
+        if (tid == 0) data_out[step] = (half[0].data + half[1].data) / double(nb);
+        if (failed.load(std::memory_order_relaxed)) break;
+      }
+    } catch (...) {
+      if (!failed.exchange(true)) error = std::current_exception();
+    }
+  };
+  if (nw == 1) {
+    worker(0);
+  } else {
+    std::thread other(worker, 1);
+    worker(0);
+    other.join();
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+template void linear_epoch<float>(const Side<float>&, const Side<float>&, const float*, const Config&,
+                                  const embedding::Step&, double*, double*, int);
+template void linear_epoch<double>(const Side<double>&, const Side<double>&, const double*, const Config&,
+                                   const embedding::Step&, double*, double*, int);
+
+}  // namespace twotower
+}  // namespace sl

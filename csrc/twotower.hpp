@@ -1,0 +1,60 @@
+// The fused training loop of linear two-tower models (towers = embedding bags, no
+// hidden layers) with a Gramian penalty estimated from rank-|B'| updates (SOGram,
+// Alg. 2; or a candidate-sampling estimate, Sec. 3.3), run over a chunk of steps in
+// one call.  Each step (see TwoTower in python/similearn/twotower.py):
+//
+//   A. per side s: E'_s = bag(X_s, gramian ids), G_s <- decay G_s + E'_s^T diag(w) E'_s;
+//      U_s = bag(X_s, batch rows)
+//   B. the batch loss and its gradients dU = (2 r v + 2 lam U G_R) / b, dV likewise
+//   C. per side: the fused sparse optimiser step on E_s with dU_s
+//
+// With two threads, A and C run one side per thread and B splits the rows in two
+// fixed halves (two spin barriers per step, three with a shared table), so the
+// result does not depend on the thread count.  The per-step work reuses the
+// kernels of embedding.hpp and gramian.hpp.
+#pragma once
+
+#include <cstdint>
+
+#include "embedding.hpp"
+
+namespace sl {
+namespace twotower {
+
+using i64 = std::int64_t;
+
+template <class T>
+struct Side {
+  const i64* indptr;
+  const i64* indices;
+  const T* data;
+  i64 n_features;    // F
+  T* E;              // the input embeddings (F x k); the same pointer on both sides when shared
+  T* s1;             // optimiser state (or null)
+  T* s2;
+  const i64* rows;   // the chunk's pair rows of this side, n_steps * b (batch after batch)
+  const i64* gids;   // Gramian batch ids, n_steps * gb (or null: no penalty)
+  const T* gw;       // their weights (null: every weight is w_all)
+  T* G;              // the k x k estimate, updated in place
+};
+
+struct Config {
+  i64 k;             // output = embedding dimension
+  i64 b;             // batch size (every step of the chunk has exactly b pairs but the last)
+  i64 n_pairs;       // pairs in the chunk
+  i64 gb;            // Gramian batch size |B'|
+  double w_all;      // weight of every Gramian row when gw is null (alpha / |B'|)
+  double decay;      // 1 - alpha (SOGram) or 0 (sampling)
+  double lam;        // penalty weight (0: no penalty)
+  bool shared;       // one table for both towers
+};
+
+// Runs the chunk; data_out / pen_out (n_steps) get each step's mean data loss and
+// lam <G_L, G_R> after the step's Gramian update.  st.t is the Adam step of the
+// first step (incremented per step).
+template <class T>
+void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Config& cfg,
+                  const embedding::Step& st, double* data_out, double* pen_out, int n_threads);
+
+}  // namespace twotower
+}  // namespace sl
