@@ -147,13 +147,17 @@ class _GramianEstimator:
             raise ValueError(f"embeddings must be (len(ids), {self.k_}), got {E.shape} for {ids.size} ids")
         if ids.size and (ids.min() < 0 or ids.max() >= self.n_items_):
             raise ValueError(f"ids must be in [0, {self.n_items_})")
+        if not np.all(np.isfinite(E)):
+            raise ValueError("embeddings contain NaN or inf (the estimate would be poisoned for good)")
         return ids, E
 
     def observe(self, ids, embeddings):
-        """Embeddings computed by the gradient batch (used by SAGram only)."""
+        """Embeddings computed by the gradient batch (used by SAGram only; checked and
+        otherwise ignored here)."""
+        return self._observe(*self._check_batch(ids, embeddings))
 
     def _observe(self, ids, E):
-        pass
+        return self
 
     def _prior_rows(self, ids):
         return None if self.prior_ is None else np.ascontiguousarray(self.prior_[ids])
@@ -218,14 +222,15 @@ class SAGram(_GramianEstimator):
     def initialize(self, item_weights, n_components, prior=None, embeddings=None, dtype=np.float32, pool=None):
         if self.variant not in ("saga", "sag"):
             raise ValueError(f"variant must be 'saga' or 'sag', got {self.variant!r}")
-        super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
         if embeddings is None:
             raise ValueError("SAGram needs every item's initial embedding (embeddings=...)")
-        C = np.array(embeddings, dtype=self.dtype_, order="C", copy=True)
-        if C.shape != (self.n_items_, self.k_):
-            raise ValueError(f"embeddings must be ({self.n_items_}, {self.k_}), got {C.shape}")
+        C = np.array(embeddings, dtype=np.dtype(dtype), order="C", copy=True)
+        n_items, k = np.shape(item_weights)[0] if np.ndim(item_weights) == 1 else -1, n_components
+        if C.shape != (n_items, k):
+            raise ValueError(f"embeddings must be (n_items, n_components) = ({n_items}, {k}), got {C.shape}")
         if not np.all(np.isfinite(C)):
             raise ValueError("embeddings contain NaN or inf")
+        super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
         self.cache_ = C
         pw = self.p_.astype(self.dtype_)
         self._pw = pw

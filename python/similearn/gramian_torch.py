@@ -1,0 +1,512 @@
+"""PyTorch adapter for the Gramian estimators (Krichene et al., "Efficient training
+on very large corpora via Gramian estimation"; ALGORITHMS.md "Gramian estimation").
+
+:class:`GramianPenalty` brings the Gramian penalty of :mod:`similearn.gramian` to
+two-tower models written in PyTorch.  The user's towers produce the embeddings; the
+adapter keeps the estimates Ghat_u, Ghat_v of the two Gramians (updated by the
+similearn estimators, i.e. the C++ kernels, on detached copies of the embeddings)
+and turns them into a differentiable surrogate penalty (Eq. 7) whose gradient is
+the paper's 2 lam Ghat_v u_b / |B|.
+
+PyTorch is an optional dependency: ``import similearn`` never imports it, and this
+module is only imported explicitly (``from similearn.gramian_torch import
+GramianPenalty``).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+
+from . import gramian as _gramian
+from ._validation import check_int
+
+__all__ = ["GramianPenalty"]
+
+_METHODS = ("sogram", "sagram", "uniform", "linear", "sqrt")
+_REGULARIZERS = ("gramian", "gor")
+
+
+def _np_dtype(dtype, name="dtype"):
+    """torch or NumPy float dtype -> np.float32 / np.float64."""
+    if isinstance(dtype, torch.dtype):
+        table = {torch.float32: np.float32, torch.float64: np.float64}
+        if dtype not in table:
+            raise TypeError(f"{name} must be torch.float32 or torch.float64, got {dtype}")
+        return np.dtype(table[dtype])
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{name} must be torch.float32 or torch.float64, got {dtype!r}") from None
+    if dt not in (np.float32, np.float64):
+        raise TypeError(f"{name} must be torch.float32 or torch.float64, got {dtype!r}")
+    return dt
+
+
+def _to_numpy_ids(ids, name):
+    """1-D integer ids (torch tensor, NumPy array or sequence) -> int64 NumPy array."""
+    if isinstance(ids, torch.Tensor):
+        if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integer item ids, got a tensor of dtype {ids.dtype}")
+        a = ids.detach().cpu().numpy()
+    else:
+        a = np.asarray(ids)
+        if a.size == 0 and a.dtype == np.float64:  # np.asarray([]) is float64
+            a = a.astype(np.int64)
+        if not np.issubdtype(a.dtype, np.integer):
+            raise TypeError(f"{name} must hold integer item ids, got dtype {a.dtype}")
+    if a.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(a.shape)}")
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _to_numpy_embeddings(emb, name, dtype):
+    """(b, k) floating embeddings -> detached C-contiguous NumPy copy of ``dtype``."""
+    if not isinstance(emb, torch.Tensor):
+        a = np.asarray(emb)
+        if not np.issubdtype(a.dtype, np.floating):
+            raise TypeError(f"{name} must be a floating tensor or array, got dtype {a.dtype}")
+        emb = torch.as_tensor(a)
+    if not emb.dtype.is_floating_point:
+        raise TypeError(f"{name} must be a floating tensor, got dtype {emb.dtype}")
+    tdt = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
+    return np.ascontiguousarray(emb.detach().to(device="cpu", dtype=tdt).numpy())
+
+
+class GramianPenalty(torch.nn.Module):
+    """The Gramian penalty lam <G_u, G_v> of a two-tower model, for PyTorch towers.
+
+    A two-tower model scores a pair by <u(x), v(y)> with embeddings in R^k.  The
+    low-similarity prior on all pairs, (lam / n^2) sum_ij <u_i, v_j>^2, equals
+    lam <G_u, G_v> with the k x k Gramians (Eq. 3-4)
+
+        G_u = (1/n) sum_i u_i u_i^T = sum_j p_j u_j u_j^T,
+
+    p_j being the share of the n training pairs that involve left item j (likewise
+    G_v).  Training replaces G_u, G_v by estimates Ghat_u, Ghat_v, held constant
+    within a gradient step; the per-batch surrogate (Eq. 7, averaged over the
+    batch B)
+
+        ghat = lam * (1/|B|) sum_{b in B} [u_b^T Ghat_v u_b + v_b^T Ghat_u v_b]
+
+    has the gradient 2 lam Ghat_v u_b / |B| w.r.t. u_b (and 2 lam Ghat_u v_b / |B|
+    w.r.t. v_b), an unbiased estimate of the gradient of the penalty when the
+    estimates are (Prop. 1).  ``loss = data_loss + penalty(u, v)`` therefore gives
+    the training step of Alg. 1 / Alg. 2.
+
+    The estimates come from two :mod:`similearn.gramian` estimators, one per side
+    (SOGram, Alg. 2; SAGram, Alg. 1; the candidate-sampling baselines of Sec. 3.3).
+    They run in NumPy / C++ on detached CPU copies of the embeddings; no gradient
+    ever flows into the estimates.  The current estimates are mirrored as the
+    buffers ``G_left`` (Ghat_u) and ``G_right`` (Ghat_v), so that ``.to(...)``,
+    ``.double()``, ``.cuda()`` and ``state_dict()`` handle them like any buffer.
+
+    Parameters
+    ----------
+    left_estimator, right_estimator : similearn.gramian estimator
+        Initialized estimators (``SOGram``, ``SAGram`` or ``SampledGramian`` after
+        ``initialize(item_weights, n_components, ...)``) for the left tower u and
+        the right tower v; two distinct objects with the same ``n_components`` k.
+        Estimators initialized with a low-rank prior (App. B) are not supported.
+        See :meth:`create` to build and initialize them in one call.
+    penalty_weight : float, default=1.0
+        lam >= 0, the weight of the penalty.
+    regularizer : {"gramian", "gor"}, default="gramian"
+        ``"gramian"``: the penalty lam <G_u, G_v> above.  ``"gor"``: the Global
+        Orthogonal Regularizer of App. C, lam [max(<G_u, G_u>, 1/k) +
+        max(<G_v, G_v>, 1/k)], through the same estimates; its surrogate is
+
+            lam * (1/|B|) sum_b [2 a_u u_b^T Ghat_u u_b + 2 a_v v_b^T Ghat_v v_b],
+
+        a_u = 1[<Ghat_u, Ghat_u> > 1/k] (a_v likewise), whose gradient w.r.t. u_b
+        is 4 lam a_u Ghat_u u_b / |B|.
+    check_finite : bool, default=True
+        Raise ValueError on NaN / inf embeddings in :meth:`forward` (this costs a
+        device synchronisation on GPU).  :meth:`update` always checks.
+
+    Attributes
+    ----------
+    left_estimator, right_estimator : similearn.gramian estimator
+        The wrapped estimators (their state: ``gramian_``, SAGram's ``cache_`` ...).
+    G_left, G_right : torch.Tensor, shape (k, k)
+        Buffers holding copies of ``left_estimator.gramian_`` (Ghat_u) and
+        ``right_estimator.gramian_`` (Ghat_v); initially of the estimators' dtype
+        on the CPU, they follow ``.to(...)``.  They never require grad.
+    n_components : int
+        k.
+
+    Notes
+    -----
+    Per training step (Alg. 1 / 2):
+
+    1. Gramian step: draw the Gramian batch B' (:meth:`sample`), embed it with the
+       current towers (under ``torch.no_grad()``) and call :meth:`update`;
+    2. gradient step on a batch B of observed pairs with
+       ``data_loss + penalty(u, v, left_ids, right_ids)``; passing the ids lets
+       SAGram refresh its cache with the batch's embeddings (Alg. 1 lines 11-12).
+
+    ``state_dict()`` holds the estimates ``G_left`` / ``G_right`` only; loading it
+    writes them back into the estimators' ``gramian_`` (the whole state of SOGram
+    and of the sampling estimators).  SAGram's O(N k) cache and its average are
+    not part of it: pickle the module (or the estimators) to checkpoint them.
+
+    Each :meth:`update` copies the b x k embeddings to the CPU and back the k x k
+    estimates to the buffers' device: O(b k + k^2) transfer, O(b k^2) CPU time.
+
+    Examples
+    --------
+    Matrix factorisation with implicit feedback (targets 1 on observed pairs),
+    towers of plain ``nn.Embedding`` tables:
+
+    >>> import numpy as np
+    >>> import torch
+    >>> from similearn.gramian import item_weights
+    >>> from similearn.gramian_torch import GramianPenalty
+    >>> rng = np.random.default_rng(0)
+    >>> n_left, n_right, k = 100, 80, 8
+    >>> pairs = np.stack([rng.integers(0, n_left, 2000), rng.integers(0, n_right, 2000)], axis=1)
+    >>> left, right = torch.nn.Embedding(n_left, k), torch.nn.Embedding(n_right, k)
+    >>> penalty = GramianPenalty.create(
+    ...     "sogram", k, item_weights(pairs[:, 0], n_left), item_weights(pairs[:, 1], n_right),
+    ...     alpha=0.1, penalty_weight=1.0)
+    >>> opt = torch.optim.Adagrad([*left.parameters(), *right.parameters()], lr=0.1)
+    >>> for step in range(100):
+    ...     # Gramian step on a batch B' drawn from the item weights
+    ...     li, ri = penalty.sample(rng, 128)
+    ...     with torch.no_grad():
+    ...         penalty.update(li, left(torch.from_numpy(li)), ri, right(torch.from_numpy(ri)))
+    ...     # gradient step on a batch B of observed pairs
+    ...     batch = pairs[rng.integers(0, len(pairs), 128)]
+    ...     i, j = torch.from_numpy(batch[:, 0]), torch.from_numpy(batch[:, 1])
+    ...     u, v = left(i), right(j)
+    ...     loss = ((u * v).sum(1) - 1.0).pow(2).mean() + penalty(u, v, i, j)
+    ...     opt.zero_grad()
+    ...     loss.backward()
+    ...     opt.step()
+    >>> penalty.value() >= 0
+    True
+    """
+
+    def __init__(self, left_estimator, right_estimator, penalty_weight=1.0, regularizer="gramian",
+                 check_finite=True):
+        super().__init__()
+        k_left = self._check_estimator(left_estimator, "left_estimator")
+        k_right = self._check_estimator(right_estimator, "right_estimator")
+        if left_estimator is right_estimator:
+            raise ValueError("left_estimator and right_estimator must be two distinct estimators (one per tower)")
+        if k_left != k_right:
+            raise ValueError(f"left_estimator has n_components={k_left} but right_estimator has "
+                             f"n_components={k_right}: the two towers must embed in the same R^k")
+        if not isinstance(penalty_weight, numbers.Real) or isinstance(penalty_weight, bool) \
+                or not np.isfinite(penalty_weight) or penalty_weight < 0:
+            raise ValueError(f"penalty_weight must be a finite number >= 0, got {penalty_weight!r}")
+        if regularizer not in _REGULARIZERS:
+            raise ValueError(f"regularizer must be 'gramian' or 'gor', got {regularizer!r}")
+        self.left_estimator = left_estimator
+        self.right_estimator = right_estimator
+        self.penalty_weight = float(penalty_weight)
+        self.regularizer = regularizer
+        self.check_finite = bool(check_finite)
+        self.n_components = k_left
+        self.register_buffer("G_left", torch.from_numpy(np.array(left_estimator.gramian_, copy=True)))
+        self.register_buffer("G_right", torch.from_numpy(np.array(right_estimator.gramian_, copy=True)))
+
+    # ------------------------------------------------------------------ construction
+    @staticmethod
+    def _check_estimator(est, name):
+        for attr in ("initialize", "sample", "update", "observe"):
+            if not callable(getattr(est, attr, None)):
+                raise TypeError(f"{name} must be a similearn.gramian estimator (SOGram, SAGram or "
+                                f"SampledGramian), got {type(est).__name__}")
+        if getattr(est, "gramian_", None) is None or getattr(est, "k_", None) is None or (
+                getattr(est, "needs_embeddings", False) and getattr(est, "cache_", None) is None):
+            raise ValueError(f"{name} is not initialized: call {name}.initialize(item_weights, n_components, ...) "
+                             "first, or use GramianPenalty.create")
+        if getattr(est, "cross_", None) is not None:
+            raise ValueError(f"{name} was initialized with a low-rank prior (App. B), which GramianPenalty "
+                             "does not support; initialize it with prior=None")
+        G = np.asarray(est.gramian_)
+        if G.shape != (est.k_, est.k_):
+            raise ValueError(f"{name}.gramian_ must be ({est.k_}, {est.k_}), got {G.shape}")
+        return int(est.k_)
+
+    @classmethod
+    def create(cls, method, n_components, left_item_weights, right_item_weights, alpha=0.1, variant="saga",
+               penalty_weight=1.0, left_embeddings=None, right_embeddings=None, dtype=torch.float32,
+               regularizer="gramian", check_finite=True):
+        """Build and initialize the two estimators, and wrap them.
+
+        Parameters
+        ----------
+        method : {"sogram", "sagram", "uniform", "linear", "sqrt"}
+            ``"sogram"``: :class:`~similearn.gramian.SOGram` (Alg. 2) with rate
+            ``alpha``; ``"sagram"``: :class:`~similearn.gramian.SAGram` (Alg. 1)
+            with ``variant``; ``"uniform"``, ``"linear"``, ``"sqrt"``: the
+            candidate-sampling estimates of Sec. 3.3
+            (:class:`~similearn.gramian.SampledGramian` with that proposal).
+        n_components : int
+            k, the embedding dimension of both towers.
+        left_item_weights, right_item_weights : array-like of shape (N_left,), (N_right,)
+            p_j >= 0, each item's share of the training pairs (normalized to sum
+            to 1); see :func:`similearn.gramian.item_weights`.
+        alpha : float in (0, 1], default=0.1
+            SOGram's rate (ignored by the other methods).
+        variant : {"saga", "sag"}, default="saga"
+            SAGram's variant (ignored by the other methods).
+        penalty_weight : float, default=1.0
+            lam.
+        left_embeddings, right_embeddings : tensor or array of shape (N, k), optional
+            Every item's initial embedding: required by ``"sagram"`` (the initial
+            cache), ignored by the other methods.  Detached and copied.
+        dtype : torch.float32 or torch.float64 (or the NumPy equivalent), default=torch.float32
+            The estimators' (and buffers') dtype.
+        regularizer : {"gramian", "gor"}, default="gramian"
+        check_finite : bool, default=True
+            See :class:`GramianPenalty`.
+
+        Returns
+        -------
+        GramianPenalty
+        """
+        if method not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+        dt = _np_dtype(dtype)
+        n_components = check_int(n_components, "n_components", low=1)
+        if method == "sagram":
+            if left_embeddings is None or right_embeddings is None:
+                missing = "left_embeddings" if left_embeddings is None else "right_embeddings"
+                raise ValueError(f"method='sagram' needs every item's initial embedding: pass {missing} "
+                                 "(shape (n_items, n_components))")
+
+        def make():
+            if method == "sogram":
+                return _gramian.SOGram(alpha=alpha)
+            if method == "sagram":
+                return _gramian.SAGram(variant=variant)
+            return _gramian.SampledGramian(proposal=method)
+
+        ests = []
+        for side, w, emb in (("left", left_item_weights, left_embeddings),
+                             ("right", right_item_weights, right_embeddings)):
+            if isinstance(w, torch.Tensor):
+                w = w.detach().cpu().numpy()
+            E = None
+            if emb is not None and method == "sagram":
+                E = _to_numpy_embeddings(emb, f"{side}_embeddings", dt)
+                if not np.all(np.isfinite(E)):
+                    raise ValueError(f"{side}_embeddings contains NaN or inf")
+                n = np.shape(w)[0] if np.ndim(w) == 1 else None
+                if E.ndim != 2 or (n is not None and E.shape[0] != n) or E.shape[1] != n_components:
+                    raise ValueError(f"{side}_embeddings must be (len({side}_item_weights), n_components) = "
+                                     f"({n}, {n_components}), got {E.shape}")
+            try:
+                ests.append(make().initialize(w, n_components, embeddings=E, dtype=dt))
+            except ValueError as e:
+                raise ValueError(f"{side}: {e}") from e
+        return cls(ests[0], ests[1], penalty_weight=penalty_weight, regularizer=regularizer,
+                   check_finite=check_finite)
+
+    def extra_repr(self):
+        return (f"{type(self.left_estimator).__name__}/{type(self.right_estimator).__name__}, "
+                f"n_components={self.n_components}, penalty_weight={self.penalty_weight}, "
+                f"regularizer={self.regularizer!r}")
+
+    # ------------------------------------------------------------------ input checks
+    def _batch(self, est, ids, emb, ids_name, emb_name):
+        """Validated (int64 ids, NumPy embeddings of est's dtype) for est.update/observe."""
+        ids = _to_numpy_ids(ids, ids_name)
+        E = _to_numpy_embeddings(emb, emb_name, est.dtype_)
+        k = self.n_components
+        if E.ndim != 2 or E.shape[1] != k:
+            raise ValueError(f"{emb_name} must be (batch, {k}), got shape {tuple(E.shape)}")
+        if E.shape[0] != ids.size:
+            raise ValueError(f"{emb_name} has {E.shape[0]} rows but {ids_name} has {ids.size} ids")
+        if ids.size and (ids.min() < 0 or ids.max() >= est.n_items_):
+            raise ValueError(f"{ids_name} must be in [0, {est.n_items_}), got values in "
+                             f"[{ids.min()}, {ids.max()}]")
+        if not np.all(np.isfinite(E)):
+            raise ValueError(f"{emb_name} contains NaN or inf")
+        return ids, E
+
+    def _check_tower_output(self, t, name):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor (the tower's output), got {type(t).__name__}")
+        if not t.dtype.is_floating_point:
+            raise TypeError(f"{name} must be a floating tensor, got dtype {t.dtype}")
+        k = self.n_components
+        if t.dim() != 2 or t.shape[1] != k:
+            raise ValueError(f"{name} must be (batch, {k}), got shape {tuple(t.shape)}")
+        if self.check_finite and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} contains NaN or inf")
+
+    # ------------------------------------------------------------------ Gramian step
+    def _sync(self):
+        with torch.no_grad():
+            self.G_left.copy_(torch.from_numpy(self.left_estimator.gramian_))
+            self.G_right.copy_(torch.from_numpy(self.right_estimator.gramian_))
+
+    def sample(self, generator_or_seed, size):
+        """Draw the ids of a Gramian batch B' for each side.
+
+        Parameters
+        ----------
+        generator_or_seed : numpy.random.Generator, int, None or torch.Generator
+            A NumPy Generator is used as is (pass the same one every step).  An int
+            or None seeds a fresh ``np.random.default_rng`` (the same int gives the
+            same ids every call); a ``torch.Generator`` seeds one from a draw of it.
+        size : int
+            |B'|, the number of ids per side.
+
+        Returns
+        -------
+        left_ids, right_ids : ndarray of int64, shape (size,)
+            Drawn by each estimator's ``sample``: from the item weights p for SOGram
+            and SAGram, from the proposal q for the sampling estimators.  Left ids
+            first, then right ids, from the same stream.
+        """
+        if isinstance(generator_or_seed, np.random.Generator):
+            rng = generator_or_seed
+        elif isinstance(generator_or_seed, torch.Generator):
+            seed = int(torch.randint(0, 2 ** 62, (1,), generator=generator_or_seed, dtype=torch.int64))
+            rng = np.random.default_rng(seed)
+        elif generator_or_seed is None or (isinstance(generator_or_seed, numbers.Integral)
+                                           and not isinstance(generator_or_seed, bool)):
+            rng = np.random.default_rng(generator_or_seed)
+        else:
+            raise TypeError("generator_or_seed must be a numpy.random.Generator, an int seed, None or a "
+                            f"torch.Generator, got {type(generator_or_seed).__name__}")
+        if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
+            raise ValueError(f"size must be an integer >= 1, got {size!r}")
+        size = int(size)
+        return (np.asarray(self.left_estimator.sample(rng, size), dtype=np.int64),
+                np.asarray(self.right_estimator.sample(rng, size), dtype=np.int64))
+
+    def update(self, left_ids, left_emb, right_ids, right_emb):
+        """The Gramian step (Alg. 1 line 8 / Alg. 2 line 6) from a Gramian batch B'.
+
+        Parameters
+        ----------
+        left_ids : array-like or tensor of int, shape (b_l,)
+            Left item ids of B' (typically from :meth:`sample`).
+        left_emb : tensor (or array) of float, shape (b_l, k)
+            Their embeddings by the left tower, computed with the current
+            parameters (typically under ``torch.no_grad()``; detached anyway).
+            Any device and floating dtype; converted to the estimator's dtype.
+        right_ids : array-like or tensor of int, shape (b_r,)
+        right_emb : tensor (or array) of float, shape (b_r, k)
+            Likewise for the right tower.
+
+        Returns
+        -------
+        None
+            ``G_left`` and ``G_right`` hold the new estimates afterwards.
+
+        Raises
+        ------
+        TypeError
+            Non-integer ids or non-floating embeddings.
+        ValueError
+            Wrong shapes, ids out of range, NaN / inf embeddings (nothing is updated).
+        """
+        lb = self._batch(self.left_estimator, left_ids, left_emb, "left_ids", "left_emb")
+        rb = self._batch(self.right_estimator, right_ids, right_emb, "right_ids", "right_emb")
+        self.left_estimator.update(*lb)
+        self.right_estimator.update(*rb)
+        self._sync()
+
+    def observe(self, left_ids=None, left_emb=None, right_ids=None, right_emb=None):
+        """Pass the gradient batch's embeddings to the estimators (SAGram's cache
+        refresh, Alg. 1 lines 11-12; a no-op for SOGram and the sampling estimators).
+
+        Called by :meth:`forward` when it gets ids; the estimates ``G_left``,
+        ``G_right`` do not change.  Shapes as in :meth:`update`; a side whose ids
+        are None is skipped.
+        """
+        batches = []
+        for est, ids, emb, side in ((self.left_estimator, left_ids, left_emb, "left"),
+                                    (self.right_estimator, right_ids, right_emb, "right")):
+            if ids is None:
+                continue
+            if emb is None:
+                raise ValueError(f"{side}_ids given without {side}_emb")
+            batches.append((est, self._batch(est, ids, emb, f"{side}_ids", f"{side}_emb")))
+        for est, b in batches:  # validate both sides before changing either
+            est.observe(*b)
+
+    # ------------------------------------------------------------------ penalty
+    def forward(self, u, v, left_ids=None, right_ids=None):
+        """The surrogate penalty of a gradient batch B (Eq. 7 averaged over B).
+
+        Parameters
+        ----------
+        u : torch.Tensor of float, shape (b, k)
+            Left tower outputs of the batch's pairs (attached to the graph).
+        v : torch.Tensor of float, shape (b, k)
+            Right tower outputs of the same pairs.
+        left_ids, right_ids : tensor or array of int, shape (b,), optional
+            The batch's item ids; when given, the detached ``u`` / ``v`` are passed
+            to the estimators' ``observe`` (SAGram's cache refresh) after the
+            penalty is computed.
+
+        Returns
+        -------
+        torch.Tensor, scalar, dtype of ``u``
+            ``regularizer="gramian"``:
+            lam * mean_b [u_b^T Ghat_v u_b + v_b^T Ghat_u v_b], gradient
+            2 lam Ghat_v u_b / b w.r.t. u_b and 2 lam Ghat_u v_b / b w.r.t. v_b.
+            ``regularizer="gor"``:
+            lam * mean_b [2 a_u u_b^T Ghat_u u_b + 2 a_v v_b^T Ghat_v v_b] with
+            a_u = 1[<Ghat_u, Ghat_u> > 1/k], gradient 4 lam a_u Ghat_u u_b / b.
+            The estimates are constants (buffers cast to u's dtype and device): no
+            gradient reaches them.  Its value is a surrogate, not an estimate of
+            the penalty itself: see :meth:`value`.
+        """
+        self._check_tower_output(u, "u")
+        self._check_tower_output(v, "v")
+        if u.shape[0] != v.shape[0]:
+            raise ValueError(f"u and v must hold the same pairs: got {u.shape[0]} and {v.shape[0]} rows")
+        if u.shape[0] == 0:
+            raise ValueError("u and v are empty: the penalty of an empty batch is undefined")
+        if v.dtype != u.dtype or v.device != u.device:
+            raise TypeError(f"u and v must have the same dtype and device, got {u.dtype}/{u.device} and "
+                            f"{v.dtype}/{v.device}")
+        Gl = self.G_left.detach().to(dtype=u.dtype, device=u.device)
+        Gr = self.G_right.detach().to(dtype=u.dtype, device=u.device)
+        lam = self.penalty_weight
+        if self.regularizer == "gor":
+            thr = 1.0 / self.n_components
+            a_u = float(torch.sum(self.G_left * self.G_left)) > thr
+            a_v = float(torch.sum(self.G_right * self.G_right)) > thr
+            cu, cv, Mu, Mv = 2.0 * lam * a_u, 2.0 * lam * a_v, Gl, Gr
+        else:
+            cu, cv, Mu, Mv = lam, lam, Gr, Gl
+        pen = cu * ((u @ Mu) * u).sum(dim=1).mean() + cv * ((v @ Mv) * v).sum(dim=1).mean()
+        if left_ids is not None or right_ids is not None:
+            self.observe(left_ids, u if left_ids is not None else None,
+                         right_ids, v if right_ids is not None else None)
+        return pen
+
+    def value(self):
+        """The current estimate of the full penalty, a Python float.
+
+        ``regularizer="gramian"``: lam <Ghat_u, Ghat_v> (Eq. 4, the estimate of
+        (lam / n^2) sum_ij <u_i, v_j>^2).  ``"gor"``: lam [max(<Ghat_u, Ghat_u>, 1/k)
+        + max(<Ghat_v, Ghat_v>, 1/k)] (App. C).  Computed in float64.
+        """
+        Gl = self.G_left.detach().cpu().double()
+        Gr = self.G_right.detach().cpu().double()
+        lam = self.penalty_weight
+        if self.regularizer == "gor":
+            thr = 1.0 / self.n_components
+            return lam * (max(float((Gl * Gl).sum()), thr) + max(float((Gr * Gr).sum()), thr))
+        return lam * float((Gl * Gr).sum())
+
+    # ------------------------------------------------------------------ state_dict
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        # keep the estimators' state equal to the loaded estimates
+        for est, name in ((self.left_estimator, "G_left"), (self.right_estimator, "G_right")):
+            if prefix + name in state_dict:
+                G = getattr(self, name).detach().cpu().numpy()
+                np.copyto(est.gramian_, G.astype(est.gramian_.dtype, copy=False))
