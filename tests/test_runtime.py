@@ -58,6 +58,15 @@ _INTERRUPT = textwrap.dedent(
         from similearn import NASH
         X = sp.random(20000, 5000, density=0.01, random_state=0, format="csr")
         call = lambda: NASH(n_bits=32, hidden_sizes=(200,), n_epochs=1000, n_threads=2).fit(X)
+    elif which == "twotower":  # the fused C++ loop of linear towers, called per chunk of steps
+        from similearn import TwoTower
+        pairs = rng.integers(0, 100000, (2000000, 2))
+        call = lambda: TwoTower(n_components=32, n_epochs=1000, n_threads=2).fit(100000, 100000, pairs)
+    elif which == "twotower-deep":  # hidden layers: the Python step loop
+        from similearn import TwoTower
+        pairs = rng.integers(0, 5000, (2000000, 2))
+        call = lambda: TwoTower(n_components=16, hidden_sizes=(32,), n_epochs=1000, n_threads=2).fit(5000, 5000,
+                                                                                                       pairs)
     else:
         X = rng.integers(0, 2**63, (2000000, 2), dtype=np.uint64)
         call = lambda: hamming_topk(X, X, 10, n_threads=2)
@@ -73,7 +82,7 @@ _INTERRUPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT delivery differs on Windows")
-@pytest.mark.parametrize("which", ["topk", "hamming", "ssne", "nash"])
+@pytest.mark.parametrize("which", ["topk", "hamming", "ssne", "nash", "twotower", "twotower-deep"])
 def test_ctrl_c_interrupts_kernels(which):
     p = subprocess.Popen([sys.executable, "-c", _INTERRUPT, which], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "READY"
