@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "optim.hpp"
 #include "parallel.hpp"
 #include "radix.hpp"
 #include "simd.hpp"
@@ -39,30 +40,12 @@ Coef coef(const Step& st) {
 // row kernels of the bags; compiled for baseline, AVX2 and AVX-512, picked at run time.
 template <class T>
 SL_ALWAYS_INLINE void update_body(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) {
-  const T l2 = T(c.l2);
-  if (opt == static_cast<int>(Opt::sgd)) {
-    const T lr = T(c.lr);
-    for (i64 i = 0; i < n; ++i) p[i] -= lr * (g[i] + l2 * p[i]);
-  } else if (opt == static_cast<int>(Opt::adagrad)) {
-    const T lr = T(c.lr), eps = T(c.eps);
-    for (i64 i = 0; i < n; ++i) {
-      const T gi = g[i] + l2 * p[i];
-      const T a = s1[i] + gi * gi;
-      s1[i] = a;
-      p[i] -= lr * gi / (std::sqrt(a) + eps);
-    }
-  } else {
-    const T b1 = T(c.b1), b2 = T(c.b2), st = T(c.step), isb = T(c.isb), eps = T(c.eps);
-    const T c1 = T(1) - b1, c2 = T(1) - b2;
-    for (i64 i = 0; i < n; ++i) {
-      const T gi = g[i] + l2 * p[i];
-      const T mi = b1 * s1[i] + c1 * gi;
-      const T vi = b2 * s2[i] + c2 * gi * gi;
-      s1[i] = mi;
-      s2[i] = vi;
-      p[i] -= st * mi / (std::sqrt(vi) * isb + eps);
-    }
-  }
+  if (opt == static_cast<int>(Opt::sgd))
+    optim::sgd<T>(p, g, n, T(c.lr), T(c.l2));
+  else if (opt == static_cast<int>(Opt::adagrad))
+    optim::adagrad<T>(p, s1, g, n, T(c.lr), T(c.eps), T(c.l2));
+  else
+    optim::adam<T>(p, s1, s2, g, n, T(c.b1), T(c.b2), T(c.step), T(c.isb), T(c.eps), T(c.l2));
 }
 
 template <class T>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "blas.hpp"
+#include "optim.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
 
@@ -107,30 +108,6 @@ SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* x, T* y) {
   for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-template <class T>
-SL_ALWAYS_INLINE void adam_body(T* p, T* m, T* v, const T* g, i64 n, T b1, T b2, T step, T inv_sqrt_bc2, T eps) {
-  const T c1 = T(1) - b1, c2 = T(1) - b2;
-  for (i64 i = 0; i < n; ++i) {
-    const T gi = g[i];
-    const T mi = b1 * m[i] + c1 * gi;
-    const T vi = b2 * v[i] + c2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] -= step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-  }
-}
-
-template <class T>
-SL_ALWAYS_INLINE void adam_zero_body(T* p, T* m, T* v, i64 n, T b1, T b2, T step, T inv_sqrt_bc2, T eps) {
-  for (i64 i = 0; i < n; ++i) {
-    const T mi = b1 * m[i];
-    const T vi = b2 * v[i];
-    m[i] = mi;
-    v[i] = vi;
-    p[i] -= step * mi / (std::sqrt(vi) * inv_sqrt_bc2 + eps);
-  }
-}
-
 #define SL_NASH_VARIANT(sfx, attr)                                                                              \
   attr float exp_shift_sum_##sfx(float* x, i64 n, float shift) { return exp_shift_sum_body(x, n, shift); }    \
   template <class T>                                                                                          \
@@ -152,10 +129,7 @@ SL_ALWAYS_INLINE void adam_zero_body(T* p, T* m, T* v, i64 n, T b1, T b2, T step
   }                                                                                                           \
   template <class T>                                                                                          \
   attr void adam_##sfx(T* p, T* m, T* v, const T* g, i64 n, T b1, T b2, T step, T isb, T eps) {               \
-    if (g != nullptr)                                                                                         \
-      adam_body<T>(p, m, v, g, n, b1, b2, step, isb, eps);                                                    \
-    else                                                                                                      \
-      adam_zero_body<T>(p, m, v, n, b1, b2, step, isb, eps);                                                  \
+    optim::adam<T>(p, m, v, g, n, b1, b2, step, isb, eps, T(0));                                              \
   }
 
 SL_NASH_VARIANT(generic, )
