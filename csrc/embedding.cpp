@@ -16,9 +16,10 @@ namespace embedding {
 
 namespace {
 
-// Below this much work a kernel runs on the calling thread: starting threads costs
-// tens of microseconds, more than a small batch takes.
-constexpr i64 kSerialWork = 1 << 15;
+// Below this much work (entries touched) a kernel runs on the calling thread:
+// starting threads and handing work over costs tens to hundreds of microseconds on
+// a loaded machine, more than a small batch takes.
+constexpr i64 kSerialWork = 1 << 20;
 
 inline int threads_for(i64 work, int n_threads) { return work < kSerialWork ? 1 : n_threads; }
 

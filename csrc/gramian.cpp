@@ -303,7 +303,8 @@ template <class T>
 LossParts pair_loss(const T* U, const T* V, i64 b, i64 k, const T* s, const T* w, const T* Mu, const T* Mv,
                     const T* Nu, const T* Nv, const T* Qb, const T* Rb, i64 kP, T* dU, T* dV, int n_threads) {
   const i64 nt = std::max(1, n_threads);
-  const i64 kRows = std::max<i64>(256, (b + nt - 1) / nt);  // one chunk per thread: few, large GEMMs
+  // one chunk per thread, at least 2048 rows: smaller batches are not worth a thread start
+  const i64 kRows = std::max<i64>(2048, (b + nt - 1) / nt);
   const i64 n_chunks = (b + kRows - 1) / kRows;
   std::vector<LossParts> part(static_cast<std::size_t>(std::max<i64>(n_chunks, 1)), LossParts{0, 0});
   parallel_for(n_chunks, n_threads, [&](i64 task, int) {
