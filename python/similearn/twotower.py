@@ -27,6 +27,23 @@ current parameters and update the estimates; then the gradient step on a batch B
 of observed pairs.  The embedding bags' forward and their fused sparse
 gradient-and-optimiser steps (SGD, Adagrad, lazy Adam), the estimator updates and
 the batch loss are C++ kernels; the dense layers are BLAS GEMMs.
+
+Choices the paper leaves open (see also :mod:`similearn.gramian`):
+
+- G_u is the paper's Gramian over the training pairs (item j weighted by its
+  share p_j of the pairs); SOGram and SAGram draw B' from p (a random training
+  pair's item), the sampling baselines from their proposal with weights p / q.
+- B' is drawn independently for the two sides (each side's estimate only needs
+  its own items).
+- The sampling baselines use the same surrogate as SOGram (estimates held
+  constant, gradient through the batch B), not the double-sum form (13) that
+  also back-propagates into the sampled items: the same expected gradient at
+  half the tower passes.
+- SAGram caches one embedding per item (refreshed by every batch that embeds the
+  item) instead of one per training pair: the same estimator with fresher
+  entries and O(N k) instead of O(n k) memory.
+- The input embeddings start uniform with standard deviation 1/sqrt(d)
+  (``init_std``); dense layers start with He (ReLU) / LeCun (output) scaling.
 """
 from __future__ import annotations
 
