@@ -391,14 +391,28 @@ T* opt_mut(oarray<T>& a) {
   return a ? a->mutable_data() : nullptr;
 }
 
+// Every row the kernel will read: in range, its CSR slice well formed and its column
+// indices rows of the n_table-row embedding table.  O(nnz of those rows), small next
+// to the O(nnz d) work; guards the kernels against corrupted (e.g. loaded) inputs.
+void check_csr_rows(const carray<i64>& indptr, const carray<i64>& indices, const i64* r, i64 m, i64 n_table) {
+  const i64 n = indptr.shape(0) - 1, nnz = indices.shape(0);
+  const i64* ip = indptr.data();
+  const i64* ix = indices.data();
+  for (i64 i = 0; i < m; ++i) {
+    if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
+    const i64 a = ip[r[i]], b = ip[r[i] + 1];
+    if (a < 0 || b < a || b > nnz) throw std::invalid_argument("malformed CSR indptr");
+    for (i64 p = a; p < b; ++p)
+      if (ix[p] < 0 || ix[p] >= n_table) throw std::out_of_range("CSR column index outside the embedding table");
+  }
+}
+
 template <class T>
 sl::embedding::Rows<T> bag_rows(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data,
-                                const carray<i64>& rows) {
+                                const carray<i64>& rows, i64 n_table) {
   need(indices.shape(0) == data.shape(0), "indices and data differ in length");
-  const i64 n = indptr.shape(0) - 1;
-  const i64* r = rows.data();
-  for (i64 i = 0; i < rows.shape(0); ++i)
-    if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
+  need(indptr.shape(0) >= 1, "indptr must have n_rows + 1 entries");
+  check_csr_rows(indptr, indices, rows.data(), rows.shape(0), n_table);
   return sl::embedding::Rows<T>{indptr.data(), indices.data(), data.data(), rows.data(), rows.shape(0)};
 }
 
@@ -420,7 +434,7 @@ void def_twotower(py::module_& m, const std::string& sfx) {
       ("bag_forward_" + sfx).c_str(),
       [](const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows,
          const carray<T>& E, int n_threads) {
-        auto X = bag_rows<T>(indptr, indices, data, rows);
+        auto X = bag_rows<T>(indptr, indices, data, rows, E.shape(0));
         const i64 d = E.shape(1);
         carray<T> out({X.n, d});
         {
@@ -439,8 +453,8 @@ void def_twotower(py::module_& m, const std::string& sfx) {
          int opt, double lr, double b1, double b2, double eps, i64 t, double l2, int n_threads) {
         const i64 F = P.shape(0), d = P.shape(1);
         need_state<T>(opt, s1, s2, P.size());
-        auto X1 = bag_rows<T>(indptr1, indices1, data1, rows1);
-        auto X2 = bag_rows<T>(indptr2, indices2, data2, rows2);
+        auto X1 = bag_rows<T>(indptr1, indices1, data1, rows1, F);
+        auto X2 = bag_rows<T>(indptr2, indices2, data2, rows2, F);
         need(dA1.shape(0) == X1.n && dA1.shape(1) == d && dA2.shape(0) == X2.n && dA2.shape(1) == d,
              "dA must be (len(rows), embedding dim)");
         const auto st = opt_step(opt, lr, b1, b2, eps, t, l2);
@@ -492,7 +506,7 @@ void def_twotower(py::module_& m, const std::string& sfx) {
              "linear_epoch: E and G shapes disagree");
         need(rowsR.shape(0) == n && targets.shape(0) == n && b >= 1, "linear_epoch: rows / targets / b");
         need(!shared || EL.data() == ER.data(), "linear_epoch: shared needs one table");
-        need(indptrL.shape(0) - 1 >= 0 && indptrR.shape(0) - 1 >= 0, "linear_epoch: indptr");
+        need(indptrL.shape(0) >= 1 && indptrR.shape(0) >= 1, "linear_epoch: indptr");
         const i64 n_steps = (n + b - 1) / b;
         need(bool(gidsL) == bool(gidsR), "linear_epoch: Gramian ids go together");
         if (gidsL) {
@@ -500,16 +514,14 @@ void def_twotower(py::module_& m, const std::string& sfx) {
           need(!gwL || gwL->shape(0) == n_steps * gb, "linear_epoch: Gramian weights size");
           need(!gwR || gwR->shape(0) == n_steps * gb, "linear_epoch: Gramian weights size");
         }
-        // every row index is checked here (Python validated the pairs; this guards the kernel)
-        auto check_rows = [](const i64* r, i64 m, i64 n_rows) {
-          for (i64 i = 0; i < m; ++i)
-            if (r[i] < 0 || r[i] >= n_rows) throw std::out_of_range("linear_epoch: row index out of range");
-        };
-        check_rows(rowsL.data(), n, indptrL.shape(0) - 1);
-        check_rows(rowsR.data(), n, indptrR.shape(0) - 1);
+        // every row the loop reads, and its CSR slice, is checked here (this guards the kernel)
+        need(indicesL.shape(0) == dataL.shape(0) && indicesR.shape(0) == dataR.shape(0),
+             "linear_epoch: indices and data differ in length");
+        check_csr_rows(indptrL, indicesL, rowsL.data(), n, EL.shape(0));
+        check_csr_rows(indptrR, indicesR, rowsR.data(), n, ER.shape(0));
         if (gidsL) {
-          check_rows(gidsL->data(), gidsL->shape(0), indptrL.shape(0) - 1);
-          check_rows(gidsR->data(), gidsR->shape(0), indptrR.shape(0) - 1);
+          check_csr_rows(indptrL, indicesL, gidsL->data(), gidsL->shape(0), EL.shape(0));
+          check_csr_rows(indptrR, indicesR, gidsR->data(), gidsR->shape(0), ER.shape(0));
         }
         need_state<T>(opt, s1L, s2L, EL.size());
         need_state<T>(opt, s1R, s2R, ER.size());
@@ -567,13 +579,14 @@ void def_twotower(py::module_& m, const std::string& sfx) {
       [](carray<T>& G, const carray<T>& S, const carray<T>& C, const carray<i64>& ids, const carray<T>& E,
          const carray<T>& p, bool saga, oarray<T>& H, const oarray<T>& Tm, const oarray<T>& Qp) {
         const i64 k = S.shape(0), b = E.shape(0), N = C.shape(0);
-        need(G.shape(0) == k && G.shape(1) == k && C.shape(1) == k && E.shape(1) == k && ids.shape(0) == b &&
-                 p.shape(0) == N,
+        need(S.ndim() == 2 && S.shape(1) == k && G.shape(0) == k && G.shape(1) == k && C.shape(1) == k &&
+                 E.shape(1) == k && ids.shape(0) == b && p.shape(0) == N,
              "sagram_estimate: shapes disagree");
         for (i64 i = 0; i < b; ++i)
           if (ids.data()[i] < 0 || ids.data()[i] >= N) throw std::out_of_range("ids out of range");
         const i64 kP = Qp ? Qp->shape(1) : 0;
-        need(!H || (Tm && Qp && H->shape(0) == k && H->shape(1) == kP && Tm->shape(1) == kP && Qp->shape(0) == N),
+        need(!H || (Tm && Qp && H->shape(0) == k && H->shape(1) == kP && Tm->shape(0) == k && Tm->shape(1) == kP &&
+                    Qp->shape(0) == N),
              "sagram_estimate: prior shapes disagree");
         py::gil_scoped_release nogil;
         sl::gramian::sagram_estimate<T>(G.mutable_data(), S.data(), k, C.data(), ids.data(), E.data(), b, p.data(),

@@ -19,19 +19,21 @@ namespace {
 class Barrier {
  public:
   explicit Barrier(int n) : n_(n) {}
-  // Returns early when `abort` is set (a failed party will never arrive).
-  void wait(const std::atomic<bool>& abort) {
-    if (n_ == 1) return;
+  // Returns false when `abort` is set (a failed party will never arrive): the caller
+  // must stop at once, without touching shared state.
+  bool wait(const std::atomic<bool>& abort) {
+    if (n_ == 1) return true;
     const int gen = gen_.load(std::memory_order_acquire);
     if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
       count_.store(0, std::memory_order_relaxed);
       gen_.fetch_add(1, std::memory_order_acq_rel);
-      return;
+      return !abort.load(std::memory_order_relaxed);
     }
     for (int spin = 0; gen_.load(std::memory_order_acquire) == gen; ++spin) {
-      if (abort.load(std::memory_order_relaxed)) return;
+      if (abort.load(std::memory_order_relaxed)) return false;
       if (spin > 2000) std::this_thread::yield();
     }
+    return !abort.load(std::memory_order_relaxed);
   }
 
  private:
@@ -52,7 +54,8 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
                   const embedding::Step& st0, double* data_out, double* pen_out, int n_threads) {
   const i64 k = cfg.k, b = cfg.b, n = cfg.n_pairs;
   const i64 n_steps = (n + b - 1) / b;
-  const bool pen = cfg.lam != 0 && L.gids && R.gids;
+  const bool est = L.gids && R.gids;  // the estimates are updated (even when lam = 0)
+  const bool pen = est && cfg.lam != 0;  // and the penalty is applied
   const int nw = n_threads >= 2 ? 2 : 1;
   std::vector<T> U(static_cast<std::size_t>(b * k)), V(U.size()), dU(U.size()), dV(U.size());
   std::vector<T> EpL(static_cast<std::size_t>(cfg.gb * k)), EpR(EpL.size());
@@ -68,7 +71,7 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
 
   auto side_a = [&](int s, i64 step, i64 nb) {  // Gramian update, then the batch's embeddings
     const Side<T>& S = *sides[s];
-    if (pen) {
+    if (est) {
       const i64* g = S.gids + step * cfg.gb;
       embedding::bag_forward<T>(rows_of(S, g, cfg.gb), S.E, k, ep[s], 1);
       gramian::gram_update<T>(S.G, k, ep[s], cfg.gb, S.gw ? S.gw + step * cfg.gb : nullptr, cfg.w_all, cfg.decay);
@@ -76,7 +79,7 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
     embedding::bag_forward<T>(rows_of(S, S.rows + step * b, nb), S.E, k, out[s], 1);
   };
   auto scale_gramians = [&]() {  // Mu = 2 lam G_R, Mv = 2 lam G_L; and the penalty's value
-    if (!pen) return 0.0;
+    if (!est) return 0.0;
     double g = 0;
     for (i64 i = 0; i < k * k; ++i) {
       Mu[i] = T(2 * cfg.lam) * R.G[i];
@@ -121,13 +124,13 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
           if (!cfg.shared) side_c(1, step, nb, st);
         } else {
           side_a(tid, step, nb);
-          bar.wait(failed);
+          if (!bar.wait(failed)) break;
           if (tid == 0) pen_out[step] = scale_gramians();  // before either half reads Mu, Mv
-          bar.wait(failed);
+          if (!bar.wait(failed)) break;
           do_loss(tid, step, nb);
-          bar.wait(failed);
+          if (!bar.wait(failed)) break;
           if (!cfg.shared || tid == 0) side_c(tid, step, nb, st);
-          if (cfg.shared) bar.wait(failed);
+          if (cfg.shared && !bar.wait(failed)) break;
         }
         if (tid == 0) data_out[step] = (half[0].data + half[1].data) / double(nb);
         if (failed.load(std::memory_order_relaxed)) break;

@@ -97,7 +97,7 @@ def test_psd_projection(dt, sfx, tol):
 
 
 @pytest.mark.parametrize("dt,sfx,tol", DTYPES)
-@pytest.mark.parametrize("b,k,kP", [(1, 1, 1), (7, 5, 2), (300, 16, 3), (0, 4, 1)])
+@pytest.mark.parametrize("b,k,kP", [(1, 1, 1), (7, 5, 2), (300, 16, 3), (0, 4, 1), (5000, 8, 2)])
 @pytest.mark.parametrize("with_prior", [False, True])
 def test_pair_loss_matches_oracle(dt, sfx, tol, b, k, kP, with_prior):
     rng = np.random.default_rng(4)
@@ -364,3 +364,61 @@ def test_estimator_input_errors():
         gramian_error(np.eye(2), np.zeros((2, 2)))
     with pytest.raises(ValueError):
         item_weights([], 3)
+
+
+def test_estimator_id_and_weight_checks():
+    with pytest.raises(ValueError, match="ids"):
+        item_weights([0, 5], 3)
+    with pytest.raises(TypeError, match="ids"):
+        item_weights(np.array([0.7, 1.0]), 3)
+    with pytest.raises(ValueError, match="weights"):
+        exact_gramian(np.ones((4, 2)), np.ones(3))
+    est = SOGram().initialize(np.full(5, 0.2), 2)
+    with pytest.raises(TypeError, match="ids"):
+        est.update(np.array([0.7]), np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="NaN"):
+        est.update(np.array([0]), np.full((1, 2), np.nan))
+    with pytest.raises(ValueError, match="ids"):
+        est.observe(np.array([9]), np.zeros((1, 2)))  # checked even where observe is a no-op
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+def test_kernels_reject_corrupt_csr(dt, sfx, tol):
+    """The bindings check every CSR slice they read: a bad column index or indptr raises
+    instead of reading or writing outside the table."""
+    E = np.zeros((4, 2), dt)
+    indptr = np.array([0, 1, 2], np.int64)
+    data = np.ones(2, dt)
+    rows = np.array([0, 1], np.int64)
+    with pytest.raises(IndexError):
+        getattr(_core, "bag_forward_" + sfx)(indptr, np.array([0, 1 << 40], np.int64), data, rows, E, 1)
+    with pytest.raises(ValueError):
+        getattr(_core, "bag_forward_" + sfx)(np.array([0, 5, 2], np.int64), np.array([0, 1], np.int64), data, rows,
+                                             E, 1)
+    with pytest.raises(IndexError):
+        getattr(_core, "sparse_step_" + sfx)(E, None, None, indptr, np.array([0, 7], np.int64), data, rows,
+                                             np.zeros((2, 2), dt), indptr, np.array([0, 7], np.int64), data,
+                                             np.empty(0, np.int64), np.zeros((0, 2), dt), 0, 0.1, 0.9, 0.999, 1e-8,
+                                             1, 0.0, 1)
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+def test_threaded_kernels_are_deterministic(dt, sfx, tol):
+    """Above the serial threshold (~1M touched entries) the bag and sparse-step kernels
+    use threads; the results equal the one-thread results bitwise."""
+    rng = np.random.default_rng(15)
+    X = sp.random(4000, 3000, density=0.02, format="csr", random_state=2, dtype=dt)
+    indptr, ind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
+    E = rng.standard_normal((3000, 32)).astype(dt)
+    rows = rng.integers(0, 4000, 3000).astype(np.int64)  # ~180k entries x 32 = 5.8M touched
+    outs = [getattr(_core, "bag_forward_" + sfx)(indptr, ind, X.data, rows, E, nt) for nt in (1, 2, 3)]
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+    dA = rng.standard_normal((3000, 32)).astype(dt)
+    res = []
+    for nt in (1, 2, 3):
+        P, a = E.copy(), np.zeros_like(E)
+        getattr(_core, "sparse_step_" + sfx)(P, a, None, indptr, ind, X.data, rows, dA, indptr, ind, X.data,
+                                             np.empty(0, np.int64), np.zeros((0, 32), dt), 1, 0.1, 0.9, 0.999,
+                                             1e-10, 1, 0.0, nt)
+        res.append(P)
+    assert all(np.array_equal(res[0], r) for r in res[1:])

@@ -43,6 +43,10 @@ _INTERRUPT = textwrap.dedent(
         X = rng.standard_normal((200000, 128)).astype(np.float32)
         Q = rng.standard_normal((200000, 128)).astype(np.float32)
         call = lambda: topk(Q, X, 10, n_threads=2)
+    elif which == "topk-1":  # one thread: the tasks run inline on the calling thread
+        X = rng.standard_normal((200000, 128)).astype(np.float32)
+        Q = rng.standard_normal((200000, 128)).astype(np.float32)
+        call = lambda: topk(Q, X, 10, n_threads=1)
     elif which == "ssne":
         from similearn import _core
         X = rng.standard_normal((100000, 200))
@@ -82,7 +86,7 @@ _INTERRUPT = textwrap.dedent(
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT delivery differs on Windows")
-@pytest.mark.parametrize("which", ["topk", "hamming", "ssne", "nash", "twotower", "twotower-deep"])
+@pytest.mark.parametrize("which", ["topk", "topk-1", "hamming", "ssne", "nash", "twotower", "twotower-deep"])
 def test_ctrl_c_interrupts_kernels(which):
     p = subprocess.Popen([sys.executable, "-c", _INTERRUPT, which], stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "READY"

@@ -329,7 +329,7 @@ def test_map_at_k_metric():
 
 @pytest.mark.parametrize("kw", [dict(penalty="sogram"), dict(penalty="sqrt", optimizer="adam"),
                                 dict(penalty="none", optimizer="sgd"), dict(shared_embeddings=True),
-                                dict(penalty="uniform", batch_size=100)])
+                                dict(penalty="uniform", batch_size=100), dict(penalty="sogram", penalty_weight=0.0)])
 def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
     """The C++ loop of linear towers (csrc/twotower.cpp) takes exactly the steps of
     TwoTower._step: same draws, same kernels, bitwise the same model, any thread count."""
@@ -348,3 +348,29 @@ def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
         for a, b in zip(val[:3], ref[:3]):
             assert np.array_equal(a, b), key
         assert np.allclose(val[3], ref[3], rtol=1e-5), key
+
+
+@pytest.mark.parametrize("kw", [dict(shared_embeddings=True), dict(shared_embeddings=True, hidden_sizes=(8,)),
+                                dict(penalty="sagram")])
+def test_save_load_keeps_shared_table_and_estimators(planted, tmp_path, kw):
+    d, tr, te = planted
+    m = TwoTower(n_epochs=1, random_state=0, n_components=8, **kw).fit(d.left_features, d.right_features, tr[:4000])
+    m2 = TwoTower.load(m.save(tmp_path / "m.npz"))
+    for model in (m, m2):
+        model.partial_fit(d.left_features, d.right_features, tr[4000:8000])
+    if kw.get("shared_embeddings"):
+        assert m2.params_["E_left"] is m2.params_["E_right"]
+    assert np.array_equal(m.params_["E_left"], m2.params_["E_left"])
+    assert np.array_equal(m.params_["E_right"], m2.params_["E_right"])
+    assert np.array_equal(m.gramian_right_, m2.gramian_right_)
+
+
+def test_partial_fit_refuses_structural_changes(planted):
+    d, tr, te = planted
+    m = TwoTower(n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr[:2000])
+    for name, value in (("n_components", 4), ("optimizer", "adam"), ("hidden_sizes", (4,)),
+                        ("shared_embeddings", True), ("penalty", "sagram"), ("dtype", "float64")):
+        m2 = clone(m).set_params(**{name: value})
+        vars(m2).update({k: v for k, v in vars(m).items() if k.endswith("_") or k.startswith("_")})
+        with pytest.raises(ValueError, match=name):
+            m2.partial_fit(d.left_features, d.right_features, tr[2000:3000])

@@ -53,9 +53,14 @@ def item_weights(ids, n_items):
 
     Returns float64 (n_items,).  Items absent from ``ids`` get weight 0.
     """
-    ids = np.asarray(ids, dtype=np.int64)
+    n_items = check_int(n_items, "n_items", low=1)
+    ids = np.asarray(ids)
     if ids.size == 0:
         raise ValueError("ids is empty: the item weights need at least one training pair")
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise TypeError(f"ids must be a 1-D integer array, got dtype {ids.dtype} and shape {ids.shape}")
+    if ids.min() < 0 or ids.max() >= n_items:
+        raise ValueError(f"ids must be in [0, {n_items})")
     c = np.bincount(ids, minlength=n_items).astype(np.float64)
     return c / c.sum()
 
@@ -69,6 +74,8 @@ def exact_gramian(embeddings, weights=None):
     if U.ndim != 2:
         raise ValueError(f"embeddings must be 2-D, got shape {U.shape}")
     w = np.full(U.shape[0], 1.0 / max(U.shape[0], 1)) if weights is None else np.asarray(weights, np.float64)
+    if w.shape != (U.shape[0],):
+        raise ValueError(f"weights must have one entry per row of embeddings ({U.shape[0]}), got shape {w.shape}")
     return U.T @ (w[:, None] * U)
 
 
@@ -141,6 +148,9 @@ class _GramianEstimator:
         return self._sample_p(rng, size)
 
     def _check_batch(self, ids, embeddings):
+        ids = np.asarray(ids)
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
         ids = np.ascontiguousarray(ids, dtype=np.int64)
         E = np.ascontiguousarray(embeddings, dtype=self.dtype_)
         if ids.ndim != 1 or E.ndim != 2 or E.shape != (ids.size, self.k_):

@@ -192,8 +192,10 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         How the Gramians of the penalty are estimated (see module docstring).
         "exact" recomputes every item's embedding each step (small problems).
     penalty_weight : float, default=3.0
-        lam, the weight of the all-pairs penalty.  The paper cross-validates 10
-        (Wikipedia) and 1 (MovieLens); 3 is their geometric middle.  Larger values
+        lam, the weight of the all-pairs penalty against the squared error
+        (<u, v> - s)^2 (no factor 1/2).  The paper cross-validates 10 (Wikipedia)
+        and 1 (MovieLens); 3 is their geometric middle (halve it if you read the
+        paper's loss as (1/2)(<u, v> - s)^2).  Larger values
         push unobserved pairs towards 0 harder (less popularity bias, slower fit of
         the observed pairs); tune it on a log grid (0.3 ... 30) first.
     regularizer : {"gramian", "gor"}, default="gramian"
@@ -501,6 +503,8 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
                              None if first else self.n_features_left_)
         XR = _check_features(right_features, "right_features", dt, norm,
                              None if first else self.n_features_right_)
+        if not first:
+            self._check_structure(k, hs, d, dt)
         if not first and (XL.n_rows != self.n_left_ or XR.n_rows != self.n_right_):
             raise ValueError(f"partial_fit needs the catalogues of the first call: {self.n_left_} left and "
                              f"{self.n_right_} right rows, got {XL.n_rows} and {XR.n_rows}")
@@ -516,10 +520,26 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             raise ValueError("a low-rank prior is part of the penalty: it needs penalty != 'none'")
         return k, hs, d, dt, XL, XR, P, s, Q, R
 
+    def _structure(self, k, hs, d, dt):
+        return {"n_components": k, "hidden_sizes": list(hs), "embedding_dim": d,
+                "shared_embeddings": bool(self.shared_embeddings), "optimizer": self.optimizer,
+                "penalty": self.penalty, "sagram_variant": self.sagram_variant, "dtype": np.dtype(dt).name}
+
+    def _check_structure(self, k, hs, d, dt):
+        """partial_fit continues the fitted model: its structural parameters must not change."""
+        now = self._structure(k, hs, d, dt)
+        for key, old in self.structure_.items():
+            if now[key] != old:
+                raise ValueError(f"partial_fit: {key} changed from {old!r} to {now[key]!r} since the model was "
+                                 "fitted; fit a new model instead")
+        if self.shared_embeddings:  # one table (a loaded model has two equal arrays: tie them again)
+            self.params_["E_right"] = self.params_["E_left"]
+
     def _start(self, XL, XR, P, Q, R, k, hs, d, dt, rng, nt):
         self.n_left_, self.n_right_ = XL.n_rows, XR.n_rows
         self.n_features_left_, self.n_features_right_ = XL.shape[1], XR.shape[1]
         self.params_ = self._init_params(XL.shape[1], XR.shape[1], k, hs, d, dt, rng, nt)
+        self.structure_ = self._structure(k, hs, d, dt)
         self._opt_state = self._init_opt_state()
         self.t_ = 0
         self._counts_left = np.zeros(self.n_left_, dtype=np.int64)
@@ -937,10 +957,13 @@ def gramian_error_trajectory(model, left_features, right_features, pairs, estima
     m._counts_right[:] = 0
     st = m._train_state(XL, XR, P, s, rng, nt, True)
     pl, pr = m._p_left, m._p_right
-    ests = {}
+    ests, ids_seen = {}, set()
     for name, pair in estimators.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
             raise ValueError(f"estimators[{name!r}] must be a (left, right) pair of estimators")
+        if id(pair[0]) in ids_seen or id(pair[1]) in ids_seen or pair[0] is pair[1]:
+            raise ValueError(f"estimators[{name!r}]: every side needs its own estimator object")
+        ids_seen.update((id(pair[0]), id(pair[1])))
         for est, side, X, p, col in ((pair[0], "left", XL, pl, 0), (pair[1], "right", XR, pr, 1)):
             emb = m._embed_all(side, X, nt) if est.needs_embeddings else None
             est.initialize(p, k, embeddings=emb, dtype=dt, pool=P[:, col])
@@ -962,14 +985,17 @@ def gramian_error_trajectory(model, left_features, right_features, pairs, estima
                 order = rng.permutation(n)
                 st["PL"], st["PR"], st["S"] = P[order, 0], P[order, 1], s[order]
                 pos = 0
-            t0 = time.perf_counter()
-            m._step(st, slice(pos, pos + bs))
-            t_train += time.perf_counter() - t0
-            for left, right in ests.values():  # SAGram's cache sees the gradient batch too
+            seen = []  # SAGram's cache sees the gradient batch's (pre-step) embeddings, as in training
+            for left, right in ests.values():
                 for est, side, X, rows in ((left, "left", XL, st["PL"]), (right, "right", XR, st["PR"])):
                     if est.needs_embeddings:
                         r = rows[pos:pos + bs]
-                        est._observe(r, m._forward(side, X, r, nt))
+                        seen.append((est, r, m._forward(side, X, r, nt)))
+            t0 = time.perf_counter()
+            m._step(st, slice(pos, pos + bs))
+            t_train += time.perf_counter() - t0
+            for est, r, E in seen:
+                est._observe(r, E)
             pos += bs
             if step % eval_every == 0 or step == n_steps:
                 GL = exact_gramian(m._embed_all("left", XL, nt), pl)

@@ -456,8 +456,10 @@ def make_interactions(n_left=2000, n_right=2000, n_pairs=50000, n_clusters=20, p
 
     Features (CSR, values 1): a one-hot id block, then a bag of
     ``tags_per_item`` tags, drawn from the ``tags_per_cluster`` tags of the item's
-    cluster (left and right tags are separate vocabularies with the same layout,
-    so ``shared_embeddings`` can tie them).
+    cluster.  Left cluster c matches right cluster c and both use tag columns
+    c * tags_per_cluster ...; with n_left == n_right the two matrices have the same
+    columns, so ``shared_embeddings=True`` ties the matching tags (and also the
+    unrelated id columns i of both sides).
 
     Returns
     -------
