@@ -374,3 +374,19 @@ def test_partial_fit_refuses_structural_changes(planted):
         vars(m2).update({k: v for k, v in vars(m).items() if k.endswith("_") or k.startswith("_")})
         with pytest.raises(ValueError, match=name):
             m2.partial_fit(d.left_features, d.right_features, tr[2000:3000])
+
+
+@pytest.mark.parametrize("kw", [dict(hidden_sizes=(16,)), dict(hidden_sizes=(16,), shared_embeddings=True,
+                                                                  penalty="sagram", optimizer="adam")])
+def test_hidden_layers_on_two_threads_equal_one_thread(planted, kw):
+    """With hidden layers and n_threads >= 2 the towers' halves of a step run on two
+    threads; the model is bitwise the one of n_threads = 1."""
+    d, tr, te = planted
+    models = [TwoTower(n_epochs=1, random_state=1, n_components=8, n_threads=nt, **kw).fit(
+        d.left_features, d.right_features, tr[:6000]) for nt in (1, 2, 3)]
+    for m in models[1:]:
+        for key in ("E_left", "E_right"):
+            assert np.array_equal(m.params_[key], models[0].params_[key])
+        for a, b in zip(m.params_["W_right"], models[0].params_["W_right"]):
+            assert np.array_equal(a, b)
+        assert np.array_equal(m.gramian_left_, models[0].gramian_left_)

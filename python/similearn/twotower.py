@@ -581,64 +581,79 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             ests.append(est)
         return ests[0], ests[1]
 
+    @staticmethod
+    def _both(st, fn):
+        """(fn("left"), fn("right")): the towers' independent halves of a step, on two
+        threads when the step has them (numpy's GEMMs and the kernels release the GIL);
+        each side's arithmetic is the same either way."""
+        pool = st.get("pool")
+        if pool is None:
+            return fn("left"), fn("right")
+        fut = pool.submit(fn, "right")
+        left = fn("left")
+        return left, fut.result()
+
     def _step(self, st, batch):
         """One step: Gramian updates from B' (Alg. 1 line 8 / Alg. 2 line 6), then the
-        gradient step on the observed pairs ``batch``.  Returns (data, penalty value)."""
+        gradient step on the observed pairs ``batch``.  Returns the batch's data loss."""
         nt, lam, k = st["nt"], st["lam"], st["k"]
-        XL, XR, rng = st["XL"], st["XR"], st["rng"]
-        estL, estR = st["est"]
-        if estL is not None:
-            bp = st["gbs"]
-            for est, side, X in ((estL, "left", XL), (estR, "right", XR)):
-                ids = est.sample(rng, bp)
-                est._update(ids, self._forward(side, X, ids, nt))
-            self.gramian_left_, self.gramian_right_ = estL.gramian_, estR.gramian_
-            self.cross_left_, self.cross_right_ = estL.cross_, estR.cross_
+        nts = st["nt_side"]
+        X = {"left": st["XL"], "right": st["XR"]}
+        est = dict(zip(("left", "right"), st["est"]))
+        if est["left"] is not None:
+            ids = {side: est[side].sample(st["rng"], st["gbs"]) for side in ("left", "right")}  # fixed draw order
+            self._both(st, lambda side: est[side]._update(ids[side], self._forward(side, X[side], ids[side], nts)))
+            self.gramian_left_, self.gramian_right_ = est["left"].gramian_, est["right"].gramian_
+            self.cross_left_, self.cross_right_ = est["left"].cross_, est["right"].cross_
         elif self.penalty == "exact":
-            UL, UR = self._embed_all("left", XL, nt), self._embed_all("right", XR, nt)
+            UL, UR = self._embed_all("left", X["left"], nt), self._embed_all("right", X["right"], nt)
             self.gramian_left_ = np.ascontiguousarray(exact_gramian(UL, self._p_left), dtype=st["dt"])
             self.gramian_right_ = np.ascontiguousarray(exact_gramian(UR, self._p_right), dtype=st["dt"])
             if self._Q is not None:
                 self.cross_left_ = np.ascontiguousarray(UL.T @ (self._p_left[:, None] * self._Q), dtype=st["dt"])
                 self.cross_right_ = np.ascontiguousarray(UR.T @ (self._p_right[:, None] * self._R), dtype=st["dt"])
-        lrows, rrows = st["PL"][batch], st["PR"][batch]  # contiguous slices of this epoch's order
-        U, actsL = self._forward("left", XL, lrows, nt, keep=True)
-        V, actsR = self._forward("right", XR, rrows, nt, keep=True)
+        rows = {"left": st["PL"][batch], "right": st["PR"][batch]}  # contiguous slices of this epoch's order
+        (U, actsL), (V, actsR) = self._both(st, lambda side: self._forward(side, X[side], rows[side], nts, keep=True))
         Mu, Mv, Nu, Nv = self._penalty_mats(lam, k, st)
         Qb = Rb = None
         if Nu is not None:
-            Qb, Rb = np.ascontiguousarray(self._Q[lrows]), np.ascontiguousarray(self._R[rrows])
+            Qb, Rb = np.ascontiguousarray(self._Q[rows["left"]]), np.ascontiguousarray(self._R[rows["right"]])
         dU, dV = np.empty_like(U), np.empty_like(V)
-        sfx = st["sfx"]
         data, _ = st["pair_loss"](U, V, st["S"][batch], None, Mu, Mv, Nu, Nv, Qb, Rb, dU, dV, nt)
-        if estL is not None:
-            estL._observe(lrows, U)
-            estR._observe(rrows, V)
-        grads = {}
-        dHL = self._backward("left", actsL, dU, grads)
-        dHR = self._backward("right", actsR, dV, grads)
         self.t_ += 1
         o = st["opt"]
-        step_args = (o["code"], o["lr"], 0.9, 0.999, o["eps"], self.t_, o["l2"], nt)
-        Pm = self.params_
-        ss = self._opt_state
-        empty_rows = np.empty(0, dtype=np.int64)
-        if self.shared_embeddings:
-            s1, s2 = (ss["E_left"] + [None, None])[:2]
-            getattr(_core, "sparse_step_" + sfx)(Pm["E_left"], s1, s2, XL.indptr, XL.indices, XL.data, lrows, dHL,
-                                                 XR.indptr, XR.indices, XR.data, rrows, dHR, *step_args)
-        else:
-            for side, X, rows, dH in (("left", XL, lrows, dHL), ("right", XR, rrows, dHR)):
+        Pm, ss, sfx = self.params_, self._opt_state, st["sfx"]
+        out = {"left": U, "right": V}
+        acts = {"left": actsL, "right": actsR}
+        grad_out = {"left": dU, "right": dV}
+        shared = self.shared_embeddings
+
+        def finish(side, nts=nts):  # cache refresh, backward, the side's optimiser steps
+            args = (o["code"], o["lr"], 0.9, 0.999, o["eps"], self.t_, o["l2"], nts)
+            if est[side] is not None:
+                est[side]._observe(rows[side], out[side])
+            grads = {}
+            dH = self._backward(side, acts[side], grad_out[side], grads)
+            if not shared:
+                Xs = X[side]
                 s1, s2 = (ss["E_" + side] + [None, None])[:2]
-                getattr(_core, "sparse_step_" + sfx)(Pm["E_" + side], s1, s2, X.indptr, X.indices, X.data, rows, dH,
-                                                     X.indptr, X.indices, X.data, empty_rows, st["empty_d"],
-                                                     *step_args)
-        for side in ("left", "right"):
-            for i, (W, b) in enumerate(zip(Pm["W_" + side], Pm["b_" + side])):
-                for nm, arr in ((f"W_{side}_{i}", W), (f"b_{side}_{i}", b)):
+                getattr(_core, "sparse_step_" + sfx)(Pm["E_" + side], s1, s2, Xs.indptr, Xs.indices, Xs.data,
+                                                     rows[side], dH, Xs.indptr, Xs.indices, Xs.data,
+                                                     st["empty_rows"], st["empty_d"], *args)
+            for i, (W, bias) in enumerate(zip(Pm["W_" + side], Pm["b_" + side])):
+                for nm, arr in ((f"W_{side}_{i}", W), (f"b_{side}_{i}", bias)):
                     s1, s2 = (ss[nm] + [None, None])[:2]
                     getattr(_core, "dense_step_" + sfx)(arr, s1, s2, np.ascontiguousarray(grads[nm], dtype=arr.dtype),
-                                                        *step_args)
+                                                        *args)
+            return dH
+
+        dHL, dHR = self._both(st, finish)
+        if shared:  # one table: both bags' gradients in one step
+            XL, XR = X["left"], X["right"]
+            s1, s2 = (ss["E_left"] + [None, None])[:2]
+            getattr(_core, "sparse_step_" + sfx)(Pm["E_left"], s1, s2, XL.indptr, XL.indices, XL.data, rows["left"],
+                                                 dHL, XR.indptr, XR.indices, XR.data, rows["right"], dHR,
+                                                 o["code"], o["lr"], 0.9, 0.999, o["eps"], self.t_, o["l2"], nt)
         return data
 
     _USE_FUSED = True  # tests switch it off to compare the two paths
@@ -707,13 +722,26 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
               "est": est, "gbs": gbs, "bs": bs, "opt": opt, "sfx": _sfx(dt), "dt": dt,
               "empty_d": np.empty((0, self.params_["E_left"].shape[1]), dtype=dt),
               "Mu": np.empty((k, k), dtype=dt), "Mv": np.empty((k, k), dtype=dt),
-              "pair_loss": getattr(_core, "pair_loss_" + _sfx(dt))}
+              "pair_loss": getattr(_core, "pair_loss_" + _sfx(dt)), "empty_rows": np.empty(0, dtype=np.int64),
+              "pool": None, "nt_side": nt}
+        if nt >= 2 and self.params_["W_left"]:  # hidden layers: the two towers' work on two threads
+            from concurrent.futures import ThreadPoolExecutor
+
+            st["pool"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="similearn-tower")
+            st["nt_side"] = max(1, nt // 2)
         if self.penalty in ("none",):
             self.cross_left_ = self.cross_right_ = None
         return st
 
     def _train(self, XL, XR, P, s, n_epochs, rng, nt, pool):
         st = self._train_state(XL, XR, P, s, rng, nt, pool)
+        try:
+            self._train_epochs(st, XL, XR, P, s, n_epochs, rng, nt)
+        finally:
+            if st["pool"] is not None:
+                st["pool"].shutdown()
+
+    def _train_epochs(self, st, XL, XR, P, s, n_epochs, rng, nt):
         est, k, bs = st["est"], st["k"], st["bs"]
         n = P.shape[0]
         lam = float(self.penalty_weight)
@@ -956,6 +984,15 @@ def gramian_error_trajectory(model, left_features, right_features, pairs, estima
     m._counts_left[:] = 0
     m._counts_right[:] = 0
     st = m._train_state(XL, XR, P, s, rng, nt, True)
+    try:
+        return _trajectory(m, st, XL, XR, P, s, rng, nt, estimators, n_steps, eval_every)
+    finally:
+        if st["pool"] is not None:
+            st["pool"].shutdown()
+
+
+def _trajectory(m, st, XL, XR, P, s, rng, nt, estimators, n_steps, eval_every):
+    k, dt = st["k"], st["dt"]
     pl, pr = m._p_left, m._p_right
     ests, ids_seen = {}, set()
     for name, pair in estimators.items():
