@@ -50,6 +50,9 @@ CASES = [
     dict(hidden_sizes=(5,), embedding_dim=4, shared_embeddings=True),
     dict(hidden_sizes=(), regularizer="gor", penalty_weight=50.0),
     dict(hidden_sizes=(4,), embedding_dim=3, prior=True),
+    dict(hidden_sizes=(), gramian_weights="items"),
+    dict(hidden_sizes=(5,), embedding_dim=4, gramian_weights="items", shared_embeddings=True),
+    dict(hidden_sizes=(), regularizer="gor", penalty_weight=50.0, gramian_weights="items"),
 ]
 
 
@@ -72,6 +75,8 @@ def test_step_gradient_matches_finite_differences_of_the_objective(case):
     P1 = m.params_
     pl = np.bincount(pairs[:, 0], minlength=7) / len(pairs)
     pr = np.bincount(pairs[:, 1], minlength=6) / len(pairs)
+    if m.gramian_weights == "items":  # the prior over all catalogue pairs
+        pl, pr = np.full(7, 1 / 7), np.full(6, 1 / 6)
     XLd, XRd = XL.toarray(), XR.toarray()
     Q, R = prior if prior is not None else (None, None)
 
@@ -107,7 +112,8 @@ def test_linear_one_hot_model_reaches_the_closed_form_optimum():
     pairs = np.array([(i, j) for i in range(nL) for j in range(nR) if rng.random() < 0.5])
     s = np.sum(A[pairs[:, 0]] * B[pairs[:, 1]], 1) + 0.1 * rng.standard_normal(len(pairs))
     m = TwoTower(n_components=k, penalty="exact", penalty_weight=lam, optimizer="adam", learning_rate=0.01,
-                 batch_size=len(pairs), n_epochs=6000, dtype="float64", random_state=0, normalize=None)
+                 batch_size=len(pairs), n_epochs=6000, dtype="float64", random_state=0, normalize=None,
+                 gramian_weights="pairs")
     m.fit(nL, nR, pairs, s)
     U, V = m.left_embedding_, m.right_embedding_
     pl = np.bincount(pairs[:, 0], minlength=nL) / len(pairs)
@@ -136,10 +142,12 @@ def planted():
 
 
 def test_sogram_beats_uniform_sampling_on_map_and_gramian_error(planted):
+    """The paper's setting (Sec. 4): the prior over the training pairs, penalty weight 3."""
     d, tr, te = planted
     res = {}
     for pen in ("sogram", "uniform"):
-        m = TwoTower(penalty=pen, n_epochs=8, random_state=0).fit(d.left_features, d.right_features, tr)
+        m = TwoTower(penalty=pen, n_epochs=8, random_state=0, gramian_weights="pairs", penalty_weight=3.0,
+                     n_components=64).fit(d.left_features, d.right_features, tr)
         res[pen] = (interaction_map_at_k(m.left_embedding_, m.right_embedding_, te, exclude_pairs=tr),
                     np.mean(m.estimation_error(d.left_features, d.right_features)))
     assert res["sogram"][1] < 0.5 * res["uniform"][1]
@@ -234,11 +242,15 @@ def test_save_load_and_partial_fit_continue(planted, tmp_path):
 
 def test_sagram_cache_tracks_the_towers(planted):
     d, tr, te = planted
-    m = TwoTower(penalty="sagram", n_epochs=2, random_state=0, n_components=8).fit(d.left_features,
-                                                                                   d.right_features, tr)
+    m = TwoTower(penalty="sagram", n_epochs=2, random_state=0, n_components=8, gramian_weights="pairs")
+    m.fit(d.left_features, d.right_features, tr)
     err = m.estimation_error(d.left_features, d.right_features)
     assert max(err) < 0.1
-    m2 = TwoTower(penalty="sagram", sagram_variant="sag", n_epochs=2, random_state=0, n_components=8)
+    m = TwoTower(penalty="sagram", n_epochs=2, random_state=0, n_components=8).fit(d.left_features,
+                                                                                   d.right_features, tr)
+    assert max(m.estimation_error(d.left_features, d.right_features)) < 0.2  # items: the cache sees B, B' is uniform
+    m2 = TwoTower(penalty="sagram", sagram_variant="sag", n_epochs=2, random_state=0, n_components=8,
+                  gramian_weights="pairs")
     m2.fit(d.left_features, d.right_features, tr)
     assert max(m2.estimation_error(d.left_features, d.right_features)) < 0.2
 
@@ -329,7 +341,8 @@ def test_map_at_k_metric():
 
 @pytest.mark.parametrize("kw", [dict(penalty="sogram"), dict(penalty="sqrt", optimizer="adam"),
                                 dict(penalty="none", optimizer="sgd"), dict(shared_embeddings=True),
-                                dict(penalty="uniform", batch_size=100), dict(penalty="sogram", penalty_weight=0.0)])
+                                dict(penalty="uniform", batch_size=100), dict(penalty="sogram", penalty_weight=0.0),
+                                dict(gramian_weights="items"), dict(gramian_weights="items", penalty="sqrt")])
 def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
     """The C++ loop of linear towers (csrc/twotower.cpp) takes exactly the steps of
     TwoTower._step: same draws, same kernels, bitwise the same model, any thread count."""
@@ -390,3 +403,18 @@ def test_hidden_layers_on_two_threads_equal_one_thread(planted, kw):
         for a, b in zip(m.params_["W_right"], models[0].params_["W_right"]):
             assert np.array_equal(a, b)
         assert np.array_equal(m.gramian_left_, models[0].gramian_left_)
+
+
+def test_catalogue_prior_beats_pair_prior_and_popularity(planted):
+    """gramian_weights="items" (the default) lets popular items keep the score their pairs
+    give them; the paper's pair-weighted prior is popularity-neutral at its optimum."""
+    d, tr, te = planted
+    pop = np.bincount(tr[:, 1], minlength=1500).astype(float)
+    base = interaction_map_at_k(np.ones((1500, 1)), pop[:, None], te, exclude_pairs=tr)
+    res = {}
+    for gw in ("items", "pairs"):
+        m = TwoTower(gramian_weights=gw, n_epochs=5, random_state=0).fit(d.left_features, d.right_features, tr)
+        res[gw] = interaction_map_at_k(m.left_embedding_, m.right_embedding_, te, exclude_pairs=tr)
+        err = m.estimation_error(d.left_features, d.right_features)
+        assert max(err) < 0.5, (gw, err)
+    assert res["items"] > 2 * base and res["items"] > 1.5 * res["pairs"], (res, base)

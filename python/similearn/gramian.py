@@ -114,6 +114,7 @@ class _GramianEstimator:
         self.p_ = p / p.sum()
         self._cdf = np.cumsum(self.p_)
         self._cdf[-1] = 1.0
+        self._uniform = bool(np.all(self.p_ == self.p_[0]))  # then draws are plain integers
         self.n_items_ = p.size
         if pool is not None:
             pool = np.asarray(pool)
@@ -138,6 +139,8 @@ class _GramianEstimator:
         return self
 
     def _sample_p(self, rng, size):
+        if self._uniform:
+            return rng.integers(0, self.n_items_, size=size, dtype=np.int64)
         if self._pool is not None:
             return self._pool[rng.integers(0, self._pool.size, size=size)].astype(np.int64, copy=False)
         return np.minimum(np.searchsorted(self._cdf, rng.random(size), side="right"), self.n_items_ - 1).astype(
