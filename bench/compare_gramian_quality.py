@@ -139,6 +139,7 @@ def train_curve(penalty, d, train, qpairs, args, n_epochs):
     from similearn.metrics import interaction_map_at_k
 
     model = TwoTower(n_components=args.k, penalty=penalty, random_state=args.seed, n_threads=args.threads,
+                     gramian_weights=args.gramian_weights, penalty_weight=args.penalty_weight,
                      n_epochs=1)
     steps_per_epoch = -(-train.shape[0] // model.batch_size)
     rows = []
@@ -176,6 +177,7 @@ def check_continuation(d, train, qpairs, args, curve):
 
     E = args.check_epochs
     m = TwoTower(n_components=args.k, penalty="sogram", random_state=args.seed, n_threads=args.threads,
+                 gramian_weights=args.gramian_weights, penalty_weight=args.penalty_weight,
                  n_epochs=E).fit(d.left_features, d.right_features, train)
     mp = interaction_map_at_k(m.left_embedding_, m.right_embedding_, qpairs, k=10, n_candidates=args.n_candidates,
                               exclude_pairs=train, random_state=args.seed)
@@ -195,7 +197,8 @@ def error_trajectory(d, train, args):
             "uniform": (SampledGramian("uniform"), SampledGramian("uniform")),
             "linear": (SampledGramian("linear"), SampledGramian("linear")),
             "sqrt": (SampledGramian("sqrt"), SampledGramian("sqrt"))}
-    model = TwoTower(n_components=args.k, penalty="sogram", random_state=args.seed, n_threads=args.threads)
+    model = TwoTower(n_components=args.k, penalty="sogram", random_state=args.seed, n_threads=args.threads,
+                     gramian_weights=args.gramian_weights, penalty_weight=args.penalty_weight)
     n_steps = args.traj_steps or -(-train.shape[0] // model.batch_size)
     t0 = time.perf_counter()
     res = gramian_error_trajectory(model, d.left_features, d.right_features, train, ests, n_steps=n_steps,
@@ -216,6 +219,9 @@ def main(argv=None):
     ap.add_argument("--popularity", type=float, default=1.0)
     ap.add_argument("--k", type=int, default=64, help="n_components")
     ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--gramian-weights", choices=("items", "pairs"), default="items",
+                    help="TwoTower's prior: 'pairs' is the paper's (all estimators target the same G)")
+    ap.add_argument("--penalty-weight", type=float, default=10.0)
     ap.add_argument("--split", choices=("distinct", "rows"), default="distinct",
                     help="90/10 split of the distinct pairs (default) or of the pair rows")
     ap.add_argument("--penalties", default=",".join(PENALTIES))
@@ -254,8 +260,9 @@ def main(argv=None):
     print(f"- MAP@10: validation pairs of {n_queries} left items ({qpairs.shape[0]} pairs; "
           f"{'all' if not args.map_queries else f'a fixed sample of {args.map_queries}'} query items), "
           f"candidates: {cand}, training pairs excluded")
-    print(f"- model: TwoTower(n_components={args.k}, penalty=P, random_state={args.seed}, n_threads={args.threads}), "
-          "other parameters default (batch_size 256, adagrad, learning_rate auto = 0.1, penalty_weight 3.0, "
+    print(f"- model: TwoTower(n_components={args.k}, penalty=P, gramian_weights={args.gramian_weights!r}, "
+          f"penalty_weight={args.penalty_weight}, random_state={args.seed}, n_threads={args.threads}), "
+          "other parameters default (batch_size 256, adagrad, learning_rate auto = 0.1, "
           "gramian_rate 0.1, normalize l2); fit(n_epochs=1) then partial_fit per epoch; time = sum(epoch_times_)\n")
     sys.stdout.flush()
 

@@ -388,12 +388,12 @@ def _twotower(ctx):
     n_left = n_right = 3000
     d = make_interactions(n_left=n_left, n_right=n_right, n_pairs=100_000, n_clusters=30, random_state=ctx.seed)
     tr, te, _, _ = train_test_split_pairs(d.pairs, test_size=0.1, random_state=ctx.seed)
-    epochs = 3 if ctx.quick else 10
+    epochs = 2 if ctx.quick else 5
     ctx.print(f"{n_left} users x {n_right} items in 30 planted clusters, Zipf popularity, 100,000 pairs (90/10 "
               "split);")
     ctx.print("features: one-hot id + 3 cluster tags per item; MAP@10 of held-out pairs against every item;")
     ctx.print("TwoTower with default parameters (k = 64, adagrad, lam = 10, prior over all catalogue pairs)"
-              + (f" except n_epochs = {epochs} (default 10)" if ctx.quick else ""))
+              + (f" except n_epochs = {epochs} (default 5)" if ctx.quick else ""))
     pop = np.bincount(tr[:, 1], minlength=n_right).astype(np.float64)
     rows = [["popularity", "-", _fmt(interaction_map_at_k(np.ones((n_left, 1)), pop[:, None], te,
                                                            exclude_pairs=tr)), "-", "-"]]
