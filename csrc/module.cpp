@@ -500,7 +500,7 @@ void def_twotower(py::module_& m, const std::string& sfx) {
          const carray<i64>& indptrR, const carray<i64>& indicesR, const carray<T>& dataR, carray<T>& ER,
          oarray<T>& s1R, oarray<T>& s2R, const carray<i64>& rowsR, const oarray<i64>& gidsR, const oarray<T>& gwR,
          carray<T>& GR, const carray<T>& targets, i64 b, i64 gb, double w_all, double decay, double lam, bool shared,
-         int opt, double lr, double b1, double b2, double eps, i64 t, double l2, int n_threads) {
+         bool items, int opt, double lr, double b1, double b2, double eps, i64 t, double l2, int n_threads) {
         const i64 k = EL.shape(1), n = rowsL.shape(0);
         need(ER.shape(1) == k && GL.shape(0) == k && GL.shape(1) == k && GR.shape(0) == k && GR.shape(1) == k,
              "linear_epoch: E and G shapes disagree");
@@ -536,7 +536,8 @@ void def_twotower(py::module_& m, const std::string& sfx) {
           R.s1 = L.s1;
           R.s2 = L.s2;
         }
-        sl::twotower::Config cfg{k, b, n, gidsL ? gb : 0, w_all, decay, lam, shared};
+        need(!(items && shared), "linear_epoch: items with a shared table is not supported");
+        sl::twotower::Config cfg{k, b, n, gidsL ? gb : 0, w_all, decay, lam, shared, items && bool(gidsL)};
         carray<double> data_out(n_steps), pen_out(n_steps);
         {
           py::gil_scoped_release nogil;
@@ -551,7 +552,8 @@ void def_twotower(py::module_& m, const std::string& sfx) {
       py::arg("dataR").noconvert(), py::arg("ER").noconvert(), py::arg("s1R"), py::arg("s2R"),
       py::arg("rowsR").noconvert(), py::arg("gidsR"), py::arg("gwR"), py::arg("GR").noconvert(),
       py::arg("targets").noconvert(), py::arg("b"), py::arg("gb"), py::arg("w_all"), py::arg("decay"),
-      py::arg("lam"), py::arg("shared"), py::arg("opt"), py::arg("lr"), py::arg("beta1"), py::arg("beta2"),
+      py::arg("lam"), py::arg("shared"), py::arg("items"), py::arg("opt"), py::arg("lr"), py::arg("beta1"),
+      py::arg("beta2"),
       py::arg("eps"), py::arg("t"), py::arg("l2"), py::arg("n_threads"));
   m.def(
       ("gram_update_" + sfx).c_str(),

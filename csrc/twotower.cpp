@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "blas.hpp"
 #include "gramian.hpp"
 
 namespace sl {
@@ -91,14 +92,25 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
   auto do_loss = [&](int h, i64 step, i64 nb) {  // rows [0, nb/2) or [nb/2, nb) of the batch
     const i64 mid = nb / 2, r0 = h == 0 ? 0 : mid, r1 = h == 0 ? mid : nb;
     half[h] = gramian::pair_loss_rows<T>(U.data() + r0 * k, V.data() + r0 * k, r1 - r0, nb, k,
-                                         targets + step * b + r0, nullptr, pen ? Mu.data() : nullptr,
-                                         pen ? Mv.data() : nullptr, nullptr, nullptr, nullptr, nullptr, 0,
+                                         targets + step * b + r0, nullptr, pen && !cfg.items ? Mu.data() : nullptr,
+                                         pen && !cfg.items ? Mv.data() : nullptr, nullptr, nullptr, nullptr, nullptr, 0,
                                          dU.data() + r0 * k, dV.data() + r0 * k);
   };
+  std::vector<T> dEpL(static_cast<std::size_t>(cfg.gb * k)), dEpR(dEpL.size());
+  T* dep[2] = {dEpL.data(), dEpR.data()};
   auto side_c = [&](int s, i64 step, i64 nb, const embedding::Step& st) {
     const Side<T>& S = *sides[s];
     const Side<T>& O = *sides[1 - s];
     const embedding::Rows<T> none{S.indptr, S.indices, S.data, nullptr, 0};
+    if (cfg.items && pen) {  // the Gramian batch's penalty gradient, stepped together with the batch's
+      blas::gemm_rm<T>(false, false, cfg.gb, k, k, T(1), ep[s], k, s == 0 ? Mu.data() : Mv.data(), k, T(0), dep[s],
+                       k);
+      const T scale = T(1.0 / double(cfg.gb));  // the same two roundings as the Python step
+      for (i64 i = 0; i < cfg.gb * k; ++i) dep[s][i] *= scale;
+      embedding::sparse_step<T>(S.E, S.s1, S.s2, S.n_features, k, rows_of(S, S.rows + step * b, nb), grad[s],
+                                rows_of(S, S.gids + step * cfg.gb, cfg.gb), dep[s], st, 1);
+      return;
+    }
     if (cfg.shared) {
       embedding::sparse_step<T>(S.E, S.s1, S.s2, S.n_features, k, rows_of(S, S.rows + step * b, nb), grad[s],
                                 rows_of(O, O.rows + step * b, nb), grad[1 - s], st, 1);

@@ -6,7 +6,8 @@
 //   A. per side s: E'_s = bag(X_s, gramian ids), G_s <- decay G_s + E'_s^T diag(w) E'_s;
 //      U_s = bag(X_s, batch rows)
 //   B. the batch loss and its gradients dU = (2 r v + 2 lam U G_R) / b, dV likewise
-//   C. per side: the fused sparse optimiser step on E_s with dU_s
+//   C. per side: the fused sparse optimiser step on E_s with dU_s (and, with
+//      items, the Gramian batch's penalty gradient (1/|B'|) E'_s M_s as a second source)
 //
 // With two threads, A and C run one side per thread and B splits the rows in two
 // fixed halves (two spin barriers per step, three with a shared table), so the
@@ -46,7 +47,9 @@ struct Config {
   double w_all;      // weight of every Gramian row when gw is null (alpha / |B'|)
   double decay;      // 1 - alpha (SOGram) or 0 (sampling)
   double lam;        // penalty weight (0: no penalty)
-  bool shared;       // one table for both towers
+  bool shared;       // one table for both towers (not with items)
+  bool items;        // the penalty gradient goes to the Gramian batch (gramian_weights="items"):
+                     // dE'_s = (1/|B'|) E'_s M_s, stepped with the batch's gradient; else to B
 };
 
 // Runs the chunk; data_out / pen_out (n_steps) get each step's mean data loss and
