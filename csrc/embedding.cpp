@@ -54,14 +54,36 @@ SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* __restrict x, T* __restrict
   for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-#define SL_EMB_VARIANT(sfx, attr)                                                          \
-  template <class T>                                                                       \
-  attr void update_##sfx(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) { \
-    update_body<T>(opt, p, s1, s2, g, n, c);                                               \
-  }                                                                                        \
-  template <class T>                                                                       \
-  attr void axpy_##sfx(i64 n, T a, const T* x, T* y) {                                     \
-    axpy_body<T>(n, a, x, y);                                                              \
+// One bag: out = sum_p val[p] E[idx[p]] (d entries).
+template <class T>
+SL_ALWAYS_INLINE void bag_row_body(const i64* idx, const T* val, i64 nnz, const T* E, i64 d, T* out) {
+  for (i64 c = 0; c < d; ++c) out[c] = T(0);
+  for (i64 p = 0; p < nnz; ++p) axpy_body<T>(d, val[p], E + idx[p] * d, out);
+}
+
+// One row of the table: its gradient g = sum over its entries e (batch order) of
+// val[e] grad_row[e], then the optimiser update of p (and the state rows).
+template <class T>
+SL_ALWAYS_INLINE void run_body(int opt, const i64* ent, i64 n_ent, const T* val, const T* const* grad_row, i64 d,
+                               T* g, T* p, T* s1, T* s2, const Coef& c) {
+  for (i64 k = 0; k < d; ++k) g[k] = T(0);
+  for (i64 q = 0; q < n_ent; ++q) axpy_body<T>(d, val[ent[q]], grad_row[ent[q]], g);
+  update_body<T>(opt, p, s1, s2, g, d, c);
+}
+
+#define SL_EMB_VARIANT(sfx, attr)                                                                              \
+  template <class T>                                                                                           \
+  attr void update_##sfx(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) {                     \
+    update_body<T>(opt, p, s1, s2, g, n, c);                                                                   \
+  }                                                                                                            \
+  template <class T>                                                                                           \
+  attr void bag_row_##sfx(const i64* idx, const T* val, i64 nnz, const T* E, i64 d, T* out) {                  \
+    bag_row_body<T>(idx, val, nnz, E, d, out);                                                                 \
+  }                                                                                                            \
+  template <class T>                                                                                           \
+  attr void row_step_##sfx(int opt, const i64* ent, i64 n_ent, const T* val, const T* const* grad_row, i64 d, T* g, \
+                           T* p, T* s1, T* s2, const Coef& c) {                                                 \
+    run_body<T>(opt, ent, n_ent, val, grad_row, d, g, p, s1, s2, c);                                           \
   }
 
 SL_EMB_VARIANT(generic, )
@@ -84,8 +106,13 @@ void update(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) {
   SL_EMB_DISPATCH(update, opt, p, s1, s2, g, n, c);
 }
 template <class T>
-void axpy(i64 n, T a, const T* x, T* y) {
-  SL_EMB_DISPATCH(axpy, n, a, x, y);
+void bag_row(const i64* idx, const T* val, i64 nnz, const T* E, i64 d, T* out) {
+  SL_EMB_DISPATCH(bag_row, idx, val, nnz, E, d, out);
+}
+template <class T>
+void row_step(int opt, const i64* ent, i64 n_ent, const T* val, const T* const* grad_row, i64 d, T* g, T* p, T* s1, T* s2,
+         const Coef& c) {
+  SL_EMB_DISPATCH(row_step, opt, ent, n_ent, val, grad_row, d, g, p, s1, s2, c);
 }
 
 // Ask for the d-entry row at p ahead of use: gathers of random table rows are bound
@@ -144,13 +171,9 @@ i64 sparse_step_keys(T* P, T* s1, T* s2, i64 d, const Rows<T>& X1, const T* dA1,
         if (s1) prefetch_row(s1 + ahead, d);
         if (s2) prefetch_row(s2 + ahead, d);
       }
-      std::fill(g.begin(), g.end(), T(0));
-      for (i64 q = run[r]; q < run[r + 1]; ++q) {
-        const i64 ent = idx[q];
-        axpy<T>(d, val[ent], grad_row[ent], g.data());
-      }
       const i64 row = static_cast<i64>(key[run[r]]);
-      update<T>(opt, P + row * d, s1 ? s1 + row * d : nullptr, s2 ? s2 + row * d : nullptr, g.data(), d, c);
+      row_step<T>(opt, idx.data() + run[r], run[r + 1] - run[r], val.data(), grad_row.data(), d, g.data(),
+                        P + row * d, s1 ? s1 + row * d : nullptr, s2 ? s2 + row * d : nullptr, c);
     }
   });
   return n_runs;
@@ -171,10 +194,8 @@ void bag_forward(const Rows<T>& X, const T* E, i64 d, T* out, int n_threads) {
         const i64 ra = X.rows[i + kAhead];
         for (i64 p = X.indptr[ra]; p < X.indptr[ra + 1]; ++p) prefetch_row(E + X.indices[p] * d, d);
       }
-      T* o = out + i * d;
-      std::fill(o, o + d, T(0));
       const i64 r = X.rows[i];
-      for (i64 p = X.indptr[r]; p < X.indptr[r + 1]; ++p) axpy<T>(d, X.data[p], E + X.indices[p] * d, o);
+      bag_row<T>(X.indices + X.indptr[r], X.data + X.indptr[r], X.indptr[r + 1] - X.indptr[r], E, d, out + i * d);
     }
   });
 }
