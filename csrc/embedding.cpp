@@ -54,11 +54,12 @@ SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* __restrict x, T* __restrict
   for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-// One bag: out = sum_p val[p] E[idx[p]] (d entries).
+// One bag: out = bias + sum_p (a val[p]) E[idx[p]] (d entries; bias may be null).
 template <class T>
-SL_ALWAYS_INLINE void bag_row_body(const i64* idx, const T* val, i64 nnz, const T* E, i64 d, T* out) {
-  for (i64 c = 0; c < d; ++c) out[c] = T(0);
-  for (i64 p = 0; p < nnz; ++p) axpy_body<T>(d, val[p], E + idx[p] * d, out);
+SL_ALWAYS_INLINE void bag_row_body(const i64* idx, const T* val, i64 nnz, T a, const T* E, i64 d, const T* bias,
+                                   T* out) {
+  for (i64 c = 0; c < d; ++c) out[c] = bias ? bias[c] : T(0);
+  for (i64 p = 0; p < nnz; ++p) axpy_body<T>(d, a * val[p], E + idx[p] * d, out);
 }
 
 // One row of the table: its gradient g = sum over its entries e (batch order) of
@@ -77,8 +78,9 @@ SL_ALWAYS_INLINE void run_body(int opt, const i64* ent, i64 n_ent, const T* val,
     update_body<T>(opt, p, s1, s2, g, n, c);                                                                   \
   }                                                                                                            \
   template <class T>                                                                                           \
-  attr void bag_row_##sfx(const i64* idx, const T* val, i64 nnz, const T* E, i64 d, T* out) {                  \
-    bag_row_body<T>(idx, val, nnz, E, d, out);                                                                 \
+  attr void bag_row_##sfx(const i64* idx, const T* val, i64 nnz, T a, const T* E, i64 d, const T* bias,         \
+                          T* out) {                                                                            \
+    bag_row_body<T>(idx, val, nnz, a, E, d, bias, out);                                                        \
   }                                                                                                            \
   template <class T>                                                                                           \
   attr void row_step_##sfx(int opt, const i64* ent, i64 n_ent, const T* val, const T* const* grad_row, i64 d, T* g, \
@@ -106,8 +108,8 @@ void update(int opt, T* p, T* s1, T* s2, const T* g, i64 n, const Coef& c) {
   SL_EMB_DISPATCH(update, opt, p, s1, s2, g, n, c);
 }
 template <class T>
-void bag_row(const i64* idx, const T* val, i64 nnz, const T* E, i64 d, T* out) {
-  SL_EMB_DISPATCH(bag_row, idx, val, nnz, E, d, out);
+void bag_row(const i64* idx, const T* val, i64 nnz, T a, const T* E, i64 d, const T* bias, T* out) {
+  SL_EMB_DISPATCH(bag_row, idx, val, nnz, a, E, d, bias, out);
 }
 template <class T>
 void row_step(int opt, const i64* ent, i64 n_ent, const T* val, const T* const* grad_row, i64 d, T* g, T* p, T* s1, T* s2,
@@ -182,20 +184,22 @@ i64 sparse_step_keys(T* P, T* s1, T* s2, i64 d, const Rows<T>& X1, const T* dA1,
 }  // namespace
 
 template <class T>
-void bag_forward(const Rows<T>& X, const T* E, i64 d, T* out, int n_threads) {
-  constexpr i64 kRowsPerTask = 64;
-  const i64 n_tasks = (X.n + kRowsPerTask - 1) / kRowsPerTask;
+void bag_forward(const Rows<T>& X, const T* E, i64 d, T* out, int n_threads, const T* scale, const T* bias) {
   i64 nnz = 0;
   for (i64 i = 0; i < X.n; ++i) nnz += X.indptr[X.rows[i] + 1] - X.indptr[X.rows[i]];
-  parallel_for(n_tasks, threads_for(nnz * d, n_threads), [&](i64 task, int) {
-    const i64 i1 = std::min(X.n, (task + 1) * kRowsPerTask);
-    for (i64 i = task * kRowsPerTask; i < i1; ++i) {
+  const int nt = threads_for(nnz * d, n_threads);
+  // rows per task: up to 64, but at least 8 tasks per thread (small batches of long rows)
+  const i64 per = std::max<i64>(1, std::min<i64>(64, (X.n + 8 * nt - 1) / (8 * nt)));
+  parallel_for((X.n + per - 1) / per, nt, [&](i64 task, int) {
+    const i64 i1 = std::min(X.n, (task + 1) * per);
+    for (i64 i = task * per; i < i1; ++i) {
       if (i + kAhead < X.n) {
         const i64 ra = X.rows[i + kAhead];
         for (i64 p = X.indptr[ra]; p < X.indptr[ra + 1]; ++p) prefetch_row(E + X.indices[p] * d, d);
       }
       const i64 r = X.rows[i];
-      bag_row<T>(X.indices + X.indptr[r], X.data + X.indptr[r], X.indptr[r + 1] - X.indptr[r], E, d, out + i * d);
+      bag_row<T>(X.indices + X.indptr[r], X.data + X.indptr[r], X.indptr[r + 1] - X.indptr[r],
+                 scale ? scale[i] : T(1), E, d, bias, out + i * d);
     }
   });
 }
@@ -236,7 +240,7 @@ void dense_step(T* P, T* s1, T* s2, const T* g, i64 n, const Step& st, int n_thr
 }
 
 #define SL_EMBEDDING_INSTANTIATE(T)                                                                        \
-  template void bag_forward<T>(const Rows<T>&, const T*, i64, T*, int);                                   \
+  template void bag_forward<T>(const Rows<T>&, const T*, i64, T*, int, const T*, const T*);                                   \
   template i64 sparse_step<T>(T*, T*, T*, i64, i64, const Rows<T>&, const T*, const Rows<T>&, const T*,    \
                               const Step&, int);                                                           \
   template void dense_step<T>(T*, T*, T*, const T*, i64, const Step&, int);                              \

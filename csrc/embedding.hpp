@@ -27,9 +27,11 @@ struct Rows {  // rows[0..n) of a CSR matrix (indptr, indices, data), 64-bit off
   i64 n;
 };
 
-// out (n x d) = X[rows] E.  O(nnz d).
+// out (n x d) = diag(scale) X[rows] E + bias  (scale, bias may be null: 1 and 0).
+// O(nnz d).  Also NASH's sparse input layer (scale = 1 / ||x||).
 template <class T>
-void bag_forward(const Rows<T>& X, const T* E, i64 d, T* out, int n_threads);
+void bag_forward(const Rows<T>& X, const T* E, i64 d, T* out, int n_threads, const T* scale = nullptr,
+                 const T* bias = nullptr);
 
 enum class Opt : int { sgd = 0, adagrad = 1, adam = 2 };
 

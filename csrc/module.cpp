@@ -278,20 +278,42 @@ void def_ssne(py::module_& m, const char* epoch_name, const char* transform_name
       py::arg("X").noconvert(), py::arg("Wt").noconvert(), py::arg("n_threads"));
 }
 
-// NASH step kernels.  X is passed as (indptr, indices, data) with int64 offsets.
-template <class T>
-sl::nash::Csr nash_csr(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data,
-                       const carray<i64>& rows) {
-  if (indices.shape(0) != data.shape(0)) throw std::invalid_argument("indices and data differ in length");
-  const i64 n = indptr.shape(0) - 1;
-  const i64* r = rows.data();
-  for (i64 i = 0; i < rows.shape(0); ++i)
-    if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
-  return sl::nash::Csr{indptr.data(), indices.data()};
-}
-
 inline void need(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(what);
+}
+
+// Every row the kernel will read: in range, its CSR slice well formed and its column
+// indices rows of the n_table-row embedding table.  O(nnz of those rows), small next
+// to the O(nnz d) work; guards the kernels against corrupted (e.g. loaded) inputs.
+void check_csr_rows(const carray<i64>& indptr, const carray<i64>& indices, const i64* r, i64 m, i64 n_table) {
+  const i64 n = indptr.shape(0) - 1, nnz = indices.shape(0);
+  const i64* ip = indptr.data();
+  const i64* ix = indices.data();
+  for (i64 i = 0; i < m; ++i) {
+    if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
+    const i64 a = ip[r[i]], b = ip[r[i] + 1];
+    if (a < 0 || b < a || b > nnz) throw std::invalid_argument("malformed CSR indptr");
+    for (i64 p = a; p < b; ++p)
+      if (ix[p] < 0 || ix[p] >= n_table) throw std::out_of_range("CSR column index outside the embedding table");
+  }
+}
+
+template <class T>
+sl::embedding::Rows<T> bag_rows(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data,
+                                const carray<i64>& rows, i64 n_table) {
+  need(indices.shape(0) == data.shape(0), "indices and data differ in length");
+  need(indptr.shape(0) >= 1, "indptr must have n_rows + 1 entries");
+  check_csr_rows(indptr, indices, rows.data(), rows.shape(0), n_table);
+  return sl::embedding::Rows<T>{indptr.data(), indices.data(), data.data(), rows.data(), rows.shape(0)};
+}
+
+// NASH step kernels.  X is passed as (indptr, indices, data) with int64 offsets;
+// n_table: the rows of the table its column indices address (V).
+template <class T>
+sl::nash::Csr nash_csr(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data,
+                       const carray<i64>& rows, i64 n_table) {
+  bag_rows<T>(indptr, indices, data, rows, n_table);
+  return sl::nash::Csr{indptr.data(), indices.data()};
 }
 
 sl::nash::AdamStep nash_adam_step(double lr, double b1, double b2, double eps, i64 t) {
@@ -306,14 +328,14 @@ void def_nash(py::module_& m, const std::string& sfx) {
       [](const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows,
          const carray<T>& scale, const carray<T>& W, const std::optional<carray<T>>& b, int n_threads) {
         const i64 H = W.shape(1), B = rows.shape(0);
-        auto X = nash_csr<T>(indptr, indices, data, rows);
+        auto X = bag_rows<T>(indptr, indices, data, rows, W.shape(0));
         need(scale.shape(0) == B, "scale must have one entry per row");
         need(!b || b->shape(0) == H, "b must have one entry per column of W");
         carray<T> out({B, H});
         {
           py::gil_scoped_release nogil;
-          sl::nash::csr_rows_matmul<T>(X, data.data(), rows.data(), B, scale.data(), W.data(), H,
-                                       b ? b->data() : nullptr, out.mutable_data(), n_threads);
+          sl::embedding::bag_forward<T>(X, W.data(), H, out.mutable_data(), n_threads, scale.data(),
+                                        b ? b->data() : nullptr);
         }
         return out;
       },
@@ -326,7 +348,7 @@ void def_nash(py::module_& m, const std::string& sfx) {
          const carray<i64>& indices, const carray<T>& data, const carray<i64>& rows, double weight,
          carray<T>& logits, carray<T>& rec, carray<T>& dE, carray<T>& deb, carray<T>& dzp, int n_threads) {
         const i64 B = zp.shape(0), l = zp.shape(1), V = E.shape(0);
-        auto X = nash_csr<T>(indptr, indices, data, rows);
+        auto X = nash_csr<T>(indptr, indices, data, rows, V);
         need(E.shape(1) == l && eb.shape(0) == V && rows.shape(0) == B, "decoder shapes disagree");
         need(logits.size() >= B * V && rec.shape(0) == B, "logits / rec workspace too small");
         need(dE.shape(0) == V && dE.shape(1) == l && deb.shape(0) == V && dzp.shape(0) == B && dzp.shape(1) == l,
@@ -364,7 +386,7 @@ void def_nash(py::module_& m, const std::string& sfx) {
         need(p.ndim() == 2, "adam_input: p must be 2-D");
         const i64 R = p.shape(0), H = p.shape(1), B = rows.shape(0);
         need(mo.size() == R * H && v.size() == R * H, "adam_input: p, m, v differ in size");
-        auto X = nash_csr<T>(indptr, indices, data, rows);
+        auto X = nash_csr<T>(indptr, indices, data, rows, R);
         need(dA.ndim() == 2 && dA.shape(0) == B && dA.shape(1) == H && scale.shape(0) == B,
              "adam_input: dA must be (batch rows x H) and scale (batch rows)");
         const auto st = nash_adam_step(lr, b1, b2, eps, t);
@@ -389,31 +411,6 @@ const T* opt_ptr(const oarray<T>& a) {
 template <class T>
 T* opt_mut(oarray<T>& a) {
   return a ? a->mutable_data() : nullptr;
-}
-
-// Every row the kernel will read: in range, its CSR slice well formed and its column
-// indices rows of the n_table-row embedding table.  O(nnz of those rows), small next
-// to the O(nnz d) work; guards the kernels against corrupted (e.g. loaded) inputs.
-void check_csr_rows(const carray<i64>& indptr, const carray<i64>& indices, const i64* r, i64 m, i64 n_table) {
-  const i64 n = indptr.shape(0) - 1, nnz = indices.shape(0);
-  const i64* ip = indptr.data();
-  const i64* ix = indices.data();
-  for (i64 i = 0; i < m; ++i) {
-    if (r[i] < 0 || r[i] >= n) throw std::out_of_range("rows out of range");
-    const i64 a = ip[r[i]], b = ip[r[i] + 1];
-    if (a < 0 || b < a || b > nnz) throw std::invalid_argument("malformed CSR indptr");
-    for (i64 p = a; p < b; ++p)
-      if (ix[p] < 0 || ix[p] >= n_table) throw std::out_of_range("CSR column index outside the embedding table");
-  }
-}
-
-template <class T>
-sl::embedding::Rows<T> bag_rows(const carray<i64>& indptr, const carray<i64>& indices, const carray<T>& data,
-                                const carray<i64>& rows, i64 n_table) {
-  need(indices.shape(0) == data.shape(0), "indices and data differ in length");
-  need(indptr.shape(0) >= 1, "indptr must have n_rows + 1 entries");
-  check_csr_rows(indptr, indices, rows.data(), rows.shape(0), n_table);
-  return sl::embedding::Rows<T>{indptr.data(), indices.data(), data.data(), rows.data(), rows.shape(0)};
 }
 
 sl::embedding::Step opt_step(int opt, double lr, double b1, double b2, double eps, i64 t, double l2) {

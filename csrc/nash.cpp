@@ -89,20 +89,6 @@ SL_ALWAYS_INLINE void scale_body(T* x, i64 n, T f) {
   for (i64 i = 0; i < n; ++i) x[i] *= f;
 }
 
-// out_row = b + sum_p a_p W[idx_p, :]
-template <class T>
-SL_ALWAYS_INLINE void gather_row_body(const i64* idx, const T* val, i64 nnz, T a, const T* W, i64 H, const T* b, T* out) {
-  if (b != nullptr)
-    for (i64 h = 0; h < H; ++h) out[h] = b[h];
-  else
-    for (i64 h = 0; h < H; ++h) out[h] = T(0);
-  for (i64 p = 0; p < nnz; ++p) {
-    const T c = a * val[p];
-    const T* w = W + idx[p] * H;
-    for (i64 h = 0; h < H; ++h) out[h] += c * w[h];
-  }
-}
-
 template <class T>
 SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* x, T* y) {
   for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
@@ -117,11 +103,6 @@ SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* x, T* y) {
   template <class T>                                                                                          \
   attr void scale_##sfx(T* x, i64 n, T f) {                                                                   \
     scale_body<T>(x, n, f);                                                                                   \
-  }                                                                                                           \
-  template <class T>                                                                                          \
-  attr void gather_row_##sfx(const i64* idx, const T* val, i64 nnz, T a, const T* W, i64 H, const T* b,      \
-                             T* out) {                                                                        \
-    gather_row_body<T>(idx, val, nnz, a, W, H, b, out);                                                       \
   }                                                                                                           \
   template <class T>                                                                                          \
   attr void axpy_##sfx(i64 n, T a, const T* x, T* y) {                                                        \
@@ -159,10 +140,6 @@ void scale(T* x, i64 n, T f) {
   SL_NASH_DISPATCH(scale, <T>, x, n, f);
 }
 template <class T>
-void gather_row(const i64* idx, const T* val, i64 nnz, T a, const T* W, i64 H, const T* b, T* out) {
-  SL_NASH_DISPATCH(gather_row, <T>, idx, val, nnz, a, W, H, b, out);
-}
-template <class T>
 void axpy(i64 n, T a, const T* x, T* y) {
   SL_NASH_DISPATCH(axpy, <T>, n, a, x, y);
 }
@@ -193,20 +170,6 @@ double exp_shift_sum(double* x, i64 n, double shift) {
     s += x[i];
   }
   return s;
-}
-
-template <class T>
-void csr_rows_matmul(const Csr& X, const T* data, const i64* rows, i64 n_rows, const T* sc, const T* W, i64 H,
-                     const T* b, T* out, int n_threads) {
-  const i64 chunk = 8;
-  const i64 n_tasks = (n_rows + chunk - 1) / chunk;
-  parallel_for(n_tasks, n_threads, [&](i64 task, int) {
-    const i64 r1 = std::min(n_rows, (task + 1) * chunk);
-    for (i64 r = task * chunk; r < r1; ++r) {
-      const i64 row = rows[r], p0 = X.indptr[row], p1 = X.indptr[row + 1];
-      gather_row<T>(X.indices + p0, data + p0, p1 - p0, sc[r], W, H, b, out + r * H);
-    }
-  });
 }
 
 template <class T>
@@ -314,8 +277,6 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
 }
 
 #define SL_NASH_INSTANTIATE(T)                                                                                  \
-  template void csr_rows_matmul<T>(const Csr&, const T*, const i64*, i64, const T*, const T*, i64, const T*,   \
-                                   T*, int);                                                                   \
   template double decoder<T>(const T*, i64, i64, const T*, const T*, i64, const Csr&, const T*, const i64*,    \
                              double, T*, T*, T*, T*, T*, int);                                                 \
   template void adam_dense<T>(T*, T*, T*, const T*, i64, const AdamStep&, int);                                \

@@ -2,8 +2,9 @@
 // whose cost grows with the vocabulary V.  The dense hidden layers are BLAS calls
 // made from Python; these are the parts a dense framework would pay V for:
 //
-//   * the sparse input layer: A = diag(scale) X[rows] W (+ b), and its weight
-//     gradient (diag(scale) X[rows])^T dA fused into its Adam step;
+//   * the sparse input layer's weight gradient (diag(scale) X[rows])^T dA fused
+//     into its Adam step (its forward, A = diag(scale) X[rows] W + b, is the
+//     embedding bag of embedding.hpp);
 //   * the decoder: logits = Z' E^T + eb (B x V), the row softmax, the reconstruction
 //     term  rec_b = -sum_w c_bw log softmax_bw  and its gradient
 //     G = weight * (n_b softmax_b - c_b) (n_b = sum_w c_bw), then dE = G^T Z',
@@ -27,11 +28,6 @@ struct Csr {  // the row structure; values are passed separately (the model's dt
   const i64* indptr;
   const i64* indices;
 };
-
-// out (n_rows x H) = diag(scale) X[rows] W + b   (b may be null).  O(nnz(X[rows]) H).
-template <class T>
-void csr_rows_matmul(const Csr& X, const T* data, const i64* rows, i64 n_rows, const T* scale, const T* W, i64 H,
-                     const T* b, T* out, int n_threads);
 
 // Decoder loss and gradients (see above).  logits: workspace of B x V.  rec (B) gets
 // the per-row reconstruction term; dE (V x l), deb (V), dzp (B x l) are overwritten
