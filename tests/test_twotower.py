@@ -274,7 +274,7 @@ def test_bad_input():
         m.fit(XL, XR, np.zeros((0, 2), int))
     with pytest.raises(ValueError, match="pairs"):
         m.fit(XL, XR, np.array([0, 1, 2]))
-    with pytest.raises(ValueError, match="pairs"):
+    with pytest.raises(TypeError, match="pairs"):  # float pairs: the project's check_pairs contract
         m.fit(XL, XR, np.array([[0.5, 1]]))
     with pytest.raises(TypeError, match="pairs"):
         m.fit(XL, XR, np.array([["a", "b"]]))

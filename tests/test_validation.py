@@ -362,3 +362,16 @@ def test_check_float():
         check_float(-1, "a", low=0)
     with pytest.raises(ValueError, match="> 0"):
         check_float(0, "a", low=0, strict=True)
+
+
+def test_check_pairs_two_catalogues():
+    from similearn._validation import check_pairs
+
+    P = check_pairs([[0, 4], [2, 0]], (3, 5))
+    assert P.dtype == np.int64 and P.shape == (2, 2)
+    with pytest.raises(ValueError, match=r"pairs\[:, 0\]"):
+        check_pairs([[3, 0]], (3, 5))
+    with pytest.raises(ValueError, match=r"pairs\[:, 1\]"):
+        check_pairs([[0, 5]], (3, 5))
+    with pytest.raises(ValueError, match="negative"):
+        check_pairs([[0, -1]], (3, 5))

@@ -433,13 +433,15 @@ def _check_tuples(t, n, name, width, what, min_rows):
 
 
 def check_pairs(pairs, n, name="pairs", *, min_pairs=1):
-    """Pairs of row indices into a data set of ``n`` rows.
+    """Pairs of row indices into a data set of ``n`` rows (or into two sets).
 
     Parameters
     ----------
     pairs : array-like of shape (n_pairs, 2), integer
-    n : int
-        Number of rows every index must address: entries in [0, n).
+    n : int or tuple (n_left, n_right)
+        Number of rows every index must address: entries in [0, n).  A tuple:
+        the first column indexes n_left rows, the second n_right (two catalogues,
+        as in two-tower models).
 
     Returns
     -------
@@ -450,6 +452,11 @@ def check_pairs(pairs, n, name="pairs", *, min_pairs=1):
     TypeError for non-integer dtypes, ValueError for a wrong shape, fewer than
     ``min_pairs`` rows, or an index out of range.
     """
+    if isinstance(n, tuple):
+        a = _check_tuples(pairs, np.iinfo(np.int64).max, name, 2, "pairs", min_pairs)  # bounds: per column
+        for col, m in enumerate(n):
+            check_indices(a[:, col], m, f"{name}[:, {col}]")
+        return a
     return _check_tuples(pairs, n, name, 2, "pairs", min_pairs)
 
 

@@ -59,7 +59,7 @@ from sklearn.exceptions import UndefinedMetricWarning
 
 from . import _core
 from ._config import get_num_threads
-from ._validation import check_codes, check_dense, check_finite, check_int, check_k, check_same_dtype
+from ._validation import check_codes, check_dense, check_finite, check_int, check_k, check_pairs, check_same_dtype
 from .neighbors import _check_metric, _check_self, _topk_raw
 
 __all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k"]
@@ -595,16 +595,16 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
 
 
 # --------------------------------------------------------------------------- interactions
-def _pairs_csr(pairs, n_left, n_right, name):
-    P = np.asarray(pairs)
-    if P.ndim != 2 or P.shape[1] != 2 or not np.issubdtype(P.dtype, np.integer):
-        raise ValueError(f"{name} must be an integer array of shape (n_pairs, 2), got {P.dtype} {P.shape}")
-    if P.size and (P[:, 0].min() < 0 or P[:, 0].max() >= n_left or P[:, 1].min() < 0 or P[:, 1].max() >= n_right):
-        raise ValueError(f"{name} indexes outside the ({n_left}, {n_right}) catalogues")
+def _pair_matrix(P, n_left, n_right):
+    """Binary (n_left, n_right) int8 CSR with a 1 at each pair of the validated int64 (n, 2) P."""
     M = sp.csr_matrix((np.ones(P.shape[0], np.int8), (P[:, 0], P[:, 1])), shape=(n_left, n_right))
     M.sum_duplicates()
     M.data[:] = 1
     return M
+
+
+def _pairs_csr(pairs, n_left, n_right, name):
+    return _pair_matrix(check_pairs(pairs, (n_left, n_right), name, min_pairs=0), n_left, n_right)
 
 
 def interaction_map_at_k(left_vectors, right_vectors, relevant_pairs, k=10, *, n_candidates=None,

@@ -56,9 +56,11 @@ from sklearn.base import BaseEstimator, clone
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import check_bool, check_float, check_int, check_X, seed_from_random_state
+from ._validation import (check_bool, check_float, check_int, check_pairs, check_similarity, check_X,
+                          seed_from_random_state)
 from .base import SaveLoadMixin, progress
-from .gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error, item_weights
+from .gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error
+from .metrics import _pair_matrix
 
 __all__ = ["TwoTower", "gramian_error_trajectory"]
 
@@ -107,38 +109,10 @@ def _check_features(F, name, dtype, normalize, n_features=None):
     return _Csr(X)
 
 
-def _check_pairs(pairs, n_left, n_right, name="pairs"):
-    P = np.asarray(pairs)
-    if P.dtype == object or not (np.issubdtype(P.dtype, np.integer) or np.issubdtype(P.dtype, np.floating)):
-        raise TypeError(f"{name} must be an integer array of shape (n_pairs, 2), got dtype {P.dtype}")
-    if P.ndim != 2 or P.shape[1] != 2:
-        raise ValueError(f"{name} must have shape (n_pairs, 2), got {P.shape}")
-    if P.shape[0] == 0:
-        raise ValueError(f"{name} is empty: at least one observed pair is needed")
-    if np.issubdtype(P.dtype, np.floating):
-        if not np.all(np.isfinite(P)) or np.any(P != np.round(P)):
-            raise ValueError(f"{name} must hold integer indices")
-    P = P.astype(np.int64)
-    for col, n, side in ((0, n_left, "left"), (1, n_right, "right")):
-        lo, hi = P[:, col].min(), P[:, col].max()
-        if lo < 0 or hi >= n:
-            raise ValueError(f"{name}[:, {col}] must index the {n} {side} rows (0 <= i < {n}); got values in "
-                             f"[{lo}, {hi}]")
-    return np.ascontiguousarray(P)
-
-
 def _check_targets(targets, n_pairs, dtype):
     if targets is None:
         return np.ones(n_pairs, dtype=dtype)
-    s = np.asarray(targets)
-    if not (np.issubdtype(s.dtype, np.number) or s.dtype == bool) or np.iscomplexobj(s):
-        raise TypeError(f"targets must be numeric, got dtype {s.dtype}")
-    s = s.astype(dtype).ravel() if s.ndim <= 1 else s
-    if s.ndim != 1 or s.shape[0] != n_pairs:
-        raise ValueError(f"targets must have one value per pair ({n_pairs}), got shape {np.shape(targets)}")
-    if not np.all(np.isfinite(s)):
-        raise ValueError("targets contains NaN or inf")
-    return np.ascontiguousarray(s)
+    return np.ascontiguousarray(check_similarity(targets, n_pairs, "targets", low=None, high=None), dtype=dtype)
 
 
 def _check_prior(prior, n_left, n_right, dtype):
@@ -529,7 +503,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         if self.shared_embeddings and XL.shape[1] != XR.shape[1]:
             raise ValueError("shared_embeddings=True needs left_features and right_features with the same columns "
                              f"(got {XL.shape[1]} and {XR.shape[1]})")
-        P = _check_pairs(pairs, XL.n_rows, XR.n_rows)
+        P = check_pairs(pairs, (XL.n_rows, XR.n_rows))
         s = _check_targets(targets, P.shape[0], dt)
         Q, R = _check_prior(prior, XL.n_rows, XR.n_rows, dt)
         if Q is not None and self.regularizer == "gor":
@@ -835,8 +809,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
                 bar.update()
         if est[0] is not None:
             self.estimator_state_ = {"left": _estimator_state(est[0]), "right": _estimator_state(est[1])}
-        seen = sp.csr_matrix((np.ones(n, dtype=np.int8), (P[:, 0], P[:, 1])), shape=(self.n_left_, self.n_right_))
-        seen.data[:] = 1
+        seen = _pair_matrix(P, self.n_left_, self.n_right_)
         self._interactions = ((self._interactions + seen) > 0).astype(np.int8).tocsr()
         # the catalogues' outputs are computed on first use (left_embedding_ etc.): for
         # million-item catalogues they cost more than an epoch of training
@@ -928,7 +901,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         """<u_i, v_j> for each (i, j) in pairs (rows of the given or fitted catalogues)."""
         U = self.transform_left(left_features)
         V = self.transform_right(right_features)
-        P = _check_pairs(pairs, U.shape[0], V.shape[0])
+        P = check_pairs(pairs, (U.shape[0], V.shape[0]))
         return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
 
     def recommend(self, left_rows, k=10, exclude_seen=True):
