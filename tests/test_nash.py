@@ -13,7 +13,8 @@ from similearn import _core
 from similearn.datasets import make_topic_documents
 from similearn.hashing import LSHHasher
 from similearn.metrics import precision_at_k_hamming
-from similearn.nash import NASH, _kernel_csr
+from similearn._validation import kernel_csr
+from similearn.nash import NASH
 from similearn.neighbors import pack_bits
 
 SFX = {np.float32: "f32", np.float64: "f64"}
@@ -281,7 +282,7 @@ def test_estimator_batch_step_matches_oracle(dt, noise, hs, sup, binarization):
     loss, grads, parts = O.forward_backward(P, Cnt, u.astype(dt).astype(float), eps.astype(dt).astype(float),
                                             noise=noise, sigma0=0.3, gamma=0.4, binarization=binarization,
                                             alpha=0.7 if sup else 0.0, y=None if y is None else y[rows])
-    Xd = _kernel_csr(X, dt)
+    Xd = kernel_csr(X, dt)
     ws = est._workspace(B)
     ws["ykind"] = sup
     inv = (1.0 / np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())).astype(dt)

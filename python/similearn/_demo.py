@@ -379,7 +379,7 @@ def _nash(ctx):
     ctx.print("  paper (Reuters, unsupervised): LSH 0.32 / 0.39, NASH-DN 0.80 / 0.84 at 16 / 32 bits")
 
 
-@section("twotower", "Two-tower model with Gramian estimates (SOGram, SAGram) against sampling, on generated interactions")
+@section("twotower", "Two-tower model with Gramian estimates (SOGram, SAGram) against sampling, generated pairs")
 def _twotower(ctx):
     from .datasets import make_interactions, train_test_split_pairs
     from .metrics import interaction_map_at_k

@@ -7,6 +7,7 @@ indices in range.  Errors name the offending argument.
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 import warnings
 
 import numpy as np
@@ -614,3 +615,26 @@ def seed_from_random_state(random_state, name="random_state"):
         raise TypeError(f"{name} must be None, an int, a RandomState or a Generator, got "
                         f"{type(random_state).__name__}") from None
     return int(rs.randint(0, _SEED_BOUND, dtype=np.uint64))
+
+
+class KernelCsr(NamedTuple):
+    """The kernels' view of a CSR matrix: int64 offsets and indices, values in the model's dtype."""
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple
+
+
+def kernel_csr(X, dtype, scale=1.0, name="X"):
+    """A validated CSR ``X`` as :class:`KernelCsr` with values in ``dtype`` times ``scale``.
+
+    Index arrays are shared with X when already int64 (no SciPy constructor, which
+    would narrow them to int32); the value array is new whenever ``scale`` changes
+    the values, so the caller's matrix is left alone.
+    """
+    with np.errstate(over="ignore"):  # reported below
+        data = X.data.astype(dtype, copy=False) if scale == 1.0 else (X.data * scale).astype(dtype)
+    if data.size and not np.isfinite(data).all():
+        raise ValueError(f"{name} has entries beyond the {np.dtype(dtype).name} range (up to "
+                         f"{np.abs(X.data).max() * scale:.3g} after scaling); rescale {name} or use dtype='float64'")
+    return KernelCsr(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), data, X.shape)

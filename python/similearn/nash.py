@@ -34,7 +34,6 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
-from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,7 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
-from ._validation import check_float, check_int, check_labels, check_X, seed_from_random_state
+from ._validation import check_float, check_int, check_labels, check_X, kernel_csr, seed_from_random_state
 from .base import SaveLoadMixin, progress
 from .hashing import HashingMixin
 
@@ -82,29 +81,6 @@ def _check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=No
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
     norms = np.sqrt(np.bincount(rows, weights=np.square(X.data, dtype=np.float64), minlength=X.shape[0]))
     return X, norms
-
-
-class _Docs(NamedTuple):
-    """The kernels' view of a CSR matrix: int64 offsets and indices, values in the model's dtype."""
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    shape: tuple
-
-
-def _kernel_csr(X, dtype, scale=1.0):
-    """X (CSR) as :class:`_Docs` with values in ``dtype`` times ``scale``.
-
-    Index arrays are shared with X when already int64 (no SciPy constructor, which
-    would narrow them to int32); the value array is new whenever ``scale`` changes
-    the values, so the caller's matrix is left alone.
-    """
-    with np.errstate(over="ignore"):  # reported below
-        data = X.data.astype(dtype, copy=False) if scale == 1.0 else (X.data * scale).astype(dtype)
-    if data.size and not np.isfinite(data).all():
-        raise ValueError(f"X has entries beyond the {np.dtype(dtype).name} range (up to "
-                         f"{np.abs(X.data).max() * scale:.3g} after scaling); rescale X or use dtype='float64'")
-    return _Docs(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), data, X.shape)
 
 
 def _kl_bernoulli(g, s, gamma):
@@ -205,7 +181,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_bits=32, hidden_sizes=(500, 500), noise="data", noise_std=0.2, binarization="stochastic",
-                 prior=0.5, supervised=0.0, target_scale="auto", n_epochs=30, batch_size=64, learning_rate=1e-3, optimizer="adam",
+                 prior=0.5, supervised=0.0, target_scale="auto", n_epochs=30, batch_size=64, learning_rate=1e-3,
+                 optimizer="adam",
                  dtype="float32", random_state=None, verbose=0, n_threads=None):
         self.n_bits = n_bits
         self.hidden_sizes = hidden_sizes
@@ -501,7 +478,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         else:
             ts = float(self.target_scale)
         self.target_scale_ = ts
-        X = _kernel_csr(X, dt, ts)  # decoder targets: a new array, the caller's X is untouched
+        X = kernel_csr(X, dt, ts)  # decoder targets: a new array, the caller's X is untouched
         inv = np.zeros(n, dt)
         inv[keep] = 1.0 / (norms[keep] * ts)
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
@@ -580,7 +557,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """Code logits g(x) (n x l) of validated CSR X with row norms ``norms``, in blocks of rows."""
         P, l = self._P, self.n_bits
         dt = P["E"].dtype
-        Xd = _kernel_csr(X, dt)
+        Xd = kernel_csr(X, dt)
         inv = (1.0 / np.where(norms > 0, norms, np.inf)).astype(dt)  # 0 for empty rows
         n = X.shape[0]
         out = np.empty((n, l), dt)

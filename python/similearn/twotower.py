@@ -57,7 +57,7 @@ from sklearn.base import BaseEstimator, clone
 from . import _core
 from ._config import blas_limits, get_num_threads
 from ._validation import (check_bool, check_float, check_int, check_pairs, check_similarity, check_X,
-                          seed_from_random_state)
+                          kernel_csr, seed_from_random_state)
 from .base import SaveLoadMixin, progress
 from .gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error
 from .metrics import _pair_matrix
@@ -73,23 +73,8 @@ def _sfx(dt):
     return "f32" if dt == np.float32 else "f64"
 
 
-class _Csr:
-    """A validated CSR feature matrix in the kernels' layout (int64 offsets)."""
-
-    def __init__(self, X):
-        self.shape = X.shape
-        self.indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
-        self.indices = np.ascontiguousarray(X.indices, dtype=np.int64)
-        self.data = np.ascontiguousarray(X.data)
-        self.dtype = self.data.dtype
-
-    @property
-    def n_rows(self):
-        return self.shape[0]
-
-
 def _check_features(F, name, dtype, normalize, n_features=None):
-    """int n (one-hot ids) or a 2-D matrix (sparse or dense) -> _Csr of dtype."""
+    """int n (one-hot ids) or a 2-D matrix (sparse or dense) -> the kernels' CSR view, values of dtype."""
     if isinstance(F, (numbers.Integral, np.integer)) and not isinstance(F, (bool, np.bool_)):
         n = check_int(F, name, low=1)
         X = sp.identity(n, dtype=dtype, format="csr")
@@ -106,7 +91,7 @@ def _check_features(F, name, dtype, normalize, n_features=None):
         nrm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         scale = np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0).astype(dtype)
         X = sp.csr_matrix(sp.diags(scale) @ X, dtype=dtype)
-    return _Csr(X)
+    return kernel_csr(X, dtype, name=name)
 
 
 def _check_targets(targets, n_pairs, dtype):
@@ -436,7 +421,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         return np.ascontiguousarray(g)
 
     def _embed_all(self, side, X, nt):
-        n = X.n_rows
+        n = X.shape[0]
         k = int(self.n_components)
         out = np.empty((n, k), dtype=self.params_["E_left"].dtype)
         for start in range(0, n, _CHUNK):
@@ -497,15 +482,15 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
                              None if first else self.n_features_right_)
         if not first:
             self._check_structure(k, hs, d, dt)
-        if not first and (XL.n_rows != self.n_left_ or XR.n_rows != self.n_right_):
+        if not first and (XL.shape[0] != self.n_left_ or XR.shape[0] != self.n_right_):
             raise ValueError(f"partial_fit needs the catalogues of the first call: {self.n_left_} left and "
-                             f"{self.n_right_} right rows, got {XL.n_rows} and {XR.n_rows}")
+                             f"{self.n_right_} right rows, got {XL.shape[0]} and {XR.shape[0]}")
         if self.shared_embeddings and XL.shape[1] != XR.shape[1]:
             raise ValueError("shared_embeddings=True needs left_features and right_features with the same columns "
                              f"(got {XL.shape[1]} and {XR.shape[1]})")
-        P = check_pairs(pairs, (XL.n_rows, XR.n_rows))
+        P = check_pairs(pairs, (XL.shape[0], XR.shape[0]))
         s = _check_targets(targets, P.shape[0], dt)
-        Q, R = _check_prior(prior, XL.n_rows, XR.n_rows, dt)
+        Q, R = _check_prior(prior, XL.shape[0], XR.shape[0], dt)
         if Q is not None and self.regularizer == "gor":
             raise ValueError("a low-rank prior applies to the Gramian penalty, not to regularizer='gor'")
         if Q is not None and self.penalty == "none":
@@ -529,7 +514,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             self.params_["E_right"] = self.params_["E_left"]
 
     def _start(self, XL, XR, P, Q, R, k, hs, d, dt, rng, nt):
-        self.n_left_, self.n_right_ = XL.n_rows, XR.n_rows
+        self.n_left_, self.n_right_ = XL.shape[0], XR.shape[0]
         self.n_features_left_, self.n_features_right_ = XL.shape[1], XR.shape[1]
         self.params_ = self._init_params(XL.shape[1], XR.shape[1], k, hs, d, dt, rng, nt)
         self.structure_ = self._structure(k, hs, d, dt)
@@ -615,7 +600,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         elif self.penalty == "exact":
             if items:  # B' = the whole catalogue, each item weighted 1/N
                 for side in ("left", "right"):
-                    r = np.arange(X[side].n_rows, dtype=np.int64)
+                    r = np.arange(X[side].shape[0], dtype=np.int64)
                     E, acts_all = self._forward(side, X[side], r, nt, keep=True)
                     gb[side] = (r, E, acts_all, 1.0 / r.size)
                 UL, UR = gb["left"][1], gb["right"][1]
@@ -947,7 +932,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         if side not in cache:
             nt = get_num_threads(self.n_threads)
             with blas_limits(nt):
-                cache[side] = self._embed_all(side, _Csr(self._catalogue[side]), nt)
+                cache[side] = self._embed_all(side, kernel_csr(self._catalogue[side], self.params_["E_left"].dtype), nt)
         return cache[side]
 
     @property
