@@ -28,15 +28,10 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
     return;
   }
   if (nw == 1) {  // one worker: run inline (no thread start-up), polling for Ctrl-C between tasks
-    auto last = std::chrono::steady_clock::now();
+    SignalPoll poll;
     for (std::int64_t t = 0; t < n_tasks; ++t) {
       fn(t, 0);
-      const auto now = std::chrono::steady_clock::now();  // every task: there may be only a few, long ones
-      if (now - last >= std::chrono::milliseconds(50)) {
-        last = now;
-        py::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) throw py::error_already_set();
-      }
+      poll.poll();  // after every task: there may be only a few, long ones
     }
     return;
   }

@@ -37,6 +37,11 @@ class SignalPoll {
   SignalPoll() : last_(std::chrono::steady_clock::now()) {}
   void tick() {
     if (++count_ & 63) return;
+    poll();
+  }
+  // The same without the 64-call gate, for loops of few long iterations (reads the
+  // clock on every call).
+  void poll() {
     auto now = std::chrono::steady_clock::now();
     if (now - last_ < std::chrono::milliseconds(50)) return;
     last_ = now;
