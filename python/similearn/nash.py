@@ -182,8 +182,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     def __init__(self, n_bits=32, hidden_sizes=(500, 500), noise="data", noise_std=0.2, binarization="stochastic",
                  prior=0.5, supervised=0.0, target_scale="auto", n_epochs=30, batch_size=64, learning_rate=1e-3,
-                 optimizer="adam",
-                 dtype="float32", random_state=None, verbose=0, n_threads=None):
+                 optimizer="adam", dtype="float32", random_state=None, verbose=0, n_threads=None):
         self.n_bits = n_bits
         self.hidden_sizes = hidden_sizes
         self.noise = noise

@@ -636,7 +636,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
                 est[side]._observe(rows[side], out[side])
             grads = {}
             dH = self._backward(side, acts[side], grad_out[side], grads)
-            r = rows[side]
+            r, r2, dH2 = rows[side], st["empty_rows"], st["empty_d"]  # the step's sources: B (and B')
             if items:  # + the Gramian batch's penalty gradient: (M u'_j) / |B'| for each of its items
                 gr, gE, gacts, scale = gb[side]
                 gg = {}
@@ -646,17 +646,16 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
                     Qs = self._Q if side == "left" else self._R
                     dG -= getattr(_core, "_gemm_" + sfx)(np.ascontiguousarray(Qs[gr]), Np[side], False, True)
                 dG *= gE.dtype.type(scale)
-                dHg = self._backward(side, gacts, dG, gg)
+                r2, dH2 = gr, self._backward(side, gacts, dG, gg)
                 for nm in gg:
-                    grads[nm] = grads[nm] + gg[nm]
-                r = np.concatenate([r, gr])
-                dH = np.ascontiguousarray(np.concatenate([dH, dHg]))
-            if not shared:
+                    grads[nm] += gg[nm]
+                if shared:  # the shared table's step takes one source per side: B then B'
+                    r, dH = np.concatenate([r, r2]), np.concatenate([dH, dH2])
+            if not shared:  # B and B' as the kernel's two sources (the fused loop's order)
                 Xs = X[side]
                 s1, s2 = (ss["E_" + side] + [None, None])[:2]
                 getattr(_core, "sparse_step_" + sfx)(Pm["E_" + side], s1, s2, Xs.indptr, Xs.indices, Xs.data,
-                                                     r, dH, Xs.indptr, Xs.indices, Xs.data,
-                                                     st["empty_rows"], st["empty_d"], *args)
+                                                     r, dH, Xs.indptr, Xs.indices, Xs.data, r2, dH2, *args)
             for i, (W, bias) in enumerate(zip(Pm["W_" + side], Pm["b_" + side])):
                 for nm, arr in ((f"W_{side}_{i}", W), (f"b_{side}_{i}", bias)):
                     s1, s2 = (ss[nm] + [None, None])[:2]
