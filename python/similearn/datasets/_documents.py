@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch
 
-from ._fetch import fetch, resolve_path
+from ._fetch import check_choice as _check_choice, check_download, fetch, resolve_path
 
 __all__ = [
     "load_20newsgroups",
@@ -68,19 +68,6 @@ stories without any topic are dropped.  Topic subsets (top10, top20, R8, R52)
 are computed from the data.  ``data`` is title + newline + body.
 Source: {url} (see {page})
 """.format(url=REUTERS_URL, page=REUTERS_PAGE)
-
-
-def _check_choice(name, value, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-
-
-def _fetch_missing(path, download, url, sha256, missing_msg):
-    if not download:
-        raise FileNotFoundError(missing_msg)
-    if not path.name.lower().endswith((".tar.gz", ".tgz")):
-        raise OSError(f"download=True saves the .tar.gz archive; pass a path ending in .tar.gz instead of {path}")
-    fetch(url, path, sha256)
 
 
 def _open_tar(path):
@@ -260,10 +247,11 @@ def load_20newsgroups(path=None, subset="train", download=False, data_home=None,
 
     path = resolve_path(path, data_home, NEWSGROUPS_ARCHIVE)
     if not path.exists():
-        _fetch_missing(path, download, NEWSGROUPS_URL, NEWSGROUPS_SHA256,
+        check_download(path, download,
                        f"{path} not found. Pass download=True to fetch {NEWSGROUPS_URL}, or download it by other "
                        f"means and pass the archive (or the folder extracted from it, holding "
-                       f"20news-bydate-train/ and 20news-bydate-test/) as path")
+                       f"20news-bydate-train/ and 20news-bydate-test/) as path", (".tar.gz", ".tgz"))
+        fetch(NEWSGROUPS_URL, path, NEWSGROUPS_SHA256)
     wanted = ("train", "test") if subset == "all" else (subset,)
     reader = _ng_read_dir if path.is_dir() else _ng_read_tar
     categories, found, posts = reader(path, wanted)
@@ -455,10 +443,11 @@ def load_reuters21578(path=None, subset="train", split="modapte", topics="top10"
     _check_choice("topics", topics, _TOPIC_SETS)
     path = resolve_path(path, data_home, REUTERS_ARCHIVE)
     if not path.exists():
-        _fetch_missing(path, download, REUTERS_URL, REUTERS_SHA256,
+        check_download(path, download,
                        f"{path} not found. Download the Reuters-21578 collection ({REUTERS_URL}, described at "
                        f"{REUTERS_PAGE}) and pass the archive, or the folder holding reut2-000.sgm ... "
-                       f"reut2-021.sgm, as path; or pass download=True")
+                       f"reut2-021.sgm, as path; or pass download=True", (".tar.gz", ".tgz"))
+        fetch(REUTERS_URL, path, REUTERS_SHA256)
     allowed = ("YES",) if split == "modapte" else ("YES", "NO")
     docs = {"train": [], "test": []}
     for name, text in _reuters_files(path):

@@ -125,3 +125,20 @@ def fetch(url, path, sha256=None, *, timeout=60.0):
             pass
         raise
     return path
+
+
+def check_choice(name, value, choices):
+    """``value`` must be one of the strings ``choices`` (a loader's option)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+def check_download(path, download, missing_msg, suffixes):
+    """``path`` is missing: raise FileNotFoundError(missing_msg) without ``download``;
+    with it, ``path`` must end in one of ``suffixes`` (the archive format the URL
+    serves) before the caller fetches it."""
+    if not download:
+        raise FileNotFoundError(missing_msg)
+    if not path.name.lower().endswith(tuple(suffixes)):
+        raise OSError(f"download=True saves the {suffixes[0]} archive; pass a path ending in {suffixes[0]} "
+                      f"instead of {path}")

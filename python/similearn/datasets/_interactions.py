@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch, check_random_state
 
-from ._fetch import fetch, resolve_path
+from ._fetch import check_choice as _check_choice, check_download, fetch, resolve_path
 
 __all__ = [
     "load_movielens",
@@ -89,11 +89,6 @@ _CHUNK = 1 << 24
 _EXACT_INT = 2.0 ** 53
 _INT64_MAX = np.iinfo(np.int64).max
 _OTHER_WS = b" \t\x0b\x0c"
-
-
-def _check_choice(name, value, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
 def _import_pandas():
@@ -590,11 +585,8 @@ def _ml_source(variant, path, download, data_home):
     if not path.exists() and default and path.with_name(top).is_dir():
         path = path.with_name(top)  # an archive extracted next to where it would be
     if not path.exists():
-        if not download:
-            raise FileNotFoundError(f"{path} not found. Pass download=True to fetch {url}, or download it by other "
-                                    f"means and pass the archive (or the folder extracted from it) as path")
-        if path.suffix.lower() != ".zip":
-            raise OSError(f"download=True saves the .zip archive; pass a path ending in .zip instead of {path}")
+        check_download(path, download, f"{path} not found. Pass download=True to fetch {url}, or download it by "
+                       "other means and pass the archive (or the folder extracted from it) as path", (".zip",))
         fetch(url, path, _ML_SHA256[variant])
     return path, (_Folder(path, top) if path.is_dir() else _Zip(path))
 
