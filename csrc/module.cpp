@@ -367,18 +367,6 @@ void def_nash(py::module_& m, const std::string& sfx) {
       py::arg("logits").noconvert(), py::arg("rec").noconvert(), py::arg("dE").noconvert(),
       py::arg("deb").noconvert(), py::arg("dzp").noconvert(), py::arg("n_threads"));
   m.def(
-      ("nash_adam_" + sfx).c_str(),
-      [](carray<T>& p, carray<T>& mo, carray<T>& v, const carray<T>& g, double lr, double b1, double b2, double eps,
-         i64 t, int n_threads) {
-        const i64 n = p.size();
-        need(mo.size() == n && v.size() == n && g.size() == n, "adam: p, m, v, g differ in size");
-        const auto st = nash_adam_step(lr, b1, b2, eps, t);
-        py::gil_scoped_release nogil;
-        sl::nash::adam_dense<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), g.data(), n, st, n_threads);
-      },
-      py::arg("p").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(), py::arg("g").noconvert(),
-      py::arg("lr"), py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("t"), py::arg("n_threads"));
-  m.def(
       ("nash_adam_input_" + sfx).c_str(),
       [](carray<T>& p, carray<T>& mo, carray<T>& v, const carray<i64>& indptr, const carray<i64>& indices,
          const carray<T>& data, const carray<i64>& rows, const carray<T>& scale, const carray<T>& dA, bool lazy,

@@ -222,15 +222,6 @@ double decoder(const T* zp, i64 B, i64 l, const T* E, const T* eb, i64 V, const 
 }
 
 template <class T>
-void adam_dense(T* p, T* m, T* v, const T* g, i64 n, const AdamStep& s, int n_threads) {
-  const AdamCoef c = adam_coef(s);
-  parallel_for((n + kAdamChunk - 1) / kAdamChunk, n_threads, [&](i64 task, int) {
-    const i64 i0 = task * kAdamChunk, len = std::min(n, i0 + kAdamChunk) - i0;
-    adam_chunk<T>(p + i0, m + i0, v + i0, g + i0, len, T(s.beta1), T(s.beta2), T(c.step), T(c.isb), T(s.eps));
-  });
-}
-
-template <class T>
 void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T* data, const i64* rows, i64 B,
                       const T* sc, const T* dA, bool lazy, const AdamStep& s, int n_threads) {
   const AdamCoef c = adam_coef(s);
@@ -279,7 +270,6 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
 #define SL_NASH_INSTANTIATE(T)                                                                                  \
   template double decoder<T>(const T*, i64, i64, const T*, const T*, i64, const Csr&, const T*, const i64*,    \
                              double, T*, T*, T*, T*, T*, int);                                                 \
-  template void adam_dense<T>(T*, T*, T*, const T*, i64, const AdamStep&, int);                                \
   template void adam_input_layer<T>(T*, T*, T*, i64, i64, const Csr&, const T*, const i64*, i64, const T*,       \
                                     const T*, bool, const AdamStep&, int);
 

@@ -9,8 +9,9 @@
 //     term  rec_b = -sum_w c_bw log softmax_bw  and its gradient
 //     G = weight * (n_b softmax_b - c_b) (n_b = sum_w c_bw), then dE = G^T Z',
 //     deb = colsum(G), dZ' = G E;
-//   * Adam for dense parameters and for the input layer (exact: rows of absent
-//     words take the g = 0 step; or lazy: they are skipped).
+//   * Adam for the input layer (exact: rows of absent words take the g = 0 step;
+//     or lazy: they are skipped); the other parameters take embedding.hpp's
+//     dense_step.
 //
 // X is CSR (indptr, indices, data) with 64-bit offsets; `rows` selects the batch.
 // All index arithmetic is 64-bit; no V x V or n x V array is formed (the decoder's
@@ -43,11 +44,6 @@ struct AdamStep {
   double eps;    // 1e-8
   i64 t;         // step number, >= 1 (bias corrections 1 - beta^t)
 };
-
-// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) after the moment updates,
-// elementwise over n entries.
-template <class T>
-void adam_dense(T* p, T* m, T* v, const T* g, i64 n, const AdamStep& s, int n_threads);
 
 // Adam on the input layer p (n_rows x H, one row per word) fused with its gradient
 // (diag(scale) X[rows])^T dA, which is non-zero only on the words of the batch:

@@ -416,7 +416,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         P, gr, M, Vm = self._P, ws["grads"], ws["m"], ws["v"]
         lr = float(self.learning_rate)
         b1, b2, eps = _ADAM
-        adam = _kern(P["E"].dtype, "adam")
+        adam = getattr(_core, "dense_step_" + ("f32" if P["E"].dtype == np.float32 else "f64"))  # opt 2: Adam
         in_key = ("W", 0) if P["W"] else ("Wh", None)
         for key, idx, p in self._iter_params():
             if (key, idx) == in_key:
@@ -425,7 +425,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
                                              eps, t, nt)
             else:
                 g = gr[key] if idx is None else gr[key][idx]
-                adam(p, M[key, idx], Vm[key, idx], g, lr, b1, b2, eps, t, nt)
+                adam(p, M[key, idx], Vm[key, idx], g, 2, lr, b1, b2, eps, t, 0.0, nt)
 
     def _iter_params(self):
         for key, val in self._P.items():
