@@ -49,11 +49,6 @@ SL_ALWAYS_INLINE void update_body(int opt, T* p, T* s1, T* s2, const T* g, i64 n
     optim::adam<T>(p, s1, s2, g, n, T(c.b1), T(c.b2), T(c.step), T(c.isb), T(c.eps), T(c.l2));
 }
 
-template <class T>
-SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* __restrict x, T* __restrict y) {
-  for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 // One bag: out = bias + sum_p (a val[p]) E[idx[p]] (d entries; bias may be null).
 template <class T>
 SL_ALWAYS_INLINE void bag_row_body(const i64* idx, const T* val, i64 nnz, T a, const T* E, i64 d, const T* bias,
@@ -115,19 +110,6 @@ template <class T>
 void row_step(int opt, const i64* ent, i64 n_ent, const T* val, const T* const* grad_row, i64 d, T* g, T* p, T* s1, T* s2,
          const Coef& c) {
   SL_EMB_DISPATCH(row_step, opt, ent, n_ent, val, grad_row, d, g, p, s1, s2, c);
-}
-
-// Ask for the d-entry row at p ahead of use: gathers of random table rows are bound
-// by memory latency, and a few rows in flight hide most of it.
-template <class T>
-inline void prefetch_row(const T* p, i64 d) {
-#if defined(__GNUC__)
-  const char* c = reinterpret_cast<const char*>(p);
-  for (i64 o = 0; o < d * i64(sizeof(T)); o += 64) __builtin_prefetch(c + o);
-#else
-  (void)p;
-  (void)d;
-#endif
 }
 
 constexpr i64 kAhead = 4;  // rows prefetched ahead

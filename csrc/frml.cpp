@@ -11,6 +11,7 @@
 
 #include "blas.hpp"
 #include "parallel.hpp"
+#include "simd.hpp"
 #include "skinny.hpp"
 
 namespace sl {
@@ -89,15 +90,6 @@ struct Embedder {
 
 constexpr i64 kPrefetch = 8;  // candidates ahead whose rows of Z are prefetched (random rows miss L2)
 
-template <class T>
-inline void prefetch_row(const T* p, i64 m) {
-#if defined(__GNUC__) || defined(__clang__)
-  const char* c = reinterpret_cast<const char*>(p);
-  for (i64 off = 0; off < m * static_cast<i64>(sizeof(T)); off += 64) __builtin_prefetch(c + off);
-#else
-  (void)p, (void)m;
-#endif
-}
 
 template <class T>
 double sqdist(const T* a, const T* b, i64 m) {

@@ -89,11 +89,6 @@ SL_ALWAYS_INLINE void scale_body(T* x, i64 n, T f) {
   for (i64 i = 0; i < n; ++i) x[i] *= f;
 }
 
-template <class T>
-SL_ALWAYS_INLINE void axpy_body(i64 n, T a, const T* x, T* y) {
-  for (i64 i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 #define SL_NASH_VARIANT(sfx, attr)                                                                              \
   attr float exp_shift_sum_##sfx(float* x, i64 n, float shift) { return exp_shift_sum_body(x, n, shift); }    \
   template <class T>                                                                                          \

@@ -11,6 +11,7 @@
 #define SL_TARGET(x)
 #endif
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -78,4 +79,24 @@ inline int vector_level() {
 }
 
 }  // namespace cpu
+// Shared row helpers of the kernels.
+
+// Ask for the n-entry row at p ahead of use: gathers of random table rows are bound
+// by memory latency, and a few rows in flight hide most of it.
+template <class T>
+inline void prefetch_row(const T* p, std::int64_t n) {
+#if defined(__GNUC__) || defined(__clang__)
+  const char* c = reinterpret_cast<const char*>(p);
+  for (std::int64_t off = 0; off < n * static_cast<std::int64_t>(sizeof(T)); off += 64) __builtin_prefetch(c + off);
+#else
+  (void)p, (void)n;
+#endif
+}
+
+// y += a x over n entries (inlined into each ISA variant of its caller).
+template <class T>
+SL_ALWAYS_INLINE void axpy_body(std::int64_t n, T a, const T* __restrict x, T* __restrict y) {
+  for (std::int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 }  // namespace sl
