@@ -48,6 +48,18 @@ def _sfx(dtype):
     return "f32" if np.dtype(dtype) == np.float32 else "f64"
 
 
+def _cdf(w):
+    """Cumulative distribution of the weights w (last entry exactly 1)."""
+    c = np.cumsum(w)
+    c[-1] = 1.0
+    return c
+
+
+def _draw(cdf, rng, size):
+    """Inverse-cdf draws of ``size`` ids (int64)."""
+    return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), cdf.size - 1).astype(np.int64)
+
+
 def item_weights(ids, n_items):
     """p_j = c_j / n: each item's share of the n training pairs (1-D int ids).
 
@@ -112,8 +124,7 @@ class _GramianEstimator:
             raise ValueError("item_weights must be a non-empty 1-D array of finite non-negative weights")
         self.k_ = check_int(n_components, "n_components", low=1)
         self.p_ = p / p.sum()
-        self._cdf = np.cumsum(self.p_)
-        self._cdf[-1] = 1.0
+        self._cdf = _cdf(self.p_)
         self._uniform = bool(np.all(self.p_ == self.p_[0]))  # then draws are plain integers
         self.n_items_ = p.size
         if pool is not None:
@@ -143,8 +154,7 @@ class _GramianEstimator:
             return rng.integers(0, self.n_items_, size=size, dtype=np.int64)
         if self._pool is not None:
             return self._pool[rng.integers(0, self._pool.size, size=size)].astype(np.int64, copy=False)
-        return np.minimum(np.searchsorted(self._cdf, rng.random(size), side="right"), self.n_items_ - 1).astype(
-            np.int64)
+        return _draw(self._cdf, rng, size)
 
     def sample(self, rng, size):
         """Ids of the Gramian batch, drawn from the item weights p (int64, (size,))."""
@@ -315,8 +325,7 @@ class SampledGramian(_GramianEstimator):
             q = np.sqrt(self.p_)
             q = q / q.sum()
         self.q_ = q
-        self._qcdf = np.cumsum(q)
-        self._qcdf[-1] = 1.0
+        self._qcdf = _cdf(q)
         return self
 
     def sample(self, rng, size):
@@ -325,8 +334,7 @@ class SampledGramian(_GramianEstimator):
             return rng.integers(0, self.n_items_, size=size, dtype=np.int64)
         if self.proposal == "linear":
             return self._sample_p(rng, size)
-        return np.minimum(np.searchsorted(self._qcdf, rng.random(size), side="right"), self.n_items_ - 1).astype(
-            np.int64)
+        return _draw(self._qcdf, rng, size)
 
     def update(self, ids, embeddings):
         """The sampled estimate from the batch (ids drawn from ``sample``)."""
