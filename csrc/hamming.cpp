@@ -8,6 +8,9 @@
 // portable bit-twiddling fallback.  The wheel is built for the baseline ISA; the
 // faster variants are compiled with function target attributes (simd.hpp).
 #include "hamming.hpp"
+#include "topk.hpp"
+
+#include <limits>
 
 #include <algorithm>
 #include <stdexcept>
@@ -55,6 +58,8 @@ class BucketTopK {
     buckets_[static_cast<std::size_t>(d)].push_back(idx);
     if (++below_ >= k_) tighten();
   }
+  // Slots no candidate fills (k > candidates, only in a sharded search's blocks) get
+  // distance INT32_MAX and index INT64_MAX, so a merge by (distance, index) puts them last.
   void finish(std::int64_t* out_idx, std::int32_t* out_d) const {
     std::int64_t m = 0;
     for (int d = 0; d <= std::min(thr_, max_d_) && m < k_; ++d)
@@ -64,6 +69,10 @@ class BucketTopK {
         out_d[m] = d;
         ++m;
       }
+    for (; m < k_; ++m) {
+      out_idx[m] = std::numeric_limits<std::int64_t>::max();
+      out_d[m] = std::numeric_limits<std::int32_t>::max();
+    }
   }
 
  private:
@@ -244,8 +253,8 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
                   std::int64_t w, std::int64_t k, std::int64_t self_offset, int n_threads, std::int64_t* out_idx,
                   std::int32_t* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
-  if (k > nx - (self_offset >= 0 ? 1 : 0)) throw std::invalid_argument("k exceeds the number of candidates");
   if (nq == 0) return;
+  const bool has_self = self_offset != kNoSelf;
   // database block of ~128 KiB stays in L2 while a block of queries streams over it
   const std::int64_t bx = std::max<std::int64_t>(64, (128 * 1024) / (8 * w));
   const int nt = std::max(1, n_threads);
@@ -272,7 +281,7 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       const std::int64_t nb = std::min(bx, nx - x0);
       for (std::int64_t i = 0; i < nqb; ++i) {
-        const std::int64_t skip = self_offset >= 0 ? self_offset + q0 + i : -1;
+        const std::int64_t skip = has_self ? self_offset + q0 + i : -1;
         scan_block(Q + (q0 + i) * w, X + x0 * w, nb, w, x0, skip, wk.sel[static_cast<std::size_t>(i)],
                    wk.buf.data());
       }

@@ -11,6 +11,9 @@ void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, st
                std::int64_t n_words, int n_threads);
 
 // Exact k nearest codes by Hamming distance; ties -> lower database index.
+// self_offset: database row self_offset + i is skipped for query i (kNoSelf in
+// topk.hpp: none).  k may exceed the candidates (a sharded search's blocks): the
+// missing slots get distance INT32_MAX and index INT64_MAX.
 void hamming_topk(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* x, std::int64_t nx,
                   std::int64_t n_words, std::int64_t k, std::int64_t self_offset, int n_threads, std::int64_t* out_idx,
                   std::int32_t* out_dist);

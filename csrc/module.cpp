@@ -143,17 +143,65 @@ void def_frml(py::module_& m, const char* sample_name, const char* retract_name,
       py::arg("cache_bytes"), py::arg("n_threads"));
 }
 
+// std::nullopt -> no leave-one-out; any integer (negative ones too: a sharded
+// search's block that starts after the queries' rows) is the offset of query 0's row.
+inline i64 self_of(const std::optional<i64>& self_offset) { return self_offset ? *self_offset : sl::kNoSelf; }
+
 template <class T>
-py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, i64 self_offset, int n_threads) {
+py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
+                    int n_threads) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
   carray<i64> idx({nq, k});
   carray<T> score({nq, k});
   {
     py::gil_scoped_release nogil;
-    sl::topk_dense<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_offset,
+    sl::topk_dense<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
                       n_threads, idx.mutable_data(), score.mutable_data());
   }
   return py::make_tuple(idx, score);
+}
+
+// The two stages of topk_dense, for sharded searches (similearn._dask.search).
+template <class T>
+py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
+                         int gemm, bool exact_dist, int n_threads) {
+  const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
+  if (x.shape(1) != dim && nx > 0) throw py::value_error("queries and database differ in n_features");
+  if (gemm < 0 || gemm > 2) throw py::value_error("gemm must be 0 (auto), 1 (packed) or 2 (BLAS)");
+  carray<i64> idx({nq, k});
+  carray<T> key({nq, k});
+  py::object dist = py::none();
+  double* dp = nullptr;
+  if (exact_dist) {
+    carray<double> d({nq, k});
+    dp = d.mutable_data();
+    dist = d;
+  }
+  {
+    py::gil_scoped_release nogil;
+    sl::topk_keys<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
+                     static_cast<sl::GemmMode>(gemm), n_threads, idx.mutable_data(), key.mutable_data(), dp);
+  }
+  return py::make_tuple(idx, key, dist);
+}
+
+template <class T>
+py::tuple bind_topk_finalize(const carray<T>& q, const carray<i64>& idx, const carray<T>& key, int metric,
+                             std::optional<carray<double>> dist, int n_threads) {
+  const i64 nq = q.shape(0), dim = q.shape(1), k = idx.shape(1);
+  if (idx.shape(0) != nq || key.shape(0) != nq || key.shape(1) != k)
+    throw py::value_error("idx and key must both have shape (n_queries, k)");
+  if (dist && (dist->shape(0) != nq || dist->shape(1) != k)) throw py::value_error("dist must have shape (n_queries, k)");
+  carray<i64> oi({nq, k});
+  carray<T> os({nq, k});
+  std::copy(idx.data(), idx.data() + nq * k, oi.mutable_data());
+  std::copy(key.data(), key.data() + nq * k, os.mutable_data());
+  {
+    py::gil_scoped_release nogil;
+    sl::topk_finalize<T>(q.data(), nq, dim, k, static_cast<sl::Metric>(metric), dist ? dist->data() : nullptr,
+                         n_threads, oi.mutable_data(), os.mutable_data());
+  }
+  return py::make_tuple(oi, os);
 }
 
 // Test hook for the row-major BLAS wrapper: C = op(A) op(B).
@@ -185,9 +233,13 @@ void def_dense(py::module_& m, const char* nn) {
 }
 
 template <class T>
-void def_topk(py::module_& m, const char* name) {
+void def_topk(py::module_& m, const char* name, const char* keys, const char* finalize) {
   m.def(name, &bind_topk<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
         py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"));
+  m.def(keys, &bind_topk_keys<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
+        py::arg("metric"), py::arg("self_offset"), py::arg("gemm"), py::arg("exact_dist"), py::arg("n_threads"));
+  m.def(finalize, &bind_topk_finalize<T>, py::arg("queries").noconvert(), py::arg("idx").noconvert(),
+        py::arg("key").noconvert(), py::arg("metric"), py::arg("dist").noconvert(), py::arg("n_threads"));
 }
 
 template <class T>
@@ -669,8 +721,8 @@ PYBIND11_MODULE(_core, m) {
   def_dense<float>(m, "gemm_nn_f32");
   def_dense<double>(m, "gemm_nn_f64");
 
-  def_topk<float>(m, "topk_f32");
-  def_topk<double>(m, "topk_f64");
+  def_topk<float>(m, "topk_f32", "topk_keys_f32", "topk_finalize_f32");
+  def_topk<double>(m, "topk_f64", "topk_keys_f64", "topk_finalize_f64");
 
   def_film<float>(m, "film_forward_f32", "film_backward_f32", "film_stats_f32");
   def_film<double>(m, "film_forward_f64", "film_backward_f64", "film_stats_f64");
@@ -732,13 +784,14 @@ PYBIND11_MODULE(_core, m) {
 
   m.def(
       "hamming_topk",
-      [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, i64 k, i64 self_offset, int n_threads) {
+      [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, i64 k, std::optional<i64> self_offset,
+         int n_threads) {
         const i64 nq = q.shape(0), nx = x.shape(0), w = q.shape(1);
         carray<i64> idx({nq, k});
         carray<std::int32_t> dist({nq, k});
         {
           py::gil_scoped_release nogil;
-          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_offset, n_threads, idx.mutable_data(),
+          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_of(self_offset), n_threads, idx.mutable_data(),
                            dist.mutable_data());
         }
         return py::make_tuple(idx, dist);

@@ -222,11 +222,24 @@ double sq_norm(const T* a, std::int64_t dim) {
 }  // namespace
 
 template <class T>
-void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
-                Metric metric, std::int64_t self_offset, int n_threads, std::int64_t* out_idx, T* out_score) {
+void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
+               Metric metric, std::int64_t self_offset, GemmMode gemm, int n_threads, std::int64_t* out_idx,
+               T* out_key, double* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
-  if (k > nx - (self_offset >= 0 ? 1 : 0)) throw std::invalid_argument("k exceeds the number of candidates");
   if (nq == 0) return;
+  const bool has_self = self_offset != kNoSelf;
+  // slots that no candidate fills (k > candidates): worst key, an index past every row
+  auto fill_missing = [&](std::int64_t q, std::int64_t from) {
+    for (std::int64_t j = from; j < k; ++j) {
+      out_idx[q * k + j] = std::numeric_limits<std::int64_t>::max();
+      out_key[q * k + j] = -std::numeric_limits<T>::infinity();
+      if (out_dist) out_dist[q * k + j] = std::numeric_limits<double>::infinity();
+    }
+  };
+  if (nx == 0) {
+    for (std::int64_t q = 0; q < nq; ++q) fill_missing(q, 0);
+    return;
+  }
 
   // Per-database-row term of the ranking key.
   std::vector<T> xaux;
@@ -253,11 +266,12 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   const std::int64_t bx_mem = (1LL << 20) / (dim * static_cast<std::int64_t>(sizeof(T)));
   const std::int64_t bx = std::min<std::int64_t>(nx, std::max(NR, std::min<std::int64_t>(512, bx_mem) / NR * NR));
   const std::int64_t bq = 128;
-  const std::int64_t cap = std::min(std::max<std::int64_t>(2 * k, k + 64), nx) + 1;
+  const std::int64_t kk = std::min(k, nx);  // what one query can fill
+  const std::int64_t cap = std::min(std::max<std::int64_t>(2 * kk, kk + 64), nx) + 1;
   const std::int64_t item = static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));
   // Full-ranking path (k a sizeable fraction of the database): keep every key of
   // the row and radix-sort it, O(nx) per query instead of O(nx log nx).
-  const bool full = 4 * k >= nx;
+  const bool full = 4 * kk >= nx;
   // reservoirs (or full key rows) of a task stay under ~64 MiB
   const std::int64_t per_query = full ? nx * static_cast<std::int64_t>(sizeof(T)) : cap * item;
   // The task size depends on nq and the memory bound only, never on the thread
@@ -269,7 +283,7 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   const std::int64_t n_tasks = (nq + tq - 1) / tq;
   const int nw = n_workers(n_tasks, n_threads);
   // packing a database block pays off only when enough queries reuse it
-  const bool packed = gemmk::available() && nq >= 32;
+  const bool packed = gemmk::available() && (gemm == GemmMode::kPacked || (gemm == GemmMode::kAuto && nq >= 32));
 
   using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
   struct Work {
@@ -292,7 +306,7 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
         for (auto* v : {&w.uidx, &w.uidx_tmp}) v->resize(static_cast<std::size_t>(nx));
       } else {
         w.sel.resize(static_cast<std::size_t>(tq));
-        for (auto& sl_ : w.sel) sl_.init(k, nx);
+        for (auto& sl_ : w.sel) sl_.init(kk, nx);
       }
     }
     if (!full)
@@ -316,7 +330,7 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
         }
         for (std::int64_t i = 0; i < nqb; ++i) {
           T* row = w.tile.data() + i * nb;
-          if (self_offset >= 0) {  // -inf stays -inf under either key transform
+          if (has_self) {  // -inf stays -inf under either key transform
             const std::int64_t self = self_offset + q0 + i;
             if (self >= x0 && self < x0 + nb) row[self - x0] = -std::numeric_limits<T>::infinity();
           }
@@ -329,39 +343,53 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
     for (std::int64_t i = 0; i < ntq; ++i) {
       const std::int64_t q = t0 + i;
       std::int64_t* oi = out_idx + q * k;
-      T* os = out_score + q * k;
+      T* os = out_key + q * k;
+      std::int64_t m = 0;  // candidates kept
       if (full) {
         const T* row = w.rows.data() + i * nx;
-        const std::int64_t self = self_offset >= 0 ? self_offset + q : -1;
-        std::int64_t m = 0;
+        const std::int64_t self = has_self ? self_offset + q : -1;
         for (std::int64_t j = 0; j < nx; ++j) {
-          if (j == self) continue;
+          if (has_self && j == self) continue;
           w.ukey[static_cast<std::size_t>(m)] = static_cast<U>(~ordered_bits(row[j]));  // descending
           w.uidx[static_cast<std::size_t>(m)] = j;
           ++m;
         }
         radix_sort_pairs<U>(w.ukey.data(), w.uidx.data(), w.ukey_tmp.data(), w.uidx_tmp.data(), m);
-        for (std::int64_t j = 0; j < k; ++j) {
+        m = std::min(m, k);
+        for (std::int64_t j = 0; j < m; ++j) {
           oi[j] = w.uidx[static_cast<std::size_t>(j)];
           os[j] = row[oi[j]];
         }
-        if (metric == Metric::Euclidean) {  // distance from the key: ||q||^2 - 2 (q.x - ||x||^2/2)
-          const double qn = sq_norm(Q + q * dim, dim);
-          for (std::int64_t j = 0; j < k; ++j) os[j] = static_cast<T>(std::sqrt(std::max(0.0, qn - 2.0 * os[j])));
-          continue;
-        }
       } else {
-        w.sel[static_cast<std::size_t>(i)].finish(oi, os);
+        m = w.sel[static_cast<std::size_t>(i)].finish(oi, os);
       }
+      if (out_dist)
+        for (std::int64_t j = 0; j < m; ++j) out_dist[q * k + j] = std::sqrt(sq_dist(Q + q * dim, X + oi[j] * dim, dim));
+      fill_missing(q, m);
+    }
+  });
+}
+
+template <class T>
+void topk_finalize(const T* Q, std::int64_t nq, std::int64_t dim, std::int64_t k, Metric metric,
+                   const double* exact_dist, int n_threads, std::int64_t* idx, T* key) {
+  if (metric == Metric::InnerProduct) return;
+  const std::int64_t chunk = 256;
+  parallel_for((nq + chunk - 1) / chunk, n_threads, [&](std::int64_t t, int) {
+    std::vector<std::pair<double, std::int64_t>> tmp;
+    for (std::int64_t q = t * chunk; q < std::min(nq, (t + 1) * chunk); ++q) {
+      std::int64_t* oi = idx + q * k;
+      T* os = key + q * k;
+      const double qn = sq_norm(Q + q * dim, dim);
       if (metric == Metric::Cosine) {
-        double qn = sq_norm(Q + q * dim, dim);
-        T inv = static_cast<T>(qn > 0 ? 1.0 / std::sqrt(qn) : 0.0);
+        const T inv = static_cast<T>(qn > 0 ? 1.0 / std::sqrt(qn) : 0.0);
         for (std::int64_t j = 0; j < k; ++j) os[j] *= inv;
-      } else if (metric == Metric::Euclidean) {  // (reservoir path only)
-        // exact distances for the winners, then order by (distance, index)
-        std::vector<std::pair<double, std::int64_t>> tmp(static_cast<std::size_t>(k));
-        for (std::int64_t j = 0; j < k; ++j)
-          tmp[static_cast<std::size_t>(j)] = {std::sqrt(sq_dist(Q + q * dim, X + oi[j] * dim, dim)), oi[j]};
+      } else if (!exact_dist) {  // distance from the key: ||q||^2 - 2 (q.x - ||x||^2/2)
+        for (std::int64_t j = 0; j < k; ++j) os[j] = static_cast<T>(std::sqrt(std::max(0.0, qn - 2.0 * os[j])));
+      } else {  // exact distances of the winners, then order by (distance, index)
+        const double* od = exact_dist + q * k;
+        tmp.resize(static_cast<std::size_t>(k));
+        for (std::int64_t j = 0; j < k; ++j) tmp[static_cast<std::size_t>(j)] = {od[j], oi[j]};
         std::sort(tmp.begin(), tmp.end());
         for (std::int64_t j = 0; j < k; ++j) {
           oi[j] = tmp[static_cast<std::size_t>(j)].second;
@@ -372,9 +400,32 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   });
 }
 
+template <class T>
+void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
+                Metric metric, std::int64_t self_offset, int n_threads, std::int64_t* out_idx, T* out_score) {
+  if (k < 1) throw std::invalid_argument("k must be >= 1");
+  if (k > nx - (self_offset != kNoSelf ? 1 : 0)) throw std::invalid_argument("k exceeds the number of candidates");
+  if (nq == 0) return;
+  // Euclidean: exact distances of the winners unless k is a sizeable fraction of
+  // the database (then the distance from the key; same rule as before the split)
+  std::vector<double> dist;
+  if (metric == Metric::Euclidean && 4 * k < nx) dist.resize(static_cast<std::size_t>(nq * k));
+  topk_keys<T>(Q, nq, X, nx, dim, k, metric, self_offset, GemmMode::kAuto, n_threads, out_idx, out_score,
+               dist.empty() ? nullptr : dist.data());
+  topk_finalize<T>(Q, nq, dim, k, metric, dist.empty() ? nullptr : dist.data(), n_threads, out_idx, out_score);
+}
+
 template void topk_dense<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t,
                                 std::int64_t, Metric, std::int64_t, int, std::int64_t*, float*);
 template void topk_dense<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t,
                                  std::int64_t, Metric, std::int64_t, int, std::int64_t*, double*);
+template void topk_keys<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t, std::int64_t,
+                               Metric, std::int64_t, GemmMode, int, std::int64_t*, float*, double*);
+template void topk_keys<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t, std::int64_t,
+                                Metric, std::int64_t, GemmMode, int, std::int64_t*, double*, double*);
+template void topk_finalize<float>(const float*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*, int,
+                                   std::int64_t*, float*);
+template void topk_finalize<double>(const double*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*,
+                                    int, std::int64_t*, double*);
 
 }  // namespace sl

@@ -2,19 +2,52 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace sl {
 
 enum class Metric : int { InnerProduct = 0, Cosine = 1, Euclidean = 2 };
 
+// "no leave-one-out": any other self_offset (negative ones included) skips database
+// row self_offset + i for query i when that row exists.
+constexpr std::int64_t kNoSelf = std::numeric_limits<std::int64_t>::min();
+
+// How the tiles are multiplied: the packed AVX-512 kernel when it is available and
+// the query count makes packing pay (kAuto: nq >= 32), or always when available
+// (kPacked), or SciPy's BLAS (kBlas).  Every choice gives each score from the same
+// sequential FMA chain whatever the tile position, so a caller that splits the
+// database (similearn._dask.search) passes the choice the whole call would make.
+enum class GemmMode : int { kAuto = 0, kPacked = 1, kBlas = 2 };
+
 // queries (nq x dim), database (nx x dim), both row-major contiguous.
 // Writes out_idx / out_score (nq x k, row-major), best first, ties -> lower index.
 // Scores: inner product and cosine similarity (descending), or Euclidean distance
 // (ascending).  self_offset >= 0: database row self_offset + i is skipped for
-// query i (leave-one-out when the queries are rows of the database); -1: none.  Memory: O(n_threads * (block_q * (block_x + 2k))).
+// query i (leave-one-out when the queries are rows of the database); kNoSelf: none.
+// Memory: O(n_threads * (block_q * (block_x + 2k))).  It is topk_keys followed by
+// topk_finalize, so a sharded search that merges the keys of its blocks by
+// (key, index) and finalizes once returns the same bits.
 template <class T>
 void topk_dense(const T* queries, std::int64_t nq, const T* database, std::int64_t nx, std::int64_t dim,
                 std::int64_t k, Metric metric, std::int64_t self_offset, int n_threads, std::int64_t* out_idx,
                 T* out_score);
+
+// Stage 1: the k best ranking keys of every query (inner product q.x; cosine
+// q.x / ||x||; Euclidean q.x - ||x||^2 / 2), larger first, ties -> lower index.
+// k may exceed the candidates: missing slots get key -inf and index INT64_MAX.
+// With out_dist (nq x k, may be null) the exact Euclidean distance of each kept row
+// is written too (double accumulation; +inf in missing slots).
+template <class T>
+void topk_keys(const T* queries, std::int64_t nq, const T* database, std::int64_t nx, std::int64_t dim,
+               std::int64_t k, Metric metric, std::int64_t self_offset, GemmMode gemm, int n_threads,
+               std::int64_t* out_idx, T* out_key, double* out_dist);
+
+// Stage 2: scores from the keys, in place in (idx, key -> score).  Cosine: key /
+// ||q||; Euclidean with exact_dist null: the distance from the key,
+// sqrt(||q||^2 - 2 key) (the order of the keys is kept); Euclidean with exact_dist:
+// the k rows re-ordered by (exact distance, index), scores the exact distances.
+template <class T>
+void topk_finalize(const T* queries, std::int64_t nq, std::int64_t dim, std::int64_t k, Metric metric,
+                   const double* exact_dist, int n_threads, std::int64_t* idx, T* key_score);
 
 }  // namespace sl

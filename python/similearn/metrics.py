@@ -404,7 +404,7 @@ def _retrieval_per_query(query_X, database_X, query_labels, database_labels, met
         raise ValueError(f"query_X has {Q.shape[1]} features but database_X has {X.shape[1]}")
     self_offset = _check_self(Q, X, exclude_self, "query_X", "database_X")
     nq, ndb = Q.shape[0], X.shape[0]
-    n = ndb - (1 if self_offset >= 0 else 0)
+    n = ndb - (1 if self_offset is not None else 0)
     if n < 1:
         raise ValueError("exclude_self=True needs at least 2 database rows")
     ks = _check_ks(ks, n)
@@ -414,7 +414,7 @@ def _retrieval_per_query(query_X, database_X, query_labels, database_labels, met
     acc = _Accumulator(nq, ks)
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
-        idx, s = _topk_raw(Q[start:stop], X, n, code, start if self_offset >= 0 else -1, nt)
+        idx, s = _topk_raw(Q[start:stop], X, n, code, None if self_offset is None else start, nt)
         work = [np.take_along_axis(rel.block(start, stop), idx, axis=1), s]
         del idx, s
         n_rel, ap, auc, tk = _dense_block(work, ks)
@@ -491,7 +491,7 @@ def _check_code_pair(query_codes, database_codes, exclude_self):
         raise ValueError(f"query_codes have {q.shape[1]} words per code but database_codes have {x.shape[1]}; "
                          "codes must be packed from the same number of bits")
     self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
-    n = x.shape[0] - (1 if self_offset >= 0 else 0)
+    n = x.shape[0] - (1 if self_offset is not None else 0)
     if n < 1:
         raise ValueError("exclude_self=True needs at least 2 database codes")
     return q, x, self_offset, n
@@ -511,9 +511,9 @@ def _hamming_per_query(query_codes, database_codes, query_labels, database_label
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
         b = stop - start
-        so = start if self_offset >= 0 else -1
+        so = None if self_offset is None else start
         R = np.ascontiguousarray(rel.block(start, stop))
-        h_all, h_rel = _core.hamming_histograms(q[start:stop], x, R, so, nt)
+        h_all, h_rel = _core.hamming_histograms(q[start:stop], x, R, -1 if so is None else so, nt)
         idx, _ = _core.hamming_topk(q[start:stop], x, kmax, so, nt)
         rs_k = np.take_along_axis(R, idx, axis=1)
         del R, idx
@@ -589,7 +589,7 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
     hits = np.empty(nq, np.int64)
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
-        idx, _ = _core.hamming_topk(q[start:stop], x, k, start if self_offset >= 0 else -1, nt)
+        idx, _ = _core.hamming_topk(q[start:stop], x, k, None if self_offset is None else start, nt)
         hits[start:stop] = rel.at(start, stop, idx).sum(axis=1)
     return float(np.mean(hits / k))
 

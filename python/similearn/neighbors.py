@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 
 from . import _core
 from ._config import blas_single_threaded, get_num_threads
+from ._dask import is_dask_array
 from ._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "KNeighborsClassifier", "METRICS"]
@@ -28,7 +29,7 @@ def _check_metric(metric):
 
 def _check_self(queries, database, exclude_self, qname="queries", dname="database"):
     if not exclude_self:
-        return -1
+        return None
     same = queries is database or (
         queries.shape == database.shape
         and queries.dtype == database.dtype
@@ -44,7 +45,8 @@ def _topk_raw(queries, database, k, metric_code, self_offset, n_threads):
     """Kernel call on validated arrays (internal; also used by similearn.metrics)."""
     fn = _core.topk_f32 if queries.dtype == np.float32 else _core.topk_f64
     with blas_single_threaded():
-        return fn(queries, database, int(k), int(metric_code), int(self_offset), int(n_threads))
+        return fn(queries, database, int(k), int(metric_code), None if self_offset is None else int(self_offset),
+                  int(n_threads))
 
 
 def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=None):
@@ -81,13 +83,17 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     exactly (float64 accumulation).  The GIL is released; Ctrl-C interrupts.
     """
     code = _check_metric(metric)
+    if is_dask_array(queries) or is_dask_array(database):
+        from ._dask.search import dask_topk
+
+        return dask_topk(queries, database, k, code, exclude_self, n_threads)
     queries = check_dense(queries, "queries", min_rows=0)
     database = check_dense(database, "database")
     check_same_dtype(queries, database, "queries", "database")
     if queries.shape[1] != database.shape[1]:
         raise ValueError(f"queries has {queries.shape[1]} features but database has {database.shape[1]}")
     self_offset = _check_self(queries, database, exclude_self)
-    k = check_k(k, database.shape[0] - (1 if self_offset >= 0 else 0))
+    k = check_k(k, database.shape[0] - (1 if self_offset is not None else 0))
     return _topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads))
 
 
@@ -146,13 +152,17 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     popcount(q XOR x) over the words; AVX-512 VPOPCNTQ, POPCNT or a portable path
     chosen at run time.  O(n_queries * n_database * n_words), memory O(k) per query.
     """
+    if is_dask_array(query_codes) or is_dask_array(database_codes):
+        from ._dask.search import dask_hamming_topk
+
+        return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads)
     q = check_codes(query_codes, "query_codes", min_rows=0)
     x = check_codes(database_codes, "database_codes")
     if q.shape[1] != x.shape[1]:
         raise ValueError(f"query_codes have {q.shape[1]} words per code but database_codes have {x.shape[1]}; "
                          "codes must be packed from the same number of bits")
     self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
-    k = check_k(k, x.shape[0] - (1 if self_offset >= 0 else 0))
+    k = check_k(k, x.shape[0] - (1 if self_offset is not None else 0))
     return _core.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
 
 

@@ -1,0 +1,309 @@
+"""Exact top-k search over Dask arrays: row-sharded database, tree-merged top-k.
+
+Called by :func:`similearn.neighbors.topk` / :func:`~similearn.neighbors.hamming_topk`
+when ``queries`` or ``database`` is a ``dask.array.Array`` (never imported otherwise).
+
+Plan of one search, for every query chunk Q_i (a NumPy ``queries`` is one chunk):
+
+1. one task per database row block X_b (global row offset o_b): the kernel's first
+   stage (``_core.topk_keys_*``, Hamming: ``_core.hamming_topk``) keeps the
+   min(k, |X_b|) best *ranking keys* of every query with their global indices
+   (o_b + local index); Euclidean searches also carry the exact distance of each
+   kept row, computed where the row lives;
+2. a tree reduction (``split_every`` partial results per merge task) keeps the k best
+   by (key, index): ties go to the lower global index, as in the single call;
+3. one task applies the kernel's second stage (``_core.topk_finalize_*``: cosine
+   scaling by 1/||q||, Euclidean distances) to the merged keys.
+
+Because the single-machine ``topk`` is exactly stage 1 on the whole database
+followed by stage 3, and every score comes from the same sequential FMA chain
+whatever the tile position (the GEMM flavour, packed or BLAS, is fixed by the
+*global* query count), the result equals the in-memory call bit for bit for any
+chunking.  Memory per task: one database block (plus the kernel's tiles) and the
+running top-k, O(|Q_i| k); nothing of the database reaches the client.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _core
+from .._validation import check_codes, check_dense, check_int, check_k
+from . import check_row_chunks, require_dask
+
+__all__ = ["dask_topk", "dask_hamming_topk", "dask_retrieval_scores", "SPLIT_EVERY"]
+
+SPLIT_EVERY = 8  # partial results merged per reduction task
+_MISSING = np.iinfo(np.int64).max  # index of an unfilled slot (see csrc/topk.hpp)
+
+
+# --------------------------------------------------------------------------- block tasks
+# Module-level functions: pickled by reference, so tasks stay small.
+
+def _dense_block(X, name, dtype):
+    X = np.ascontiguousarray(X)
+    if X.dtype.kind in "biu":
+        X = X.astype(np.float64)
+    X = check_dense(X, name, min_rows=0)
+    if X.dtype != dtype:
+        raise TypeError(f"{name} block has dtype {X.dtype}, expected {dtype}")
+    return X
+
+
+def _offset(idx, o):
+    if o:
+        np.add(idx, o, out=idx, where=idx != _MISSING)
+    return idx
+
+
+def _keys_task(Q, X, k, code, self_offset, gemm, exact, n_threads, o, dtype):
+    """Stage 1 on one database block: (global idx, keys, exact distances or None)."""
+    Q = _dense_block(Q, "queries", dtype)
+    X = _dense_block(X, "database", dtype)
+    nq = Q.shape[0]
+    kb = min(k, X.shape[0])
+    if kb == 0 or nq == 0:
+        return (np.empty((nq, 0), np.int64), np.empty((nq, 0), dtype),
+                np.empty((nq, 0)) if exact else None)
+    if X.shape[1] != Q.shape[1]:
+        raise ValueError(f"queries has {Q.shape[1]} features but database has {X.shape[1]}")
+    fn = _core.topk_keys_f32 if dtype == np.float32 else _core.topk_keys_f64
+    idx, key, dist = fn(Q, X, kb, code, self_offset, gemm, exact, n_threads)
+    return _offset(idx, o), key, dist
+
+
+def _merge_task(k, larger, *parts):
+    """The k best of several partial results by (key, index); rows are queries."""
+    filled = [p for p in parts if p[0].shape[1]]
+    if len(filled) <= 1:
+        return filled[0] if filled else parts[0]
+    parts = filled
+    idx = np.concatenate([p[0] for p in parts], axis=1)
+    key = np.concatenate([p[1] for p in parts], axis=1)
+    order = np.lexsort((idx, -key if larger else key), axis=1)[:, :k]
+    out = [np.take_along_axis(idx, order, axis=1), np.take_along_axis(key, order, axis=1)]
+    if len(parts[0]) > 2:
+        extra = None if parts[0][2] is None else np.take_along_axis(
+            np.concatenate([p[2] for p in parts], axis=1), order, axis=1)
+        out.append(extra)
+    return tuple(out)
+
+
+def _finalize_task(Q, merged, k, code, n_threads, dtype):
+    Q = _dense_block(Q, "queries", dtype)
+    if Q.shape[0] == 0:
+        return np.empty((0, k), np.int64), np.empty((0, k), dtype)
+    idx, key, dist = merged
+    fn = _core.topk_finalize_f32 if dtype == np.float32 else _core.topk_finalize_f64
+    return fn(Q, np.ascontiguousarray(idx), np.ascontiguousarray(key), code, dist, n_threads)
+
+
+def _codes_block(C, name):
+    return check_codes(np.ascontiguousarray(C), name, min_rows=0)
+
+
+def _hamming_task(Q, X, k, self_offset, n_threads, o):
+    Q = _codes_block(Q, "query_codes")
+    X = _codes_block(X, "database_codes")
+    nq = Q.shape[0]
+    kb = min(k, X.shape[0])
+    if kb == 0 or nq == 0:
+        return np.empty((nq, 0), np.int64), np.empty((nq, 0), np.int32)
+    if X.shape[1] != Q.shape[1]:
+        raise ValueError(f"query_codes have {Q.shape[1]} words per code but database_codes have {X.shape[1]}")
+    idx, dist = _core.hamming_topk(Q, X, kb, self_offset, n_threads)
+    return _offset(idx, o), dist
+
+
+def _hamming_finalize(merged, k):
+    if merged[0].shape[0] == 0:
+        return np.empty((0, k), np.int64), np.empty((0, k), np.int32)
+    return merged
+
+
+# --------------------------------------------------------------------------- graph
+
+def _offsets(chunks):
+    return np.concatenate([[0], np.cumsum(chunks)]).astype(np.int64)
+
+
+def _tree(dsk, name, leaves, k, larger, split_every):
+    """Add merge tasks reducing ``leaves`` (keys) to one key; returns that key."""
+    level = 0
+    while len(leaves) > 1:
+        nxt = []
+        for g in range(0, len(leaves), split_every):
+            key = (name, level, g // split_every)
+            dsk[key] = (_merge_task, k, larger) + tuple(leaves[g:g + split_every])
+            nxt.append(key)
+        leaves, level = nxt, level + 1
+    return leaves[0]
+
+
+class _Plan:
+    """Validated operands of one sharded search (queries may be NumPy or Dask)."""
+
+    def __init__(self, queries, database, qname, dname, is_codes):
+        from . import is_dask_array
+
+        da = require_dask("a search on Dask arrays")
+        self.da = da
+        if is_dask_array(database):
+            database = check_row_chunks(database, dname)
+        else:
+            database = da.from_array(database if is_codes else check_dense(database, dname, min_rows=0),
+                                     chunks=(max(1, len(database)), -1))
+        self.q_is_dask = is_dask_array(queries)
+        if self.q_is_dask:
+            queries = check_row_chunks(queries, qname)
+        elif is_codes:
+            queries = check_codes(queries, qname, min_rows=0)
+        else:
+            queries = check_dense(queries, qname, min_rows=0)
+        if is_codes:
+            for a, nm in ((queries, qname), (database, dname)):
+                if a.dtype != np.uint64:
+                    raise TypeError(f"{nm} must be packed uint64 codes (see similearn.neighbors.pack_bits), "
+                                    f"got dtype {a.dtype}")
+            if queries.shape[1] != database.shape[1]:
+                raise ValueError(f"{qname} have {queries.shape[1]} words per code but {dname} have "
+                                 f"{database.shape[1]}; codes must be packed from the same number of bits")
+            self.dtype = np.dtype(np.uint64)
+        else:
+            dq = np.dtype(np.float64) if queries.dtype.kind in "biu" else queries.dtype
+            dx = np.dtype(np.float64) if database.dtype.kind in "biu" else database.dtype
+            for dt, nm in ((dq, qname), (dx, dname)):
+                if dt not in (np.float32, np.float64):
+                    raise TypeError(f"{nm} must have dtype float32 or float64 (or an integer/bool dtype), "
+                                    f"got {dt}")
+            if dq != dx:
+                raise TypeError(f"{qname} has dtype {dq} but {dname} has dtype {dx}; "
+                                "cast both to the same float dtype (e.g. .astype(np.float32))")
+            if queries.shape[1] != database.shape[1]:
+                raise ValueError(f"{qname} has {queries.shape[1]} features but {dname} has {database.shape[1]}")
+            self.dtype = dq
+        self.queries, self.database = queries, database
+        self.n_db = int(database.shape[0])
+        self.nq = int(queries.shape[0])
+        self.x_off = _offsets(database.chunks[0])
+        if self.q_is_dask:
+            self.q_chunks = queries.chunks[0]
+        else:
+            self.q_chunks = (self.nq,)
+        self.q_off = _offsets(self.q_chunks)
+
+    def same(self, exclude_self, qname, dname):
+        if not exclude_self:
+            return False
+        if not (self.q_is_dask and self.queries.name == self.database.name):
+            raise ValueError(f"exclude_self=True drops each query's own row, so {qname} must be {dname} itself "
+                             "(the same array)")
+        return True
+
+    def build(self, token, block_task, finalize, k, larger, split_every, self_excl):
+        """Graph of the whole search: one result key per query chunk."""
+        from dask.highlevelgraph import HighLevelGraph
+
+        dsk = {}
+        deps = [self.database]
+        if self.q_is_dask:
+            deps.append(self.queries)
+            q_keys = [kk[0] for kk in self.queries.__dask_keys__()] if self.queries.ndim == 2 else \
+                self.queries.__dask_keys__()
+        else:
+            qkey = (f"sl-queries-{token}",)
+            dsk[qkey] = self.queries
+            q_keys = [qkey]
+        x_keys = [kk[0] for kk in self.database.__dask_keys__()]
+        results = []
+        for i, qk in enumerate(q_keys):
+            leaves = []
+            for b, xk in enumerate(x_keys):
+                so = int(self.q_off[i] - self.x_off[b]) if self_excl else None
+                key = (f"sl-block-{token}", i, b)
+                dsk[key] = block_task(qk, xk, so, int(self.x_off[b]))
+                leaves.append(key)
+            root = _tree(dsk, f"sl-merge-{token}-{i}", leaves, k, larger, split_every)
+            fkey = (f"sl-final-{token}", i)
+            dsk[fkey] = finalize(qk, root)
+            results.append(fkey)
+        return dsk, deps, results
+
+    def collect(self, dsk, deps, results, token, k, score_dtype):
+        """NumPy queries: compute and return arrays.  Dask queries: two lazy arrays."""
+        import dask
+        from dask.highlevelgraph import HighLevelGraph
+
+        da = self.da
+        chunks = (self.q_chunks, (k,))
+        out = []
+        for j, (nm, dt) in enumerate(((f"sl-topk-idx-{token}", np.dtype(np.int64)),
+                                      (f"sl-topk-score-{token}", np.dtype(score_dtype)))):
+            layer = dict(dsk)
+            for i, fk in enumerate(results):
+                layer[(nm, i, 0)] = (_getitem, fk, j)
+            graph = HighLevelGraph.from_collections(nm, layer, dependencies=deps)
+            out.append(da.Array(graph, nm, chunks, dtype=dt, meta=np.empty((0, 0), dt)))
+        idx, sc = out
+        if self.q_is_dask:
+            return idx, sc
+        return dask.compute(idx, sc)
+
+
+def _getitem(t, j):
+    return t[j]
+
+
+def _threads(n_threads):
+    # Dask already runs one task per worker thread: one kernel thread per task unless asked
+    return 1 if n_threads is None else check_int(n_threads, "n_threads", low=1)
+
+
+# --------------------------------------------------------------------------- public entry points
+
+def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_every=SPLIT_EVERY):
+    """Sharded :func:`similearn.neighbors.topk` (see the module docstring)."""
+    from dask.base import tokenize
+
+    plan = _Plan(queries, database, "queries", "database", is_codes=False)
+    self_excl = plan.same(exclude_self, "queries", "database")
+    k = check_k(k, plan.n_db - (1 if self_excl else 0))
+    split_every = check_int(split_every, "split_every", low=2)
+    nt = _threads(n_threads)
+    dtype = plan.dtype
+    # the single call's choices, made from the global sizes: GEMM flavour (packed
+    # when >= 32 queries), exact Euclidean distances (unless 4k >= n_database)
+    gemm = 1 if plan.nq >= 32 else 2
+    exact = metric_code == 2 and 4 * k < plan.n_db
+    token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
+                     metric_code, self_excl, split_every, "topk")
+
+    def block(qk, xk, so, o):
+        return (_keys_task, qk, xk, k, metric_code, so, gemm, exact, nt, o, dtype)
+
+    def finalize(qk, root):
+        return (_finalize_task, qk, root, k, metric_code, nt, dtype)
+
+    dsk, deps, results = plan.build(token, block, finalize, k, True, split_every, self_excl)
+    return plan.collect(dsk, deps, results, token, k, dtype)
+
+
+def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, split_every=SPLIT_EVERY):
+    """Sharded :func:`similearn.neighbors.hamming_topk` (see the module docstring)."""
+    from dask.base import tokenize
+
+    plan = _Plan(query_codes, database_codes, "query_codes", "database_codes", is_codes=True)
+    self_excl = plan.same(exclude_self, "query_codes", "database_codes")
+    k = check_k(k, plan.n_db - (1 if self_excl else 0))
+    split_every = check_int(split_every, "split_every", low=2)
+    nt = _threads(n_threads)
+    token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
+                     self_excl, split_every, "hamming")
+
+    def block(qk, xk, so, o):
+        return (_hamming_task, qk, xk, k, so, nt, o)
+
+    def finalize(qk, root):
+        return (_hamming_finalize, root, k)
+
+    dsk, deps, results = plan.build(token, block, finalize, k, False, split_every, self_excl)
+    return plan.collect(dsk, deps, results, token, k, np.dtype(np.int32))
