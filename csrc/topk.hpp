@@ -12,11 +12,11 @@ enum class Metric : int { InnerProduct = 0, Cosine = 1, Euclidean = 2 };
 // row self_offset + i for query i when that row exists.
 constexpr std::int64_t kNoSelf = std::numeric_limits<std::int64_t>::min();
 
-// How the tiles are multiplied: the packed AVX-512 kernel when it is available and
-// the query count makes packing pay (kAuto: nq >= 32), or always when available
-// (kPacked), or SciPy's BLAS (kBlas).  Every choice gives each score from the same
-// sequential FMA chain whatever the tile position, so a caller that splits the
-// database (similearn._dask.search) passes the choice the whole call would make.
+// How the tiles are multiplied: the packed AVX-512 kernel when the CPU has it
+// (kAuto and kPacked), or SciPy's BLAS (kBlas, and the fallback without AVX-512).
+// The packed kernel computes each score as one sequential FMA chain over the
+// features whatever the tile position, so a caller that splits the database
+// (similearn._dask.search) gets the bits of the whole call.
 enum class GemmMode : int { kAuto = 0, kPacked = 1, kBlas = 2 };
 
 // queries (nq x dim), database (nx x dim), both row-major contiguous.

@@ -60,6 +60,7 @@ from sklearn.exceptions import UndefinedMetricWarning
 from . import _core
 from ._config import get_num_threads
 from ._validation import check_codes, check_dense, check_finite, check_int, check_k, check_pairs, check_same_dtype
+from ._dask import is_dask_array
 from .neighbors import _check_metric, _check_self, _topk_raw
 
 __all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k"]
@@ -478,7 +479,18 @@ def retrieval_scores(query_X, database_X, query_labels, database_labels, metric=
     Cost: a full exact ranking per query, O(n_queries * n_database *
     (n_features + log n_database)) time; memory O(block_size * n_database), never
     an (n_queries, n_database) matrix.
+
+    Dask: ``query_X`` and/or ``database_X`` may be Dask arrays (row-sharded, see
+    :func:`similearn.neighbors.topk`); then only the cut-off metrics ``"map@k"`` and
+    ``"p@k"`` (with ``"n_queries"``, ``"n_skipped"``) are returned, equal to the
+    in-memory values: the top max(ks) rows come from the sharded search, relevance
+    from the labels on the client.  ``block_size`` is ignored.
     """
+    if is_dask_array(query_X) or is_dask_array(database_X):
+        from ._dask.search import dask_retrieval_scores
+
+        return dask_retrieval_scores(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
+                                     n_threads)
     acc = _retrieval_per_query(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
                                block_size, n_threads)
     return acc.summary()

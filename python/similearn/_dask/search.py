@@ -17,9 +17,10 @@ Plan of one search, for every query chunk Q_i (a NumPy ``queries`` is one chunk)
 
 Because the single-machine ``topk`` is exactly stage 1 on the whole database
 followed by stage 3, and every score comes from the same sequential FMA chain
-whatever the tile position (the GEMM flavour, packed or BLAS, is fixed by the
-*global* query count), the result equals the in-memory call bit for bit for any
-chunking.  Memory per task: one database block (plus the kernel's tiles) and the
+whatever the tile position (the packed AVX-512 kernel of csrc/gemm_kernel.cpp),
+the result equals the in-memory call bit for bit for any chunking.  (On a CPU
+without AVX-512 the kernel falls back to SciPy's BLAS, whose last bit may depend
+on the block shape: indices still agree except between scores within an ulp.)  Memory per task: one database block (plus the kernel's tiles) and the
 running top-k, O(|Q_i| k); nothing of the database reaches the client.
 """
 from __future__ import annotations
@@ -270,9 +271,9 @@ def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_
     split_every = check_int(split_every, "split_every", low=2)
     nt = _threads(n_threads)
     dtype = plan.dtype
-    # the single call's choices, made from the global sizes: GEMM flavour (packed
-    # when >= 32 queries), exact Euclidean distances (unless 4k >= n_database)
-    gemm = 1 if plan.nq >= 32 else 2
+    # the single call's choices: GEMM flavour (csrc/topk.hpp), exact Euclidean
+    # distances unless 4k >= n_database (global sizes)
+    gemm = 0
     exact = metric_code == 2 and 4 * k < plan.n_db
     token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
                      metric_code, self_excl, split_every, "topk")
@@ -307,3 +308,57 @@ def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, s
 
     dsk, deps, results = plan.build(token, block, finalize, k, False, split_every, self_excl)
     return plan.collect(dsk, deps, results, token, k, np.dtype(np.int32))
+
+
+def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
+                          n_threads):
+    """The cut-off metrics of :func:`similearn.metrics.retrieval_scores` ("map@k", "p@k")
+    over a Dask database: the top max(ks) come from :func:`dask_topk`, relevance from
+    the labels on the client (labels are O(n_database), the embeddings never move).
+    MAP and AUC rank the whole database per query and are not computed here."""
+    from .. import metrics as M
+    from ..neighbors import _check_metric
+
+    code = _check_metric(metric)
+    plan_n = int(database_X.shape[0]) - (1 if exclude_self else 0)
+    if plan_n < 1:
+        raise ValueError("exclude_self=True needs at least 2 database rows")
+    ks = M._check_ks(ks, plan_n)
+    idx, _ = dask_topk(query_X, database_X, max(ks), code, exclude_self, n_threads)
+    if not isinstance(idx, np.ndarray):
+        idx = idx.compute()
+    from . import is_dask_array
+
+    query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab
+                                     for lab in (query_labels, database_labels))
+    nq, ndb = idx.shape[0], int(database_X.shape[0])
+    rel = M._Relevance(query_labels, database_labels, nq, ndb)
+    rs_k = rel.at(0, nq, idx)
+    if rel.single:  # relevant rows per query from the label counts, O(n_database)
+        counts = np.bincount(rel.dc, minlength=int(rel.dc.max()) + 1 if ndb else 0)
+        n_rel = np.where(rel.qc >= 0, counts[np.maximum(rel.qc, 0)] if counts.size else 0, 0).astype(np.int64)
+    else:  # multi-label: labels only, in blocks of queries
+        n_rel = np.empty(nq, np.int64)
+        bs = max(1, M._MEMORY_BUDGET // max(1, ndb))
+        for s in range(0, nq, bs):
+            n_rel[s:s + bs] = rel.block(s, min(nq, s + bs)).sum(axis=1, dtype=np.int64)
+    if exclude_self and nq:  # query i is database row i: it was relevant to itself
+        n_rel -= rel.at(0, nq, np.arange(nq, dtype=np.int64)[:, None])[:, 0].astype(np.int64)
+    tk = M._topk_metrics(rs_k, n_rel, ks)
+    ok = n_rel > 0
+    n_ok = int(ok.sum())
+    out = {}
+    for k in ks:
+        out[f"map@{k}"] = float(np.mean(tk[k][0][ok])) if n_ok else float("nan")
+    for k in ks:
+        out[f"p@{k}"] = float(np.mean(tk[k][1])) if nq else float("nan")
+    out["n_queries"] = n_ok
+    out["n_skipped"] = nq - n_ok
+    if n_ok < nq:
+        import warnings
+
+        from sklearn.exceptions import UndefinedMetricWarning
+
+        warnings.warn(f"{nq - n_ok} of {nq} queries have no relevant database item: they are left out of "
+                      "'map@k' and count as 0 in 'p@k'", UndefinedMetricWarning, stacklevel=3)
+    return out
