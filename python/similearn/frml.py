@@ -46,6 +46,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
+from ._dask import dask_rows
 from ._validation import check_float, check_indices, check_int, check_labels, check_X, seed_from_random_state
 from .base import PairMixin, SaveLoadMixin
 from .metrics import retrieval_scores
@@ -543,9 +544,13 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return _set_map(Z[va], Z, va, rel)
 
     # ------------------------------------------------------------------ API
+    @dask_rows("X")
     def transform(self, X):
         """Embed X: ``X @ components_.T`` (n_samples, m), in X's dtype (float32 kept,
-        else float64).  O(n D m)."""
+        else float64).  O(n D m).
+
+        X may be a Dask array (dense blocks): the result is then a lazy Dask array,
+        rows chunked as X's, each block transformed on a worker."""
         check_is_fitted(self, "components_")
         X = check_X(X, "X", n_features=self.n_features_in_, estimator=self)
         return X @ self.components_.T.astype(X.dtype, copy=False)

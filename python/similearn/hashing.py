@@ -25,6 +25,7 @@ from scipy.sparse.linalg import LinearOperator, svds
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from ._dask import dask_rows
 from ._validation import check_bool, check_int, check_X, seed_from_random_state
 from .base import SaveLoadMixin
 from .metrics import precision_at_k_hamming
@@ -178,12 +179,15 @@ class HashingMixin:
     array of 0/1 and the parameter ``n_bits``.
     """
 
+    @dask_rows("X")
     def encode(self, X):
         """Binary codes packed into 64-bit words.
 
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n_samples, n_features)
+            X may be a Dask array (blocks dense or scipy.sparse, as ``transform``
+            accepts): the codes are then a lazy Dask array, rows chunked as X's.
 
         Returns
         -------
@@ -234,13 +238,15 @@ class _HasherBase(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         tags.transformer_tags.preserves_dtype = []  # output: uint8 bits, whatever the input dtype
         return tags
 
+    @dask_rows("X")
     def transform(self, X):
         """Binary codes.
 
         Parameters
         ----------
         X : array-like or sparse matrix of shape (n_samples, n_features), float32/float64
-            n_samples may be 0.
+            n_samples may be 0.  X may be a Dask array (blocks dense or
+            scipy.sparse): the codes are then a lazy Dask array, rows chunked as X's.
 
         Returns
         -------

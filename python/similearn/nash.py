@@ -42,6 +42,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
+from ._dask import dask_rows
 from ._validation import check_float, check_int, check_labels, check_X, kernel_csr, seed_from_random_state
 from .base import SaveLoadMixin, progress
 from .hashing import HashingMixin
@@ -584,12 +585,15 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """Posterior bit probabilities s = sigmoid(g(x)), shape (n, n_bits), the model's dtype."""
         return _sigmoid(self._logits(*self._validated(X)))
 
+    @dask_rows("X")
     def transform(self, X):
         """Deterministic codes 1[sigmoid(g(x)) > 1/2] (Eq. 2).
 
         Parameters
         ----------
         X : sparse matrix of shape (n_documents, V) (or dense), non-negative
+            X may be a Dask array (blocks dense or scipy.sparse): the codes are then
+            a lazy Dask array, rows chunked as X's, each block encoded on a worker.
 
         Returns
         -------

@@ -39,6 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
+from ._dask import dask_rows
 from ._validation import (check_bool, check_float, check_int, check_labels, check_pairs, check_similar_fraction,
                           check_similarity, check_X, seed_from_random_state)
 from .base import PairMixin, SaveLoadMixin
@@ -330,12 +331,15 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         with blas_limits(1):
             return fn(X, Wt, nt)
 
+    @dask_rows("X")
     def transform(self, X):
         """Embed X onto the unit sphere: H(x) = h(x) / ||h(x)|| (paper Eq. 1).
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features), float32 or float64
+            X may be a Dask array (dense blocks): the result is then a lazy Dask
+            array, rows chunked as X's, each block transformed on a worker.
 
         Returns
         -------

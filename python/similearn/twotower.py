@@ -56,6 +56,7 @@ from sklearn.base import BaseEstimator, clone
 
 from . import _core
 from ._config import blas_limits, get_num_threads
+from ._dask import dask_rows
 from ._validation import (check_bool, check_float, check_int, check_pairs, check_similarity, check_X,
                           kernel_csr, seed_from_random_state)
 from .base import SaveLoadMixin, progress
@@ -873,12 +874,20 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         with blas_limits(nt):
             return self._embed_all(side, Xc, nt)
 
+    @dask_rows("left_features", n_features="n_features_left_")
     def transform_left(self, left_features=None):
-        """Left tower outputs u(x): (n, k).  None: the fitted catalogue's (cached)."""
+        """Left tower outputs u(x): (n, k).  None: the fitted catalogue's (cached).
+
+        left_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
+        outputs are then a lazy Dask array, rows chunked as its."""
         return self._transform("left", left_features)
 
+    @dask_rows("right_features", n_features="n_features_right_")
     def transform_right(self, right_features=None):
-        """Right tower outputs v(y): (n, k).  None: the fitted catalogue's (cached)."""
+        """Right tower outputs v(y): (n, k).  None: the fitted catalogue's (cached).
+
+        right_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
+        outputs are then a lazy Dask array, rows chunked as its."""
         return self._transform("right", right_features)
 
     def score_pairs(self, pairs, left_features=None, right_features=None):
