@@ -212,7 +212,10 @@ def test_on_local_cluster(dask_client):
     X = rng.standard_normal((3000, 24)).astype(np.float32)
     Q = rng.standard_normal((100, 24)).astype(np.float32)
     dx = da.from_array(X, chunks=(350, -1))
+    from similearn._dask import active_client
+
     with dask.config.set(scheduler=None), dask_client.as_current():
+        assert active_client() is dask_client  # the search really runs on the cluster
         for metric in ("cosine", "euclidean"):
             assert_same(sl.topk(Q, X, 10, metric=metric), sl.topk(Q, dx, 10, metric=metric))
         dq = da.from_array(Q, chunks=(30, -1))
