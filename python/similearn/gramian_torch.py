@@ -8,6 +8,11 @@ similearn estimators, i.e. the C++ kernels, on detached copies of the embeddings
 and turns them into a differentiable surrogate penalty (Eq. 7) whose gradient is
 the paper's 2 lam Ghat_v u_b / |B|.
 
+Under ``torch.distributed`` (e.g. DistributedDataParallel) the adapter all-reduces
+the k x k batch Gramians of each estimate update, so that every rank holds the
+same estimate, equal to a single process's on the union of the ranks' batches
+(see :class:`GramianPenalty`, "Distributed training").
+
 PyTorch is an optional dependency: ``import similearn`` never imports it, and this
 module is only imported explicitly (``from similearn.gramian_torch import
 GramianPenalty``).
@@ -15,10 +20,12 @@ GramianPenalty``).
 from __future__ import annotations
 
 import numbers
+import zlib
 
 import numpy as np
 import torch
 
+from . import _core
 from . import gramian as _gramian
 from ._validation import check_int
 
@@ -26,6 +33,9 @@ __all__ = ["GramianPenalty"]
 
 _METHODS = ("sogram", "sagram", "uniform", "linear", "sqrt")
 _REGULARIZERS = ("gramian", "gor")
+_DROPPED_GROUP = "<custom process group, not pickled>"
+_SIGNATURE_FIELDS = ("estimator class", "n_components", "number of items", "dtype", "item weights (crc32)",
+                     "alpha / variant / proposal", "project")
 
 
 def _np_dtype(dtype, name="dtype"):
@@ -72,6 +82,173 @@ def _to_numpy_embeddings(emb, name, dtype):
         raise TypeError(f"{name} must be a floating tensor, got dtype {emb.dtype}")
     tdt = torch.float64 if np.dtype(dtype) == np.float64 else torch.float32
     return np.ascontiguousarray(emb.detach().to(device="cpu", dtype=tdt).numpy())
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.distributed synchronisation (GramianPenalty, "Distributed training")
+class _PeerInputError(ValueError):
+    """Raised on the ranks whose own input was fine when another rank's was not."""
+
+
+class _Comm:
+    """Collectives on NumPy arrays over one process group (None: the default group).
+
+    Tensors travel on the CPU, or on the current CUDA device when the group's
+    backend is NCCL (which has no CPU transport).  Every rank of the group must
+    make the same calls in the same order.
+    """
+
+    def __init__(self, dist, group):
+        self.dist, self.group = dist, group
+        self.world = dist.get_world_size(group)
+        self.rank = dist.get_rank(group)
+        backend = str(dist.get_backend(group)).lower()
+        self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+    def _tensor(self, a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+    def all_reduce_sum(self, a):
+        """Elementwise sum over the ranks of the 1-D array a (same shape on every rank)."""
+        t = self._tensor(a)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.SUM, group=self.group)
+        return t.cpu().numpy()
+
+    def all_gather(self, a):
+        """[a of rank 0, a of rank 1, ...] (same shape and dtype on every rank)."""
+        t = self._tensor(a)
+        out = [torch.empty_like(t) for _ in range(self.world)]
+        self.dist.all_gather(out, t, group=self.group)
+        return [o.cpu().numpy() for o in out]
+
+    def broadcast_(self, a, src):
+        """Overwrite the C-contiguous array a with group rank src's copy, in place."""
+        t = torch.from_numpy(a) if self.device.type == "cpu" else self._tensor(a)
+        if self.group is None:
+            root = src
+        else:
+            get_global = getattr(self.dist, "get_global_rank", None) or self.dist.distributed_c10d._get_global_rank
+            root = get_global(self.group, src)
+        self.dist.broadcast(t, src=root, group=self.group)
+        if self.device.type != "cpu":
+            np.copyto(a, t.cpu().numpy())
+
+    def gather_rows(self, arrays, ok):
+        """All-gather arrays whose first dimension differs across ranks.
+
+        ``arrays``: this rank's arrays (trailing shapes and dtypes equal on every
+        rank).  ``ok``: False when this rank's input was invalid (its arrays are
+        then ignored).  Returns ``(bad_ranks, per_array)`` with ``per_array[i]``
+        the list over ranks of array i, or ``(bad_ranks, None)`` when some rank
+        was not ok.  Two collectives: the row counts, then one byte payload.
+        """
+        counts = np.array([0 if ok else 1] + [a.shape[0] for a in arrays], dtype=np.int64)
+        all_counts = self.all_gather(counts)
+        bad = [r for r, c in enumerate(all_counts) if c[0]]
+        if bad:
+            return bad, None
+        row_bytes = [a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64)) for a in arrays]
+        sizes = [sum(int(c[1 + i]) * rb for i, rb in enumerate(row_bytes)) for c in all_counts]
+        width = max(sizes)
+        per_array = [[] for _ in arrays]
+        if width == 0:
+            for i, a in enumerate(arrays):
+                per_array[i] = [a[:0].copy() for _ in range(self.world)]
+            return bad, per_array
+        buf = np.zeros(width, dtype=np.uint8)
+        mine = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
+        buf[:len(mine)] = np.frombuffer(mine, dtype=np.uint8)
+        for r, raw in enumerate(self.all_gather(buf)):
+            off = 0
+            for i, a in enumerate(arrays):
+                n = int(all_counts[r][1 + i])
+                nb = n * row_bytes[i]
+                per_array[i].append(raw[off:off + nb].copy().view(a.dtype).reshape((n,) + a.shape[1:]))
+                off += nb
+        return bad, per_array
+
+
+def _peer_error(err, where, what):
+    """The exception every rank raises when some rank's input to a collective step was invalid."""
+    if err is not None:
+        return err
+    return _PeerInputError(f"{what}: the input on {where} of the process group was invalid (see the error "
+                           "raised there); nothing was updated on any rank")
+
+
+def _signature(est):
+    """Fixed-length float64 fingerprint of an estimator's configuration (_SIGNATURE_FIELDS)."""
+    if isinstance(est, _gramian.SOGram):
+        kind, setting, project = 1, float(est.alpha), 0
+    elif isinstance(est, _gramian.SAGram):
+        kind, setting, project = 2, float(("saga", "sag").index(est.variant)), float(bool(est.project))
+    else:  # SampledGramian (GramianPenalty._handshake admits these three classes only)
+        kind, setting, project = 3, float(("uniform", "linear", "sqrt").index(est.proposal)), 0
+    p = np.ascontiguousarray(est.p_, dtype=np.float64)
+    return np.array([kind, est.k_, est.n_items_, np.dtype(est.dtype_).itemsize, zlib.crc32(p.tobytes()),
+                     setting, project], dtype=np.float64)
+
+
+def _last_positions(ids):
+    """Positions of the last occurrence of each distinct id (ascending id order)."""
+    rev = ids[::-1]
+    _, first_in_rev = np.unique(rev, return_index=True)
+    return ids.size - 1 - first_in_rev
+
+
+def _batch_contribution(est, ids, E, later_ids):
+    """This rank's unnormalised share M (float64 (k, k)) of the batch term of an estimate update.
+
+    SOGram: sum_b u_b u_b^T.  SampledGramian: sum_b (p_b / q_b) u_b u_b^T.
+    SAGram "saga": sum_b (u_b u_b^T - c_b c_b^T); "sag": sum over the last
+    occurrence of each id that no later rank holds (``later_ids``) of
+    p_j (u_j u_j^T - c_j c_j^T) -- the ids of the union batch in rank order.
+    """
+    k = est.k_
+    M = np.zeros((k, k), dtype=np.float64)
+    if ids.size == 0:
+        return M
+    E64 = E.astype(np.float64)
+    if isinstance(est, _gramian.SOGram):
+        _core.gram_update_f64(M, E64, None, 1.0, 0.0)
+    elif isinstance(est, _gramian.SampledGramian):
+        q = est.q_[ids]
+        if np.any(q <= 0):
+            raise ValueError("ids include items the proposal never draws (q = 0)")
+        _core.gram_update_f64(M, E64, np.ascontiguousarray(est.p_[ids] / q), 0.0, 0.0)
+    else:  # SAGram
+        if est.variant == "saga":
+            pos = np.arange(ids.size)
+            w = np.ones(ids.size)
+        else:
+            pos = _last_positions(ids)
+            if later_ids is not None and later_ids.size:
+                pos = pos[~np.isin(ids[pos], later_ids)]
+            w = est._pw[ids[pos]].astype(np.float64)
+        if pos.size == 0:
+            return M
+        rows = np.concatenate([E64[pos], est.cache_[ids[pos]].astype(np.float64)])
+        _core.gram_update_f64(M, np.ascontiguousarray(rows), np.concatenate([w, -w]), 0.0, 0.0)
+    return M
+
+
+def _apply_update(est, M, n):
+    """The estimate update from the summed batch term M and the union batch size n
+    (the same deterministic float64 computation on every rank; nothing when n = 0)."""
+    if n == 0:
+        return
+    G = est.gramian_
+    if isinstance(est, _gramian.SOGram):
+        a = float(est.alpha)
+        new = (1.0 - a) * G.astype(np.float64) + (a / n) * M
+    elif isinstance(est, _gramian.SampledGramian):
+        new = M / n
+    else:  # SAGram
+        new = est._S.astype(np.float64) + (M / n if est.variant == "saga" else M)
+    np.copyto(G, new.astype(G.dtype))
+    if isinstance(est, _gramian.SAGram) and est.variant == "saga" and est.project:
+        est.n_projections_ += bool(getattr(_core, "psd_project_" + _gramian._sfx(est.dtype_))(G))
+    est.n_updates_ += 1
 
 
 class GramianPenalty(torch.nn.Module):
@@ -124,6 +301,17 @@ class GramianPenalty(torch.nn.Module):
     check_finite : bool, default=True
         Raise ValueError on NaN / inf embeddings in :meth:`forward` (this costs a
         device synchronisation on GPU).  :meth:`update` always checks.
+    distributed : {"auto", True, False}, default="auto"
+        Synchronise the estimates across the ranks of a ``torch.distributed``
+        process group (see "Distributed training" below).  ``"auto"``: whenever
+        ``torch.distributed.is_available() and torch.distributed.is_initialized()``
+        at the time of the call (so the module may be built before
+        ``init_process_group``); ``True``: always, and :meth:`update` raises
+        RuntimeError when no process group is initialised; ``False``: never (each
+        rank keeps its own estimates, from its own batches only).
+    process_group : torch.distributed.ProcessGroup or None, default=None
+        The group to synchronise over; None is the default (world) group.  Must
+        be None when ``distributed=False``.
 
     Attributes
     ----------
@@ -153,6 +341,69 @@ class GramianPenalty(torch.nn.Module):
 
     Each :meth:`update` copies the b x k embeddings to the CPU and back the k x k
     estimates to the buffers' device: O(b k + k^2) transfer, O(b k^2) CPU time.
+
+    **Distributed training.**  With DistributedDataParallel every rank embeds its
+    own shard of each Gramian batch B' and of each gradient batch B.  When
+    synchronising (``distributed``), every rank calls :meth:`update` with its
+    shard B'_r, and the estimate update becomes the single-process update on the
+    union B' = B'_0 + B'_1 + ... (concatenated in rank order): each rank computes
+    the *unnormalised* batch Gramian of its shard in float64, one sum-all-reduce
+    adds them up with the shard sizes, and every rank then runs the same
+    deterministic update on the identical reduced values
+    (Gramian estimation paper, Sec. 3):
+
+    - SOGram (Sec. 3.2, Alg. 2 line 6, Eq. 10 with a batch):
+      Ghat <- (1 - alpha) Ghat + alpha / |B'| * sum_r sum_{b in B'_r} u_b u_b^T,
+      |B'| = sum_r |B'_r|;
+    - SAGram (Sec. 3.1, Alg. 1 line 8, Eq. 8 with a batch), "saga":
+      Ghat = S + (1 / |B'|) sum_r sum_{b in B'_r} (u_b u_b^T - c_b c_b^T), then
+      the PSD projection; "sag": Ghat = S + sum_j p_j (u_j u_j^T - c_j c_j^T)
+      over the distinct ids j of B', each taken at its last occurrence in rank
+      order (a rank drops the ids that a later rank also holds: the ids of B',
+      not the embeddings, are all-gathered first);
+    - SampledGramian (Sec. 3.3, Eq. 14):
+      Ghat = (1 / |B'|) sum_r sum_{b in B'_r} (p_b / q_b) u_b u_b^T.
+
+    The embeddings of B' never leave their rank.  Per :meth:`update`: one
+    all-reduce of the two upper triangles and the two shard sizes, k (k + 1) + 3
+    float64 values = 8 (k (k + 1) + 3) bytes, i.e. O(k^2) whatever |B'| (plus,
+    for SAGram "sag", an all-gather of the B' ids: 8 |B'| bytes).  The result
+    equals the single-process estimate on B' to float rounding (the float64
+    partial sums are added in a different order) and is the same on every rank
+    bit for bit, given that the all-reduce hands every rank the same bytes (as
+    DistributedDataParallel itself assumes of the gradients;
+    :meth:`broadcast_state` re-aligns the replicas otherwise).
+
+    SAGram's per-item cache is **replicated**: every rank holds all N x k cache
+    rows and S, as a single process would.  :meth:`observe` (called by
+    :meth:`forward` with ids) all-gathers the gradient batch's ids and detached
+    embeddings, (8 + k * itemsize) bytes per row of B, and every rank applies the
+    same cache refresh (Alg. 1 lines 11-12) to the union batch in rank order:
+    the caches and S stay identical bit for bit, and equal to the single
+    process's.  Why not shard the cache by item (rank r owning i % world == r)?
+    A refreshed row must reach its owner, so sharding moves the same O(|B| k)
+    embeddings per step (an all-to-all instead of an all-gather) and saves only
+    memory; it would add an id exchange and a second all-reduce to every
+    estimate, and make S a sum of per-rank partials that drift apart from the
+    single-process S by rounding.  SAGram's O(N k) memory is what already limits
+    it to catalogues that fit on one worker (the paper uses SOGram beyond ~1M
+    items, Sec. 4); there, SOGram's O(k^2) state and traffic are the choice.
+
+    The first synchronised call checks that every rank wraps estimators of the
+    same class, k, number of items, item weights, dtype and settings (ValueError
+    otherwise), then broadcasts rank 0's estimator state (the estimates; SAGram's
+    cache and S too), as DistributedDataParallel does with the parameters.  An
+    invalid input on one rank raises there and a ValueError on the other ranks,
+    with nothing updated anywhere.  All ranks must make the same calls in the
+    same order (:meth:`update`; :meth:`forward` with ids on every rank or on
+    none), since each synchronised call is a collective operation.
+
+    :meth:`forward` is unchanged: the surrogate is a mean over the local batch,
+    like the data loss, so DistributedDataParallel's gradient averaging gives
+    the mean over the union batch when the shards have equal sizes (as with
+    ``DistributedSampler(drop_last=True)``).  A custom ``process_group`` is not
+    pickled (process groups are process-local): after unpickling, assign
+    ``penalty.process_group`` again before the next synchronised call.
 
     Examples
     --------
@@ -189,8 +440,9 @@ class GramianPenalty(torch.nn.Module):
     """
 
     def __init__(self, left_estimator, right_estimator, penalty_weight=1.0, regularizer="gramian",
-                 check_finite=True):
+                 check_finite=True, distributed="auto", process_group=None):
         super().__init__()
+        distributed, process_group = self._check_distributed(distributed, process_group)
         k_left = self._check_estimator(left_estimator, "left_estimator")
         k_right = self._check_estimator(right_estimator, "right_estimator")
         if left_estimator is right_estimator:
@@ -208,11 +460,31 @@ class GramianPenalty(torch.nn.Module):
         self.penalty_weight = float(penalty_weight)
         self.regularizer = regularizer
         self.check_finite = bool(check_finite)
+        self.distributed = distributed
+        self.process_group = process_group
+        self._handshake_done = False
         self.n_components = k_left
         self.register_buffer("G_left", torch.from_numpy(np.array(left_estimator.gramian_, copy=True)))
         self.register_buffer("G_right", torch.from_numpy(np.array(right_estimator.gramian_, copy=True)))
 
     # ------------------------------------------------------------------ construction
+    @staticmethod
+    def _check_distributed(distributed, process_group):
+        if not (distributed is True or distributed is False
+                or (isinstance(distributed, str) and distributed == "auto")):
+            raise ValueError(f"distributed must be 'auto', True or False, got {distributed!r}")
+        if process_group is not None:
+            if distributed is False:
+                raise ValueError("process_group is given but distributed=False: pass distributed='auto' or True "
+                                 "to synchronise over it, or process_group=None")
+            dist = torch.distributed
+            if not dist.is_available():
+                raise ValueError("process_group is given but torch.distributed is not available in this build")
+            if not isinstance(process_group, dist.ProcessGroup):
+                raise TypeError("process_group must be a torch.distributed.ProcessGroup or None, got "
+                                f"{type(process_group).__name__}")
+        return distributed, process_group
+
     @staticmethod
     def _check_estimator(est, name):
         for attr in ("initialize", "sample", "update", "observe"):
@@ -234,7 +506,7 @@ class GramianPenalty(torch.nn.Module):
     @classmethod
     def create(cls, method, n_components, left_item_weights, right_item_weights, alpha=0.1, variant="saga",
                penalty_weight=1.0, left_embeddings=None, right_embeddings=None, dtype=torch.float32,
-               regularizer="gramian", check_finite=True):
+               regularizer="gramian", check_finite=True, distributed="auto", process_group=None):
         """Build and initialize the two estimators, and wrap them.
 
         Parameters
@@ -263,6 +535,8 @@ class GramianPenalty(torch.nn.Module):
             The estimators' (and buffers') dtype.
         regularizer : {"gramian", "gor"}, default="gramian"
         check_finite : bool, default=True
+        distributed : {"auto", True, False}, default="auto"
+        process_group : torch.distributed.ProcessGroup or None, default=None
             See :class:`GramianPenalty`.
 
         Returns
@@ -271,6 +545,7 @@ class GramianPenalty(torch.nn.Module):
         """
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+        cls._check_distributed(distributed, process_group)
         dt = _np_dtype(dtype)
         n_components = check_int(n_components, "n_components", low=1)
         if method == "sagram":
@@ -305,12 +580,12 @@ class GramianPenalty(torch.nn.Module):
             except ValueError as e:
                 raise ValueError(f"{side}: {e}") from e
         return cls(ests[0], ests[1], penalty_weight=penalty_weight, regularizer=regularizer,
-                   check_finite=check_finite)
+                   check_finite=check_finite, distributed=distributed, process_group=process_group)
 
     def extra_repr(self):
         return (f"{type(self.left_estimator).__name__}/{type(self.right_estimator).__name__}, "
                 f"n_components={self.n_components}, penalty_weight={self.penalty_weight}, "
-                f"regularizer={self.regularizer!r}")
+                f"regularizer={self.regularizer!r}, distributed={self.distributed!r}")
 
     # ------------------------------------------------------------------ input checks
     def _batch(self, est, ids, emb, ids_name, emb_name):
@@ -340,8 +615,160 @@ class GramianPenalty(torch.nn.Module):
         if self.check_finite and not bool(torch.isfinite(t).all()):
             raise ValueError(f"{name} contains NaN or inf")
 
+    # ------------------------------------------------------------------ torch.distributed
+    def _comm(self):
+        """The collectives to synchronise this call over, or None (a local step)."""
+        if self.distributed is False:
+            return None
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()):
+            if self.distributed is True:
+                raise RuntimeError("GramianPenalty(distributed=True) needs an initialised torch.distributed process "
+                                   "group: call torch.distributed.init_process_group first, or pass "
+                                   "distributed='auto' (synchronise only when one is initialised)")
+            return None
+        group = self.process_group
+        if isinstance(group, str) and group == _DROPPED_GROUP:
+            raise RuntimeError("this GramianPenalty was unpickled without its custom process_group (process "
+                               "groups are not picklable): assign penalty.process_group before synchronising")
+        if dist.get_world_size(group) < 0 or dist.get_rank(group) < 0:
+            raise RuntimeError("this process is not a member of the GramianPenalty's process_group")
+        if dist.get_world_size(group) == 1:
+            return None
+        comm = _Comm(dist, group)
+        if not self._handshake_done:
+            self._handshake(comm)
+        return comm
+
+    def _handshake(self, comm):
+        """First synchronised call: check that the ranks' estimators agree, then
+        broadcast rank 0's estimator state (collective)."""
+        ests = (self.left_estimator, self.right_estimator)
+        supported = (_gramian.SOGram, _gramian.SAGram, _gramian.SampledGramian)
+        for est, side in zip(ests, ("left", "right")):
+            if not isinstance(est, supported):
+                raise TypeError(f"distributed GramianPenalty supports SOGram, SAGram and SampledGramian; the "
+                                f"{side} estimator is a {type(est).__name__} (pass distributed=False)")
+        mine = np.concatenate([_signature(est) for est in ests])
+        sigs = comm.all_gather(mine)
+        nf = len(_SIGNATURE_FIELDS)
+        for r, sig in enumerate(sigs):
+            if not np.array_equal(sig, sigs[0]):
+                diff = sorted({f"{('left', 'right')[i // nf]} {_SIGNATURE_FIELDS[i % nf]}"
+                               for i in np.flatnonzero(sig != sigs[0])})
+                raise ValueError(f"the ranks' Gramian estimators differ (rank {r} vs rank 0: {', '.join(diff)}): "
+                                 "every rank must wrap estimators of the same class, n_components, item weights, "
+                                 "dtype and settings")
+        self._broadcast(comm, 0)
+        self._handshake_done = True
+
+    def _broadcast(self, comm, src):
+        for est in (self.left_estimator, self.right_estimator):
+            comm.broadcast_(est.gramian_, src)
+            if isinstance(est, _gramian.SAGram):
+                comm.broadcast_(est.cache_, src)
+                comm.broadcast_(est._S, src)
+        self._refresh_buffers()
+
+    def broadcast_state(self, src=0):
+        """Copy the estimator state of group rank ``src`` to every rank (collective).
+
+        The estimates (``gramian_``), and SAGram's cache and S.  Done
+        automatically at the first synchronised call; call it on every rank to
+        re-align the replicas, e.g. after loading a checkpoint on one rank only.
+        A no-op when not synchronising (``distributed=False``, no initialised
+        process group, or a group of one process).
+        """
+        comm = self._comm()
+        if comm is None:
+            return
+        if not isinstance(src, numbers.Integral) or isinstance(src, bool) or not 0 <= src < comm.world:
+            raise ValueError(f"src must be a rank of the process group, in [0, {comm.world}), got {src!r}")
+        self._broadcast(comm, int(src))
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("process_group") is not None:
+            state["process_group"] = _DROPPED_GROUP
+        state["_handshake_done"] = False
+        return state
+
+    def _update_synced(self, comm, left, right):
+        """update() across the ranks (see the class docstring, "Distributed training")."""
+        ests = (self.left_estimator, self.right_estimator)
+        err, batches = None, None
+        try:
+            batches = (self._batch(ests[0], *left, "left_ids", "left_emb"),
+                       self._batch(ests[1], *right, "right_ids", "right_emb"))
+        except (TypeError, ValueError) as e:
+            err = e
+        # SAGram "sag" keeps each id's last occurrence in the union batch: gather the ids first
+        later = [None, None]
+        sag = [i for i, est in enumerate(ests) if isinstance(est, _gramian.SAGram) and est.variant == "sag"]
+        if sag:
+            mine = [batches[i][0] if err is None else np.zeros(0, np.int64) for i in sag]
+            bad, gathered = comm.gather_rows(mine, ok=err is None)
+            if bad:
+                raise _peer_error(err, f"rank(s) {bad}", "GramianPenalty.update")
+            for j, i in enumerate(sag):
+                rest = gathered[j][comm.rank + 1:]
+                later[i] = np.concatenate(rest) if rest else np.zeros(0, np.int64)
+        k = self.n_components
+        iu = np.triu_indices(k)
+        parts = [np.zeros(3), np.zeros(iu[0].size), np.zeros(iu[0].size)]
+        if err is None:
+            try:
+                for i, (est, (ids, E)) in enumerate(zip(ests, batches)):
+                    parts[1 + i] = _batch_contribution(est, ids, E, later[i])[iu]
+                    parts[0][1 + i] = ids.size
+            except (TypeError, ValueError) as e:
+                err = e
+        if err is not None:
+            parts = [np.zeros(3), np.zeros(iu[0].size), np.zeros(iu[0].size)]
+            parts[0][0] = 1.0
+        total = comm.all_reduce_sum(np.concatenate(parts))
+        if total[0] > 0:
+            raise _peer_error(err, f"{int(round(total[0]))} rank(s)", "GramianPenalty.update")
+        off = 3
+        for i, est in enumerate(ests):
+            M = np.zeros((k, k))
+            M[iu] = total[off:off + iu[0].size]
+            M.T[iu] = total[off:off + iu[0].size]
+            off += iu[0].size
+            _apply_update(est, M, int(round(total[1 + i])))
+        self._refresh_buffers()
+
+    def _observe_synced(self, comm, sides):
+        """observe() across the ranks: every rank refreshes SAGram's replicated cache
+        with the union gradient batch (rank order).  ``sides``: (est, ids, emb, side)."""
+        sag = [sd for sd in sides if isinstance(sd[0], _gramian.SAGram)]
+        err, mine = None, []
+        try:
+            for est, ids, emb, side in sides:  # validate every side, as a single process would
+                if ids is None:
+                    b = (np.zeros(0, np.int64), np.zeros((0, self.n_components), dtype=est.dtype_))
+                elif emb is None:
+                    raise ValueError(f"{side}_ids given without {side}_emb")
+                else:
+                    b = self._batch(est, ids, emb, f"{side}_ids", f"{side}_emb")
+                if isinstance(est, _gramian.SAGram):
+                    mine.extend(b)
+        except (TypeError, ValueError) as e:
+            err = e
+        if err is not None:
+            mine = []
+            for est, *_ in sag:
+                mine += [np.zeros(0, np.int64), np.zeros((0, self.n_components), dtype=est.dtype_)]
+        bad, gathered = comm.gather_rows(mine, ok=err is None)
+        if bad:
+            raise _peer_error(err, f"rank(s) {bad}", "GramianPenalty.observe")
+        for j, (est, *_) in enumerate(sag):
+            ids = np.concatenate(gathered[2 * j])
+            E = np.ascontiguousarray(np.concatenate(gathered[2 * j + 1]))
+            est._observe(ids, E)
+
     # ------------------------------------------------------------------ Gramian step
-    def _sync(self):
+    def _refresh_buffers(self):
         with torch.no_grad():
             self.G_left.copy_(torch.from_numpy(self.left_estimator.gramian_))
             self.G_right.copy_(torch.from_numpy(self.right_estimator.gramian_))
@@ -408,12 +835,29 @@ class GramianPenalty(torch.nn.Module):
             Non-integer ids or non-floating embeddings.
         ValueError
             Wrong shapes, ids out of range, NaN / inf embeddings (nothing is updated).
+            When synchronising, an invalid input on another rank raises a
+            ValueError here too (nothing is updated on any rank).
+        RuntimeError
+            ``distributed=True`` and no process group is initialised.
+
+        Notes
+        -----
+        When synchronising across ranks (see "Distributed training" in
+        :class:`GramianPenalty`), each rank passes its shard B'_r of the Gramian
+        batch; the update is the single-process update on the union of the
+        shards in rank order.  Communicated: one all-reduce of k (k + 1) + 3
+        float64 values (the upper triangles of both sides' unnormalised shard
+        Gramians, the shard sizes, an error flag); for SAGram "sag" first an
+        all-gather of the shard sizes and ids.  The embeddings stay on their rank.
         """
+        comm = self._comm()
+        if comm is not None:
+            return self._update_synced(comm, (left_ids, left_emb), (right_ids, right_emb))
         lb = self._batch(self.left_estimator, left_ids, left_emb, "left_ids", "left_emb")
         rb = self._batch(self.right_estimator, right_ids, right_emb, "right_ids", "right_emb")
         self.left_estimator.update(*lb)
         self.right_estimator.update(*rb)
-        self._sync()
+        self._refresh_buffers()
 
     def observe(self, left_ids=None, left_emb=None, right_ids=None, right_emb=None):
         """Pass the gradient batch's embeddings to the estimators (SAGram's cache
@@ -422,7 +866,17 @@ class GramianPenalty(torch.nn.Module):
         Called by :meth:`forward` when it gets ids; the estimates ``G_left``,
         ``G_right`` do not change.  Shapes as in :meth:`update`; a side whose ids
         are None is skipped.
+
+        When synchronising across ranks (see "Distributed training" in
+        :class:`GramianPenalty`), SAGram sides all-gather the ids and embeddings
+        and every rank refreshes its replicated cache with the union batch; a
+        side whose ids are None contributes no rows.
         """
+        comm = self._comm() if any(isinstance(e, _gramian.SAGram)
+                                   for e in (self.left_estimator, self.right_estimator)) else None
+        if comm is not None:
+            return self._observe_synced(comm, ((self.left_estimator, left_ids, left_emb, "left"),
+                                               (self.right_estimator, right_ids, right_emb, "right")))
         batches = []
         for est, ids, emb, side in ((self.left_estimator, left_ids, left_emb, "left"),
                                     (self.right_estimator, right_ids, right_emb, "right")):
@@ -447,7 +901,8 @@ class GramianPenalty(torch.nn.Module):
         left_ids, right_ids : tensor or array of int, shape (b,), optional
             The batch's item ids; when given, the detached ``u`` / ``v`` are passed
             to the estimators' ``observe`` (SAGram's cache refresh) after the
-            penalty is computed.
+            penalty is computed.  When synchronising SAGram across ranks, that
+            refresh is a collective: pass ids on every rank or on none.
 
         Returns
         -------
