@@ -25,6 +25,17 @@ every hinge active.  ``margin`` is relative: the absolute margin is
 ``margin * mean_a ||y_a||^2`` of the current embedding (refreshed with Lambda), as
 FLRML does.  Lambda and s are refreshed at every accepted iterate and held fixed
 within a line search (the non-monotone Zhang-Hager reference absorbs the change).
+
+Dask.  ``FILM.fit`` accepts a ``dask.array.Array`` X sharded by rows (NumPy or CSR
+blocks).  V touches the iteration only through W = V P and V^T M, so
+:class:`FilmObjective` takes a :class:`DenseOperator`: :class:`InMemoryV` here,
+:class:`similearn._dask.film.DaskV` (V's row blocks kept on the workers) for Dask.  The
+range finder's Gram products, V and M-FILM's rows of V come from X through the same
+three-method interface (``_InMemoryRows`` / ``similearn._dask.film.DaskRowBlocks``);
+the solver, the sparse C kernels and every random draw run on the client, so a Dask fit
+is the in-memory algorithm with only the summation order of the block reductions
+changed.  Per iteration it ships O((n + nb r) d) bytes, never O(n r) (the exact count is
+in :mod:`similearn._dask.film`).
 """
 from __future__ import annotations
 
@@ -39,6 +50,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_limits, get_num_threads
+from ._dask import dask_rows
 from ._validation import check_float, check_int, check_labels, check_triplets, check_X
 from .base import SaveLoadMixin
 from .manifold import random_stiefel, stiefel_minimize
@@ -76,6 +88,17 @@ def _csr_parts(A):
             np.ascontiguousarray(A.data))
 
 
+def _gram_rows(X, Z, block_rows=65536):
+    """X^T (X Z) for X (m x D, dense or CSR) and Z (D x ell) float64, accumulated over
+    slices of ``block_rows`` rows so that only a (block_rows x ell) intermediate exists.
+    Returns (D x ell) float64.  O(nnz(X) ell) time."""
+    out = np.zeros((X.shape[1], Z.shape[1]))
+    for r0 in range(0, X.shape[0], block_rows):
+        Xb = X[r0:r0 + block_rows]
+        out += np.asarray(Xb.T @ np.asarray(Xb @ Z))
+    return out
+
+
 def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None, block_rows=65536,
                          dtype=np.float64):
     """Right singular vectors and singular values of X (n x D, dense or sparse) with
@@ -85,17 +108,33 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
     Returns ``sigma`` (rank,) descending and ``U`` (D x rank) with X ~ V diag(sigma) U^T,
     V = X U diag(1/sigma).  Cost O(n_iter nnz(X) r + D r^2).  Accuracy: singular values
     come from eig(B^T B), so relative precision ~ eps * sigma_1^2 / sigma_i^2.
-    """
-    rs = check_random_state(random_state)
-    n, D = X.shape
-    ell = min(D, rank + n_oversamples)
 
-    def gram(Z):  # X^T (X Z) in row blocks
-        out = np.zeros((D, Z.shape[1]))
-        for r0 in range(0, n, block_rows):
-            Xb = X[r0:r0 + block_rows]
-            out += np.asarray(Xb.T @ np.asarray(Xb @ Z))
-        return out
+    ``X`` may be a ``dask.array.Array`` sharded by rows (NumPy or scipy.sparse blocks):
+    each Gram product is then a block reduction, sum_b X_b^T (X_b Z), tree-reduced on the
+    workers (:mod:`similearn._dask.film`); only (D x ell) matrices move, ell = rank +
+    n_oversamples.  The random draws and the small dense algebra are the same as in
+    memory, so the result equals the in-memory one up to the summation order.
+    """
+    from ._dask import is_dask_array
+
+    if is_dask_array(X):
+        from ._dask.film import DaskRowBlocks
+
+        blocks = DaskRowBlocks(X, "X", min_samples=1)
+        try:
+            return _range_svd(blocks.gram, X.shape[1], rank, n_oversamples, n_iter, random_state, dtype)
+        finally:
+            blocks.release()
+    n, D = X.shape
+    return _range_svd(lambda Z: _gram_rows(X, Z, block_rows), D, rank, n_oversamples, n_iter, random_state, dtype)
+
+
+def _range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dtype=np.float64):
+    """The randomized range finder of :func:`randomized_range_svd` on a Gram operator
+    ``gram(Z) = X^T (X Z)`` ((D x ell) float64 -> (D x ell) float64): n_iter + 2 calls,
+    the orthonormalisations and the (ell x ell) Rayleigh-Ritz eigenproblem run here."""
+    rs = check_random_state(random_state)
+    ell = min(D, rank + n_oversamples)
 
     def orth(Z):
         # CholeskyQR2: two passes of Z <- Z R^{-1}, R = chol(Z^T Z): GEMM-rich and
@@ -126,27 +165,108 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
     return sigma, np.ascontiguousarray(U, dtype=dtype)
 
 
+class DenseOperator:
+    """The two dense products of a FILM iteration with V (n x r), behind one interface.
+
+    The K-free gradient (ALGORITHMS.md "FILM"; film.txt Sec. 3.2, Eq. 28) touches V only
+    through W = V P (n x d) and V^T M (r x d); everything else (the sparse C / C^T
+    kernels, k, z, Lambda, s) works on n x d and r x d arrays.  An operator provides
+
+    * ``shape`` (n, r) and ``dtype`` (float32 or float64, the working precision);
+    * ``matmul(P)``: W = V P, P (r x d) float64 -> (n x d) C-contiguous ndarray of ``dtype``;
+    * ``rmatmul(M)``: V^T M, M (n x d) ndarray of ``dtype`` -> (r x d) ndarray.
+
+    :class:`InMemoryV` holds V in memory; :class:`similearn._dask.film.DaskV` keeps V's
+    row blocks on Dask workers and runs both products as block maps / reductions.
+    """
+
+    shape = (0, 0)
+    dtype = np.dtype(np.float64)
+
+    def matmul(self, P):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def rmatmul(self, M):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(self):
+        """Free the operator's storage early (the Dask one drops V's blocks); optional."""
+
+
+class InMemoryV(DenseOperator):
+    """V (n x r) in memory: W = V P by similearn's GEMM kernel (``n_threads``), V^T M by
+    NumPy's BLAS.  O(n r d) each."""
+
+    def __init__(self, V, n_threads=None):
+        V = np.ascontiguousarray(V)
+        if V.dtype not in (np.float32, np.float64):
+            V = V.astype(np.float64)
+        self.V = V
+        self.shape = V.shape
+        self.dtype = V.dtype
+        self.n_threads = get_num_threads(n_threads)
+        self._gemm = _core.gemm_nn_f32 if V.dtype == np.float32 else _core.gemm_nn_f64
+
+    def matmul(self, P):
+        return self._gemm(self.V, np.ascontiguousarray(P, dtype=self.dtype), self.n_threads)
+
+    def rmatmul(self, M):
+        return self.V.T @ M
+
+
+class _InMemoryRows:
+    """X in memory (a validated ndarray or CSR matrix) seen as FILM's fit sees it, the
+    interface :class:`similearn._dask.film.DaskRowBlocks` gives a Dask X:
+    ``gram(Z)`` = X^T (X Z) for the range finder, ``v_operator(Us, dtype, n_threads)``
+    = V = X Us as a :class:`DenseOperator`, ``rows_times(rows, Us, dtype)`` = X[rows] Us
+    (M-FILM's rows of V).  ``counter`` is None: nothing is shipped."""
+
+    counter = None
+
+    def __init__(self, X):
+        self.X = X
+
+    def gram(self, Z):
+        return _gram_rows(self.X, Z, 65536)
+
+    def v_operator(self, Us, dtype, n_threads=None):
+        # V = X U diag(1/sigma), built in row blocks straight into the working dtype
+        X = self.X
+        V = np.empty((X.shape[0], Us.shape[1]), dtype=dtype)
+        for r0 in range(0, X.shape[0], 65536):
+            V[r0:r0 + 65536] = np.asarray(X[r0:r0 + 65536] @ Us)
+        return InMemoryV(V, n_threads)
+
+    def rows_times(self, rows, Us, dtype):
+        return np.ascontiguousarray(np.asarray(self.X[rows] @ Us), dtype=dtype)
+
+    def release(self):
+        pass
+
+
 class FilmObjective:
     """The smoothed FILM objective f2 (Eq. 19) and its gradient (Eq. 28) on St(r, d).
 
     Parameters
     ----------
-    V : ndarray (n, r), float32 or float64, C-contiguous
-        Left singular vectors of the data (rows of V are the samples in SVD space).
+    V : ndarray (n, r), float32 or float64, C-contiguous, or a :class:`DenseOperator`
+        Left singular vectors of the data (rows of V are the samples in SVD space).  An
+        ndarray is wrapped in :class:`InMemoryV`; an operator (e.g. the Dask one, V's
+        row blocks on workers) is used as it is.
     triplets : int array (n_triplets, 3) of (anchor, positive, negative) rows
     margin : float, relative margin (see module docstring)
     n_threads : int, optional
 
     Use ``value(P)`` (objective, Lambda fixed), ``value_and_grad(P)``, ``refresh(P)``
-    (s* and Lambda at P, Eq. 15).  Dense work: W = V P and V^T M (BLAS, V's dtype);
-    sparse work: C^T W and C (T Lambda W) (C++ kernels, O(nnz(C) d)).
+    (s* and Lambda at P, Eq. 15).  Dense work: W = V P and V^T M (``self.op``, V's
+    dtype); sparse work: C^T W and C (T Lambda W) (C++ kernels, O(nnz(C) d)).
     """
 
     def __init__(self, V, triplets, margin=1.0, n_threads=None):
-        V = np.ascontiguousarray(V)
-        if V.dtype not in (np.float32, np.float64):
-            V = V.astype(np.float64)
-        self.V = V
+        op = V if isinstance(V, DenseOperator) else InMemoryV(V, n_threads)
+        self.op = op
+        self.V = getattr(op, "V", None)  # the ndarray for in-memory V, else None
+        V = op  # only .shape and .dtype are used below
         n = V.shape[0]
         self.triplets = check_triplets(triplets, n, distinct=True)
         self.margin = float(margin)
@@ -163,7 +283,7 @@ class FilmObjective:
         self._fwd = _core.film_forward_f32 if V.dtype == np.float32 else _core.film_forward_f64
         self._bwd = _core.film_backward_f32 if V.dtype == np.float32 else _core.film_backward_f64
         self._stats = _core.film_stats_f32 if V.dtype == np.float32 else _core.film_stats_f64
-        self._gemm = _core.gemm_nn_f32 if V.dtype == np.float32 else _core.gemm_nn_f64
+        self.dtype = np.dtype(V.dtype)
         self._cache_key = None
         self.gemm_time = 0.0
         self.n_lambda_changes = []
@@ -176,7 +296,7 @@ class FilmObjective:
         if self._cache_key is not None and self._cache_key[0] == key and self._cache_key[1] is P:
             return self._cache
         t0 = time.perf_counter()
-        W = self._gemm(self.V, np.ascontiguousarray(P, dtype=self.V.dtype), self.n_threads)
+        W = self.op.matmul(P)
         self.gemm_time += time.perf_counter() - t0
         s = self.s if self.s is not None else np.zeros(P.shape[1])
         D, k, z = self._fwd(*self._ct, W, self.tw, self.t, np.ascontiguousarray(s, dtype=np.float64),
@@ -206,7 +326,7 @@ class FilmObjective:
         M, k = self._bwd(*self._c, W, self.tw, D, self.n_threads)  # k for the current Lambda, fused
         self._cache = (W, D, k, z)
         t0 = time.perf_counter()
-        VtM = self.V.T @ M
+        VtM = self.op.rmatmul(M)
         self.gemm_time += time.perf_counter() - t0
         q = -0.5 * (_softplus(k) + k * _sigmoid(k))
         return self._f(k), np.ascontiguousarray(VtM * q[None, :], dtype=np.float64)
@@ -220,7 +340,7 @@ class FilmObjective:
         self.abs_margin = self.margin * float(Y2[self.is_anchor].mean()) if self.is_anchor.any() else 0.0
         # a hinge exactly at its kink counts as active (z + m >= 0): with s = 0 every
         # hinge is at the kink, and calling them inactive would freeze the fit at s = 0
-        lam = ((z + self.abs_margin >= 0) & self.is_anchor).astype(self.V.dtype)
+        lam = ((z + self.abs_margin >= 0) & self.is_anchor).astype(self.dtype)
         # Guard against the s <-> Lambda alternation (ALGORITHMS.md): when the new
         # indicator returns to the one of two refreshes ago (a 2-cycle), switch to
         # monotone updates, Lambda <- Lambda OR Lambda_new, which cannot cycle.
@@ -232,7 +352,7 @@ class FilmObjective:
         self.n_lambda_changes.append(int(np.count_nonzero(lam != self.lam)))
         self.lam = lam
         self.s = s
-        self.tw = (self.t * lam).astype(self.V.dtype)
+        self.tw = (self.t * lam).astype(self.dtype)
         # k depends on Lambda: it is recomputed lazily (fused into the backward pass
         # when the gradient is asked for next, as the solver does); W and D stay valid
         self._cache = (W, D, None, z)
@@ -270,7 +390,8 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
     n_triplets_per_anchor : int, default=2
         Triplets generated per sample when fitting from labels ``y``.
     negatives : {"random", "hard"}, default="random"
-        Negatives of generated triplets.
+        Negatives of generated triplets.  "hard" needs a k-NN search over X and raises
+        NotImplementedError when X is a Dask array (pass ``triplets`` instead).
     dtype : {"auto", np.float64, np.float32}, default="auto"
         Precision of V and of the two dense products per iteration (W = V P, V^T M);
         the sparse kernels accumulate in the same type, k and the solver always run in
@@ -291,6 +412,15 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
     history_ : dict of lists ("fun", "grad_norm", "tau", "time", "n_active", "lambda_changes")
     timings_ : dict, seconds spent in "svd", "iterations", "gemm"
     converged_ : bool
+    dask_bytes_ : dict (Dask X only)
+        Bytes of the arrays shipped between the client and the workers (reduction trees
+        included), by kind: "svd", "v", "forward" (W = V P), "backward" (V^T M), "rows"
+        (M-FILM), and "total"; ``history_["dask_bytes"]`` has them per iteration.
+    dask_bytes_per_iter_ : float (Dask X only)
+        Mean bytes per iteration.  Full FILM, an iteration with b backtracks:
+        ((b + 1)(c r + n) + n + (2 nb - 1) r) d s (s: itemsize of ``dtype``, nb: row
+        blocks, c: workers holding blocks, 1 for a local scheduler); M-FILM:
+        m (8 + r s) for the m distinct rows of the batch's triplets.
     """
 
     def __init__(self, n_components=None, rank=None, margin=1.0, max_iter=500, tol=1e-5, batch_size=None,
@@ -353,8 +483,13 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like or scipy.sparse of shape (n_samples, n_features)
-            Never densified; sparse input goes through sparse products only.
+        X : array-like or scipy.sparse of shape (n_samples, n_features), or dask.array.Array
+            Never densified; sparse input goes through sparse products only.  A Dask
+            array sharded by rows (NumPy or scipy.sparse blocks, known chunk sizes) is
+            fitted where its blocks are (see the module docstring and
+            :mod:`similearn._dask.film`): the same random draws and model as in memory,
+            up to the summation order of the block reductions.  ``y`` and ``triplets``
+            may then be Dask arrays too (computed: n labels, m x 3 indices).
         y : array-like of shape (n_samples,), optional
             Class labels; triplets are generated from them.  Ignored when ``triplets`` is
             given (so that in a Pipeline ``y`` can carry data for a later step, e.g. the
@@ -370,10 +505,28 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         -----
         Cost: SVD O(n_iter nnz(X) r + D r^2); per iteration O(n r d + nnz(C) d)
         (M-FILM: O(batch (nnz_row r + r d))).  Memory O(n r) (M-FILM: O((batch + D) r)).
+        Dask X: the same flops on the workers; memory per worker O(n_b (r + nnz_row))
+        for its blocks (n_b rows in all) plus a (D x ell) float64 array per Gram partial
+        it holds during the SVD (ell = r + 10); on the client O(n d + nnz(C) + D ell)
+        (full FILM: V is never there) or O((batch + D) r) (M-FILM); bytes shipped as in
+        ``dask_bytes_per_iter_``.
         """
-        X = check_X(X, "X", accept_sparse=True, min_samples=2)
+        from ._dask import is_dask_array
+
+        on_dask = is_dask_array(X)
+        if on_dask:
+            from ._dask.film import check_fit_input
+
+            X, y, triplets = check_fit_input(X, y, triplets)  # structure only: no pass over X yet
+        else:
+            X = check_X(X, "X", accept_sparse=True, min_samples=2)
         n, D = X.shape
         d, r = self._check_params(n, D)
+        if on_dask and triplets is None and self.negatives == "hard":
+            raise NotImplementedError(
+                'negatives="hard" is not supported when X is a Dask array (hard negatives need a k-NN search '
+                'over the sharded X); pass negatives="random", or generate the triplets yourself (e.g. '
+                'similearn.triplets.triplets_from_labels(y, negatives="hard", X=...)) and pass triplets=')
         rs = check_random_state(self.random_state)
         T = self._triplets(X, y, triplets, n, rs)
         if isinstance(self.dtype, str):
@@ -384,12 +537,21 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         # small products do not pay for BLAS threads (and suffer badly from them on a
         # loaded machine): one BLAS thread below ~16M multiply-adds per product
         with blas_limits(nt if n * r * d >= 2**24 else 1):
-            return self._fit(X, n, D, d, r, rs, T, dtype, nt)
+            if not on_dask:
+                return self._fit(_InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
+            from ._dask.film import ByteCounter, DaskRowBlocks
 
-    def _fit(self, X, n, D, d, r, rs, T, dtype, nt):
+            src = DaskRowBlocks(X, "X", counter=ByteCounter(), n_threads=nt)  # one validating pass over X
+            try:
+                return self._fit(src, n, D, d, r, rs, T, dtype, nt)
+            finally:
+                src.release()
+
+    def _fit(self, src, n, D, d, r, rs, T, dtype, nt):
         timings = {}
         t0 = time.perf_counter()
-        sigma, U = randomized_range_svd(X, r, random_state=rs, dtype=np.float64)
+        # = randomized_range_svd(X, r, random_state=rs): the same draws, on X's Gram operator
+        sigma, U = _range_svd(src.gram, D, r, random_state=rs, dtype=np.float64)
         keep = sigma > sigma[0] * 1e-8 if sigma[0] > 0 else np.zeros_like(sigma, dtype=bool)
         if keep.sum() < d:
             raise ValueError(f"X has numerical rank {int(keep.sum())} < n_components={d}")
@@ -399,14 +561,14 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         P0 = random_stiefel(r, d, rs)
         t1 = time.perf_counter()
         if self.batch_size is None:
-            res, obj = self._fit_full(X, U, sigma, T, P0, dtype, nt)
+            res, obj = self._fit_full(src, U, sigma, T, P0, dtype, nt)
             s = obj.s
             timings["gemm"] = obj.gemm_time
             hist = dict(res.history)
             hist["lambda_changes"] = list(obj.n_lambda_changes)
             hist["lambda_damped"] = bool(obj.damped)
         else:
-            res, s, hist = self._fit_minibatch(X, U, sigma, T, P0, dtype, nt, rs)
+            res, s, hist = self._fit_minibatch(src, U, sigma, T, P0, dtype, nt, rs)
             timings["gemm"] = float("nan")
         timings["iterations"] = time.perf_counter() - t1
         P = res.P
@@ -421,25 +583,42 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         self.timings_ = timings
         self.n_features_in_ = D
         self.rank_ = r
+        if src.counter is not None:  # Dask X: bytes shipped (see similearn._dask.film)
+            self.dask_bytes_ = dict(src.counter.by_kind, total=src.counter.total)
+            per_iter = hist.get("dask_bytes", [])[1:] if self.batch_size is None else hist.get("dask_bytes", [])
+            self.dask_bytes_per_iter_ = float(np.mean(per_iter)) if len(per_iter) else 0.0
         if not np.any(self.s_ > 0):
             warnings.warn("FILM learned s = 0 (no component separates positives from negatives); "
                           "check the triplets or increase max_iter", RuntimeWarning)
         return self
 
-    def _fit_full(self, X, U, sigma, T, P0, dtype, nt):
-        # V = X U diag(1/sigma), built in row blocks straight into the working dtype
+    def _fit_full(self, src, U, sigma, T, P0, dtype, nt):
         Us = U / sigma[None, :]
-        V = np.empty((X.shape[0], Us.shape[1]), dtype=dtype)
-        for r0 in range(0, X.shape[0], 65536):
-            V[r0:r0 + 65536] = np.asarray(X[r0:r0 + 65536] @ Us)
-        obj = FilmObjective(V, T, margin=self.margin, n_threads=nt)
+        op = src.v_operator(Us, dtype, nt)  # V = X U diag(1/sigma) in the working dtype
+        src.release()  # (Dask: X's blocks are no longer needed on the workers)
+        obj = FilmObjective(op, T, margin=self.margin, n_threads=nt)
+        counter = src.counter
+        on_accept = obj.refresh
+        if counter is not None:  # bytes shipped between accepted iterates
+            marks = [counter.total]
+
+            def on_accept(P):
+                out = obj.refresh(P)
+                marks.append(counter.total)
+                return out
         obj.refresh(P0)
-        res = stiefel_minimize(obj.value_and_grad, P0, value=obj.value, on_accept=obj.refresh,
+        res = stiefel_minimize(obj.value_and_grad, P0, value=obj.value, on_accept=on_accept,
                                max_iter=self.max_iter, gtol=self.tol, verbose=self.verbose)
         obj.refresh(res.P)
+        op.release()
+        if counter is not None:
+            # entry 0: the two refreshes at the start point (2 forward products); entry
+            # k >= 1: iteration k's backward product at P_{k-1} and its (1 + backtracks)
+            # forward products at the trial points (the refresh at P_k re-uses the last)
+            res.history["dask_bytes"] = [int(b) for b in np.diff(marks)]
         return res, obj
 
-    def _fit_minibatch(self, X, U, sigma, T, P0, dtype, nt, rs):
+    def _fit_minibatch(self, src, U, sigma, T, P0, dtype, nt, rs):
         """M-FILM: each iteration draws ``batch_size`` anchors, builds their triplets'
         rows of V on the fly (V_i = x_i U / sigma) and takes one Cayley step with a
         monotone backtracking search on the batch objective; BB steps from consecutive
@@ -467,7 +646,12 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             idx = np.repeat(starts[sel] - np.cumsum(lens) + lens, lens) + np.arange(lens.sum())
             Tb = Ts[idx]
             rows, inv = np.unique(Tb.ravel(), return_inverse=True)
-            Vb = np.ascontiguousarray(np.asarray(X[rows] @ Us), dtype=dtype)
+            # (Dask: computed on the workers holding the rows; per iteration the "rows"
+            # bytes, the one-time broadcast of Us being counted under "v")
+            mark = src.counter.by_kind.get("rows", 0) if src.counter is not None else 0
+            Vb = src.rows_times(rows, Us, dtype)
+            if src.counter is not None:
+                hist.setdefault("dask_bytes", []).append(src.counter.by_kind["rows"] - mark)
             obj = FilmObjective(Vb, inv.reshape(-1, 3), margin=self.margin, n_threads=nt)
             obj.refresh(P)
             f, G = obj.value_and_grad(P)
@@ -503,8 +687,12 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         return res, s, hist
 
     # ------------------------------------------------------------------ API
+    @dask_rows("X")
     def transform(self, X):
-        """Embed X: ``X @ components_.T``, (n_samples, n_components) float64. O(nnz(X) d)."""
+        """Embed X: ``X @ components_.T``, (n_samples, n_components) float64. O(nnz(X) d).
+
+        X may be a Dask array (blocks dense or scipy.sparse): the result is then a
+        lazy Dask array, rows chunked as X's, each block transformed on a worker."""
         check_is_fitted(self, "components_")
         X = check_X(X, "X", accept_sparse=True, n_features=self.n_features_in_, estimator=self)
         return np.asarray(X @ self.components_.T)
