@@ -121,7 +121,7 @@ def _prepare_block(xb, name):
 def _gram_block(xb, Z):
     """X_b^T (X_b Z): (D x ell) float64, in 65,536-row slices (the in-memory loop).
     O(nnz(X_b) ell)."""
-    from ..film import _gram_rows
+    from .._range_finder import _gram_rows
 
     return _gram_rows(xb, Z, _SLICE)
 

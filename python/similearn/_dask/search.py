@@ -202,8 +202,6 @@ class _Plan:
 
     def build(self, token, block_task, finalize, k, larger, split_every, self_excl):
         """Graph of the whole search: one result key per query chunk."""
-        from dask.highlevelgraph import HighLevelGraph
-
         dsk = {}
         deps = [self.database]
         if self.q_is_dask:
