@@ -30,8 +30,8 @@ Rows (``impl``), each in a fresh subprocess so that peak memory is the fit's:
 
 Timed (the benchmark's value is replaced by it): the wall time of ``fit`` inside the
 subprocess (not process / cluster start, not loading).  ``extra_info``: ``timings_``,
-iterations, backtracks, the client's peak RSS (``ru_maxrss``) and, for the Dask rows,
-each worker's peak RSS (``resource.getrusage`` run on the workers after the fit) before
+iterations, backtracks, the client's peak RSS (VmHWM) and, for the Dask rows,
+each worker's peak RSS (VmHWM of /proc/self/status, run on the workers after the fit) before
 and after, ``dask_bytes_`` (by kind), the bytes the workers actually sent during the fit
 (distributed's ``transfer_outgoing_bytes_total``: to other workers and to the client;
 the counted reduction edges are an upper bound of the worker-to-worker part), the
@@ -67,6 +67,14 @@ _WORKER = textwrap.dedent(r"""
 
 
     def rss_mb():
+        # VmHWM: ru_maxrss of a fork + exec child starts from its parent's peak
+        try:
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) / 1024.0
+        except OSError:
+            pass
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 

@@ -39,6 +39,16 @@ K = 10
 
 
 def _peak_rss_mb():
+    """Peak resident memory of this process (MB): VmHWM of /proc/self/status.  (Not
+    ru_maxrss: after fork + exec it starts from the parent's peak, so every worker of
+    a LocalCluster would report at least the benchmark process's own peak.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
