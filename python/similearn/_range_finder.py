@@ -12,21 +12,60 @@ from sklearn.utils import check_random_state
 
 from ._config import blas_limits
 
-__all__ = ["randomized_range_svd"]
+__all__ = ["randomized_range_svd", "SLAB_ROWS", "slab_tree_sum"]
+
+# Rows per slab of FILM's sums over rows (the Gram products of the range finder and
+# V^T M of every iteration).  Both the in-memory and the Dask fit add the slabs'
+# products in one canonical binary tree over the slab indices (slab_tree_sum), and a
+# Dask X is rechunked so that its blocks start at multiples of SLAB_ROWS: every
+# product then has the same operands and every sum the same order, so a fit on a
+# Dask array is bit for bit the in-memory fit, whatever the chunking.
+SLAB_ROWS = 65536
 
 
-def _gram_rows(X, Z, block_rows=65536):
-    """X^T (X Z) for X (m x D, dense or CSR) and Z (D x ell) float64, accumulated over
-    slices of ``block_rows`` rows so that only a (block_rows x ell) intermediate exists.
+def split_point(a, b):
+    """The canonical split of the slab range [a, b), b - a >= 2: a plus the largest power
+    of two below b - a (so the left child is a perfect binary tree).  Depends on b - a
+    only: a block that starts at slab s0 can evaluate any node inside it locally."""
+    return a + (1 << ((b - a - 1).bit_length() - 1))
+
+
+def slab_tree_sum(n_rows, part, slab, a=0, b=None):
+    """sum_s part(r0_s, r1_s) over the slabs s in [a, b) of ``n_rows`` rows (slab s holds
+    rows [s slab, min(n_rows, (s + 1) slab))), added in the canonical binary tree:
+    node(a, b) = node(a, m) + node(m, b) with m = :func:`split_point` (a, b).
+
+    ``part`` returns an ndarray (all of one shape); the tree is evaluated depth first,
+    so at most ceil(log2(b - a)) + 1 partial results are alive at once.  n_rows >= 1."""
+    if b is None:
+        b = -(-n_rows // slab)
+
+    def node(lo, hi):
+        if hi - lo == 1:
+            return part(lo * slab, min(n_rows, (lo + 1) * slab))
+        m = split_point(lo, hi)
+        left = node(lo, m)
+        left += node(m, hi)
+        return left
+
+    return node(a, b)
+
+
+def _gram_rows(X, Z, block_rows=None):
+    """X^T (X Z) for X (m x D, dense or CSR, m >= 1) and Z (D x ell) float64: the slabs'
+    X_s^T (X_s Z) added by :func:`slab_tree_sum` (``block_rows``, default
+    :data:`SLAB_ROWS`), so that only a (block_rows x ell) intermediate exists.
     Returns (D x ell) float64.  O(nnz(X) ell) time."""
-    out = np.zeros((X.shape[1], Z.shape[1]))
-    for r0 in range(0, X.shape[0], block_rows):
-        Xb = X[r0:r0 + block_rows]
-        out += np.asarray(Xb.T @ np.asarray(Xb @ Z))
-    return out
+    slab = SLAB_ROWS if block_rows is None else block_rows
+
+    def part(r0, r1):
+        Xb = X[r0:r1]
+        return np.asarray(Xb.T @ np.asarray(Xb @ Z), dtype=np.float64)
+
+    return slab_tree_sum(X.shape[0], part, slab)
 
 
-def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None, block_rows=65536,
+def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None, block_rows=None,
                          dtype=np.float64):
     """Right singular vectors and singular values of X (n x D, dense or sparse) with
     memory O(D r + block_rows r): the randomized range finder runs on the Gram
@@ -36,11 +75,14 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
     V = X U diag(1/sigma).  Cost O(n_iter nnz(X) r + D r^2).  Accuracy: singular values
     come from eig(B^T B), so relative precision ~ eps * sigma_1^2 / sigma_i^2.
 
+    ``block_rows``: rows per slab of the Gram sums (default :data:`SLAB_ROWS`).
+
     ``X`` may be a ``dask.array.Array`` sharded by rows (NumPy or scipy.sparse blocks):
-    each Gram product is then a block reduction, sum_b X_b^T (X_b Z), tree-reduced on the
-    workers (:mod:`similearn._dask.film`); only (D x ell) matrices move, ell = rank +
-    n_oversamples.  The random draws and the small dense algebra are the same as in
-    memory, so the result equals the in-memory one up to the summation order.
+    each Gram product is then a block reduction on the workers
+    (:mod:`similearn._dask.film`) over the same slabs in the same canonical tree; only
+    (D x ell) matrices move, ell = rank + n_oversamples.  The random draws and the
+    small dense algebra are the in-memory ones, so the result is the in-memory result
+    bit for bit (with the default slab size).
     """
     from ._dask import is_dask_array
 

@@ -32,10 +32,12 @@ blocks).  V touches the iteration only through W = V P and V^T M, so
 :class:`similearn._dask.film.DaskV` (V's row blocks kept on the workers) for Dask.  The
 range finder's Gram products, V and M-FILM's rows of V come from X through the same
 three-method interface (``_InMemoryRows`` / ``similearn._dask.film.DaskRowBlocks``);
-the solver, the sparse C kernels and every random draw run on the client, so a Dask fit
-is the in-memory algorithm with only the summation order of the block reductions
-changed.  Per iteration it ships O((n + nb r) d) bytes, never O(n r) (the exact count is
-in :mod:`similearn._dask.film`).
+the solver, the sparse C kernels and every random draw run on the client.  Both paths
+add their sums over rows (Gram products, V^T M) slab by slab in one canonical tree
+(:mod:`similearn._range_finder`), and a Dask X is laid out on slab boundaries, so a
+Dask fit is the in-memory fit bit for bit.  Per iteration it ships O((n + j r) d)
+bytes (j ~ the number of blocks), never O(n r) (the exact count is in
+:mod:`similearn._dask.film`).
 """
 from __future__ import annotations
 
@@ -52,7 +54,8 @@ from . import _core
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
 from ._validation import check_float, check_int, check_labels, check_triplets, check_X
-from ._range_finder import _gram_rows, _range_svd, randomized_range_svd
+from . import _range_finder
+from ._range_finder import _gram_rows, _range_svd, randomized_range_svd, slab_tree_sum
 from .base import SaveLoadMixin
 from .manifold import random_stiefel, stiefel_minimize
 
@@ -135,7 +138,10 @@ class InMemoryV(DenseOperator):
         return self._gemm(self.V, np.ascontiguousarray(P, dtype=self.dtype), self.n_threads)
 
     def rmatmul(self, M):
-        return self.V.T @ M
+        # V^T M as the slabs' V_s^T M_s added in the canonical tree (the Dask fit adds
+        # the same products in the same order: similearn._range_finder)
+        V = self.V
+        return slab_tree_sum(V.shape[0], lambda r0, r1: V[r0:r1].T @ M[r0:r1], _range_finder.SLAB_ROWS)
 
 
 class _InMemoryRows:
@@ -151,14 +157,15 @@ class _InMemoryRows:
         self.X = X
 
     def gram(self, Z):
-        return _gram_rows(self.X, Z, 65536)
+        return _gram_rows(self.X, Z, _range_finder.SLAB_ROWS)
 
     def v_operator(self, Us, dtype, n_threads=None):
-        # V = X U diag(1/sigma), built in row blocks straight into the working dtype
+        # V = X U diag(1/sigma), built slab by slab straight into the working dtype
         X = self.X
         V = np.empty((X.shape[0], Us.shape[1]), dtype=dtype)
-        for r0 in range(0, X.shape[0], 65536):
-            V[r0:r0 + 65536] = np.asarray(X[r0:r0 + 65536] @ Us)
+        slab = _range_finder.SLAB_ROWS
+        for r0 in range(0, X.shape[0], slab):
+            V[r0:r0 + slab] = np.asarray(X[r0:r0 + slab] @ Us)
         return InMemoryV(V, n_threads)
 
     def rows_times(self, rows, Us, dtype):
@@ -411,8 +418,9 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             Never densified; sparse input goes through sparse products only.  A Dask
             array sharded by rows (NumPy or scipy.sparse blocks, known chunk sizes) is
             fitted where its blocks are (see the module docstring and
-            :mod:`similearn._dask.film`): the same random draws and model as in memory,
-            up to the summation order of the block reductions.  ``y`` and ``triplets``
+            :mod:`similearn._dask.film`): the in-memory model bit for bit (X is
+            rechunked once so that blocks start on multiples of 65,536 rows, the slabs
+            of every sum over rows).  ``y`` and ``triplets``
             may then be Dask arrays too (computed: n labels, m x 3 indices).
         y : array-like of shape (n_samples,), optional
             Class labels; triplets are generated from them.  Ignored when ``triplets`` is

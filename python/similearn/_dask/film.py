@@ -12,47 +12,43 @@ run on the client.
 
 * :class:`DaskRowBlocks` — X's row blocks (NumPy or scipy.sparse CSR), validated and
   materialised once (on the workers under a ``distributed.Client``; in this process
-  under a local scheduler).  ``gram(Z)`` = X^T (X Z) = sum_b X_b^T (X_b Z), each
-  term on the worker holding X_b, tree-reduced: the range finder of
+  under a local scheduler).  ``gram(Z)`` = X^T (X Z), the slabs' X_s^T (X_s Z) on
+  the workers holding them, added in the canonical tree: the range finder of
   :func:`similearn.film.randomized_range_svd` moves only (D x ell) matrices.
   ``v_operator`` builds V_b = X_b U diag(1/sigma) on the workers (film.txt Eq. 6's
   V, Algorithm 1 line 2); ``rows_times`` computes the rows of V that an M-FILM batch
   needs from their X blocks.
 * :class:`DaskV` — the :class:`similearn.film.DenseOperator` over V's blocks:
   W = V P (block products on the workers, W gathered: n x d) and V^T M (M's row blocks
-  sent to the workers holding V's blocks, V_b^T M_b there, tree-reduced: r x d).  V
-  (n x r) is never gathered.
+  sent to the workers holding V's blocks, the slab products there, added in the
+  canonical tree: r x d).  V (n x r) is never gathered.
 
-Bytes counted (``ByteCounter``; s = itemsize of the working dtype, nb = number of row
-blocks, c = number of workers holding V's blocks, 1 under a local scheduler):
+Layout: X is rechunked once so that every row block starts on a multiple of
+``similearn._range_finder.SLAB_ROWS`` (65,536 rows; each boundary moves to the nearest
+multiple).  Every sum over rows (the range finder's Gram products, V^T M) is the sum of
+the slabs' products in one canonical binary tree over the slab indices
+(:func:`similearn._range_finder.slab_tree_sum`), the in-memory code's order: a node
+inside a block is evaluated by one task on that block's worker, a node spanning blocks
+is an addition task.  The products have the operands of the in-memory ones (whole
+slabs), W = V P is the same kernel row by row, and every random draw is the in-memory
+code's, so **the fit equals the in-memory fit bit for bit, whatever the chunking, the
+scheduler or the number of workers.**
+
+Bytes counted (``ByteCounter``; s = itemsize of the working dtype, c = number of
+workers holding V's blocks, 1 under a local scheduler, j = additions across blocks in
+the canonical tree, nb - 1 <= j):
 
 * forward W = V P: P to the c workers, W back: (c r + n) d s;
-* backward V^T M: M's blocks to the workers, then the pairwise reduction tree over
-  the nb partial sums (nb - 1 additions with two (r x d) inputs each, plus the root to
-  the client): (n + (2 nb - 1) r) d s;
+* backward V^T M: M's blocks to the workers, the partial sums of the additions across
+  blocks (two inputs each) and the root to the client: (n + (2 j + 1) r) d s;
 * one accepted solver iteration with b backtracks: (b + 1) forward + 1 backward =
-  ((b + 1)(c r + n) + n + (2 nb - 1) r) d s; never a multiple of n r.
+  ((b + 1)(c r + n) + n + (2 j + 1) r) d s; never a multiple of n r.
 
-The reduction edges are counted whether or not the scheduler places both ends on one
-worker (then nothing crosses the network), so the reduction term is an upper bound;
-the client <-> worker terms are exact.  Range finder: (c + 2 nb - 1) D ell 8 per Gram
+The addition inputs are counted whether or not the scheduler places both ends on one
+worker (then nothing crosses the network), so that term is an upper bound; the
+client <-> worker terms are exact.  Range finder: (c + 2 j + 1) D ell 8 per Gram
 product (n_iter + 2 of them); V build: c D r 8 (U diag(1/sigma) broadcast); M-FILM:
 m (8 + r s) per iteration for the m distinct rows of the batch's triplets.
-
-Determinism: every reduction is a fixed pairwise tree over the blocks in order
-(((b0 + b1) + (b2 + b3)) + ...), whatever the placement, so a result depends on the
-chunking but not on the scheduler or the worker count.
-
-Agreement with the in-memory fit: the random draws (triplets from labels, the range
-finder's test matrix, P0, M-FILM's batches) and the dtype choice are the in-memory
-code's, and W = V P is bitwise the in-memory kernel's row by row; only the sums over
-rows (the Gram products, V^T M) are added in another order (~1e-16 relative).  The
-Barzilai-Borwein / non-monotone Stiefel iteration amplifies such differences, roughly
-10x per 10 iterations on the test problems: P agrees to ~1e-13 after 30 iterations,
-~1e-11 after 60, ~1e-8 after 100, and long runs agree to the solver's tolerance (both
-are valid runs of the same algorithm: the in-memory fit itself moves by ~3e-3 after 150
-iterations on digits when X is perturbed by 1e-16 relative).  M-FILM's batches are small client-side problems and
-stay within ~1e-13.
 
 This module imports dask; :mod:`similearn.film` imports it only once a Dask array has
 reached it.
@@ -66,9 +62,6 @@ import numpy as np
 from . import active_client, check_row_chunks, is_dask_array
 
 __all__ = ["ByteCounter", "DaskRowBlocks", "DaskV", "check_fit_input"]
-
-_SLICE = 65536  # rows per product slice inside a block, as the in-memory code
-
 
 class ByteCounter:
     """Bytes of the arrays shipped between the client and the workers (and along the
@@ -118,21 +111,26 @@ def _prepare_block(xb, name):
     return check_X(xb, name, accept_sparse=True, min_samples=0)
 
 
-def _gram_block(xb, Z):
-    """X_b^T (X_b Z): (D x ell) float64, in 65,536-row slices (the in-memory loop).
-    O(nnz(X_b) ell)."""
-    from .._range_finder import _gram_rows
+def _gram_block(xb, Z, a, b, slab):
+    """The canonical-tree node over this block's slabs [a, b) (block-local slab
+    indices) of X_s^T (X_s Z): (D x ell) float64, exactly as the in-memory
+    :func:`similearn._range_finder._gram_rows` evaluates that node.  O(nnz(X_s) ell)."""
+    from .._range_finder import slab_tree_sum
 
-    return _gram_rows(xb, Z, _SLICE)
+    def part(r0, r1):
+        xs = xb[r0:r1]
+        return np.asarray(xs.T @ np.asarray(xs @ Z), dtype=np.float64)
+
+    return slab_tree_sum(xb.shape[0], part, slab, a, b)
 
 
-def _v_block(xb, Us, dtype):
-    """V_b = X_b Us (Us = U diag(1/sigma), D x r float64), computed in float64 per
-    65,536-row slice and stored in ``dtype`` (C-contiguous), as the in-memory build.
-    O(nnz(X_b) r); (n_b x r)."""
+def _v_block(xb, Us, dtype, slab):
+    """V_b = X_b Us (Us = U diag(1/sigma), D x r float64), computed in float64 per slab
+    and stored in ``dtype`` (C-contiguous), as the in-memory build (the block starts on
+    a slab boundary, so the products have the same operands).  O(nnz(X_b) r); (n_b x r)."""
     out = np.empty((xb.shape[0], Us.shape[1]), dtype=dtype)
-    for r0 in range(0, xb.shape[0], _SLICE):
-        out[r0:r0 + _SLICE] = np.asarray(xb[r0:r0 + _SLICE] @ Us)
+    for r0 in range(0, xb.shape[0], slab):
+        out[r0:r0 + slab] = np.asarray(xb[r0:r0 + slab] @ Us)
     return out
 
 
@@ -151,31 +149,50 @@ def _matmul_block(vb, P, n_threads):
     return gemm(_aligned(vb), _aligned(P), _block_threads(n_threads))
 
 
-def _rmatmul_block(vb, mb):
-    """V_b^T M_b: (r x d) in V_b's dtype.  O(n_b r d)."""
-    return vb.T @ mb
+def _rmatmul_block(vb, mb, a, b, slab):
+    """The canonical-tree node over this block's slabs [a, b) of V_s^T M_s: (r x d) in
+    V_b's dtype, as the in-memory :meth:`similearn.film.InMemoryV.rmatmul` evaluates
+    it.  O(n_b r d)."""
+    from .._range_finder import slab_tree_sum
+
+    return slab_tree_sum(vb.shape[0], lambda r0, r1: vb[r0:r1].T @ mb[r0:r1], slab, a, b)
 
 
 def _add(a, b):
     return a + b
 
 
-def _tree_order(parts):
-    """The pairwise reduction order over ``parts`` (a list), as nested pairs: level by
-    level, neighbours (2i, 2i + 1) are added and an odd last one is carried up."""
-    level = list(parts)
-    while len(level) > 1:
-        nxt = [(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-        if len(level) % 2:
-            nxt.append(level[-1])
-        level = nxt
-    return level[0]
+def aligned_bounds(offsets, slab):
+    """Row-block boundaries moved to the nearest multiple of ``slab`` (0 and n kept,
+    duplicates dropped): the layout the fit rechunks X to, so that every block starts on
+    a slab boundary and holds whole slabs (the last one may be short).  Returns an int64
+    array of boundaries, 0 first and n last."""
+    n = int(offsets[-1])
+    inner = [int(round(o / slab)) * slab for o in offsets[1:-1]]
+    return np.array(sorted({0, n} | {b for b in inner if 0 < b < n}), dtype=np.int64)
 
 
-def tree_edges(nb):
-    """Arrays shipped by a pairwise reduction of nb partial sums, the root to the
-    client included: 2 nb - 1 (nb - 1 additions with two inputs each, plus the root)."""
-    return 2 * nb - 1 if nb > 0 else 0
+def canonical_sum(engine, slab_bounds, leaf):
+    """Evaluate the canonical slab tree (:func:`similearn._range_finder.slab_tree_sum`)
+    over blocks: ``slab_bounds`` (nb + 1 ints) are the blocks' first slab indices and the
+    total slab count last; a node inside block i is one task ``leaf(i, a, b)`` (block-local
+    slab indices) on the block's worker; a node spanning blocks is an addition of its two
+    children.  Returns (handle of the root, additions across blocks j); the partial sums
+    shipped are 2 j + 1 (two inputs per addition, the root to the client)."""
+    bounds = np.asarray(slab_bounds, dtype=np.int64)
+    from .._range_finder import split_point
+
+    j = [0]
+
+    def node(a, b):
+        i = int(np.searchsorted(bounds, a, side="right")) - 1
+        if b <= bounds[i + 1]:
+            return leaf(i, a - int(bounds[i]), b - int(bounds[i]))
+        m = split_point(a, b)
+        j[0] += 1
+        return engine.submit(_add, node(a, m), node(m, b))
+
+    return node(0, int(bounds[-1])), j[0]
 
 
 # --------------------------------------------------------------------------- engines
@@ -212,11 +229,15 @@ class _LocalEngine:
     def gather(self, handles):
         return list(handles)
 
-    def tree_sum(self, handles):
-        def ev(node):
-            return _add(ev(node[0]), ev(node[1])) if isinstance(node, tuple) else node
+    def submit(self, fn, *args, holder=None):
+        import dask
 
-        return ev(_tree_order(handles))
+        return dask.delayed(fn, pure=False)(*args)
+
+    def result(self, handle):
+        import dask
+
+        return dask.compute(handle)[0]
 
     def release(self, handles):
         pass
@@ -275,13 +296,12 @@ class _ClientEngine:
     def gather(self, handles):
         return self.client.gather(list(handles))
 
-    def tree_sum(self, handles):
-        def ev(node):
-            if isinstance(node, tuple):
-                return self.client.submit(_add, ev(node[0]), ev(node[1]), pure=False)
-            return node
+    def submit(self, fn, *args, holder=None):
+        kw = {"workers": [holder], "allow_other_workers": True} if holder is not None else {}
+        return self.client.submit(fn, *args, pure=False, **kw)
 
-        return self.client.gather(ev(_tree_order(handles)))
+    def result(self, handle):
+        return handle.result()
 
     def release(self, handles):
         # drop our references (not ``client.cancel``, which would also cancel the
@@ -289,6 +309,13 @@ class _ClientEngine:
         for h in handles:
             if h is not None:
                 h.release()
+
+
+class _CountOnly:
+    """An engine that evaluates nothing (counts the additions of a canonical tree)."""
+
+    def submit(self, fn, *args, holder=None):
+        return None
 
 
 def _engine():
@@ -350,11 +377,21 @@ class DaskRowBlocks:
     def __init__(self, X, name="X", counter=None, n_threads=None, min_samples=2):
         import dask
 
+        from .. import _range_finder
+
         X = check_row_chunks(X, name)
         _check_shape(X, name, min_samples)
         self.shape = (int(X.shape[0]), int(X.shape[1]))
-        self.sizes = np.array([int(c) for c in X.chunks[0]], dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)])
+        # blocks start on slab boundaries (rechunked once if they do not), so that
+        # every product and every sum is the in-memory one (similearn._range_finder)
+        self.slab = int(_range_finder.SLAB_ROWS)
+        given = np.concatenate([[0], np.cumsum([int(c) for c in X.chunks[0]])])
+        bounds = aligned_bounds(given, self.slab)
+        if not np.array_equal(bounds, given):
+            X = X.rechunk({0: tuple(int(c) for c in np.diff(bounds))})
+        self.offsets = bounds
+        self.sizes = np.diff(bounds)
+        self.slab_bounds = -(-bounds // self.slab)  # first slab of each block, total last
         self.counter = counter if counter is not None else ByteCounter()
         self.n_threads = n_threads
         self.engine = _engine()
@@ -378,9 +415,13 @@ class DaskRowBlocks:
         partial sums along the pairwise tree: (c + 2 nb - 1) D ell 8 bytes."""
         Z = np.ascontiguousarray(Z, dtype=np.float64)
         zh, copies = self.engine.share(Z, self.holders)
-        parts = self.engine.map(_gram_block, self.blocks, shared=(zh,), holders=self.holders)
-        out = self.engine.tree_sum(parts)
-        self.counter.add("svd", (copies + tree_edges(self.n_blocks)) * Z.nbytes)
+
+        def leaf(i, a, b):
+            return self.engine.submit(_gram_block, self.blocks[i], zh, a, b, self.slab, holder=self.holders[i])
+
+        root, j = canonical_sum(self.engine, self.slab_bounds, leaf)
+        out = self.engine.result(root)
+        self.counter.add("svd", (copies + 2 * j + 1) * Z.nbytes)
         return out
 
     def v_operator(self, Us, dtype, n_threads=None):
@@ -389,14 +430,14 @@ class DaskRowBlocks:
         Us = np.ascontiguousarray(Us, dtype=np.float64)
         uh, copies = self.engine.share(Us, self.holders)
         self.counter.add("v", copies * Us.nbytes)
-        vb = self.engine.map(_v_block, self.blocks, shared=(uh, np.dtype(dtype)), holders=self.holders)
+        vb = self.engine.map(_v_block, self.blocks, shared=(uh, np.dtype(dtype), self.slab), holders=self.holders)
         if self.engine.client is not None:
             from distributed import wait
 
             wait(vb)
         del uh
         return DaskV(self.engine, vb, self.sizes, Us.shape[1], dtype, self.counter,
-                     n_threads if self.engine.client is None else None)
+                     n_threads if self.engine.client is None else None, slab=self.slab)
 
     def rows_times(self, rows, Us, dtype):
         """V's rows ``rows`` (sorted distinct global indices, m of them) = X[rows] Us,
@@ -448,15 +489,19 @@ class DaskV(_dense_operator_base()):
       V_b P runs there (similearn's GEMM kernel), the W_b are gathered in block order:
       (n x d) ndarray of ``dtype``.  O(n r d) flops on the workers, (c r + n) d s bytes.
     * ``rmatmul(M)``: V^T M.  M (n x d) is cut into V's row blocks, each sent to the
-      worker holding V_b, V_b^T M_b computed there and the nb partial sums added along
-      the fixed pairwise tree: (r x d).  O(n r d) flops, (n + (2 nb - 1) r) d s bytes.
+      worker holding V_b; the slabs' V_s^T M_s are computed there and added in the
+      canonical slab tree (the in-memory order): (r x d).  O(n r d) flops,
+      (n + (2 j + 1) r) d s bytes (j: additions across blocks).  V's blocks must start
+      on slab boundaries (DaskRowBlocks lays them out so).
 
     V's blocks are never gathered; they live until :meth:`release` (memory per worker:
     its blocks' n_b r s bytes).  ``counter`` (a :class:`ByteCounter`) accumulates the
     bytes under "forward" and "backward".
     """
 
-    def __init__(self, engine, blocks, sizes, r, dtype, counter, n_threads=None):
+    def __init__(self, engine, blocks, sizes, r, dtype, counter, n_threads=None, slab=None):
+        from .. import _range_finder
+
         self.engine = engine
         self.blocks = blocks
         self.holders = engine.holders(blocks)
@@ -468,6 +513,11 @@ class DaskV(_dense_operator_base()):
         self.n_threads = n_threads
         self.n_matmul = 0
         self.n_rmatmul = 0
+        self.slab = int(_range_finder.SLAB_ROWS if slab is None else slab)
+        self.slab_bounds = -(-self.offsets // self.slab)
+        if np.any(self.offsets[:-1] % self.slab):
+            raise ValueError("V's row blocks must start on multiples of the slab size")
+        self.n_additions = canonical_sum(_CountOnly(), self.slab_bounds, lambda i, a, b: None)[1]
 
     @property
     def n_blocks(self):
@@ -479,8 +529,9 @@ class DaskV(_dense_operator_base()):
         return (c * self.shape[1] + self.shape[0]) * d * self.dtype.itemsize
 
     def backward_bytes(self, d):
-        """Bytes of one ``rmatmul`` with d columns: (n + (2 nb - 1) r) d s."""
-        return (self.shape[0] + tree_edges(self.n_blocks) * self.shape[1]) * d * self.dtype.itemsize
+        """Bytes of one ``rmatmul`` with d columns: (n + (2 j + 1) r) d s, j the additions
+        across blocks of the canonical slab tree (nb - 1 <= j)."""
+        return (self.shape[0] + (2 * self.n_additions + 1) * self.shape[1]) * d * self.dtype.itemsize
 
     def matmul(self, P):
         Pd = np.ascontiguousarray(P, dtype=self.dtype)
@@ -496,9 +547,13 @@ class DaskV(_dense_operator_base()):
         M = np.ascontiguousarray(M, dtype=self.dtype)
         mb = self.engine.put_rows([M[self.offsets[i]:self.offsets[i + 1]] for i in range(self.n_blocks)],
                                   self.holders)
-        parts = self.engine.map(_rmatmul_block, self.blocks, per_block=[(m,) for m in mb], holders=self.holders)
-        out = self.engine.tree_sum(parts)
-        self.counter.add("backward", M.nbytes + tree_edges(self.n_blocks) * out.nbytes)
+        def leaf(i, a, b):
+            return self.engine.submit(_rmatmul_block, self.blocks[i], mb[i], a, b, self.slab,
+                                      holder=self.holders[i])
+
+        root, j = canonical_sum(self.engine, self.slab_bounds, leaf)
+        out = self.engine.result(root)
+        self.counter.add("backward", M.nbytes + (2 * j + 1) * out.nbytes)
         self.n_rmatmul += 1
         return out
 
