@@ -39,16 +39,19 @@ def slab_tree_sum(n_rows, part, slab, a=0, b=None):
     so at most ceil(log2(b - a)) + 1 partial results are alive at once.  n_rows >= 1."""
     if b is None:
         b = -(-n_rows // slab)
+    return _tree_node(part, n_rows, slab, a, b)
 
-    def node(lo, hi):
-        if hi - lo == 1:
-            return part(lo * slab, min(n_rows, (lo + 1) * slab))
-        m = split_point(lo, hi)
-        left = node(lo, m)
-        left += node(m, hi)
-        return left
 
-    return node(a, b)
+def _tree_node(part, n_rows, slab, lo, hi):
+    # a module-level recursion: a nested recursive closure would be a reference cycle
+    # holding ``part`` (and the arrays it closes over, e.g. FILM's M) until the cyclic
+    # garbage collector runs -- 160 MB per iteration at the Quora size
+    if hi - lo == 1:
+        return part(lo * slab, min(n_rows, (lo + 1) * slab))
+    m = split_point(lo, hi)
+    left = _tree_node(part, n_rows, slab, lo, m)
+    left += _tree_node(part, n_rows, slab, m, hi)
+    return left
 
 
 def _gram_rows(X, Z, block_rows=None):

@@ -180,22 +180,25 @@ def canonical_sum(engine, slab_bounds, leaf):
     children.  Returns (handle of the root, additions across blocks j); the partial sums
     shipped are 2 j + 1 (two inputs per addition, the root to the client)."""
     bounds = np.asarray(slab_bounds, dtype=np.int64)
+    count = [0]
+    root = _canonical_node(engine, bounds, leaf, count, 0, int(bounds[-1]))
+    return root, count[0]
+
+
+def _canonical_node(engine, bounds, leaf, count, a, b):
+    # module-level recursion (a nested recursive closure would be a reference cycle
+    # keeping ``leaf``'s operands, e.g. M's blocks, alive until the cyclic GC runs)
     from .._range_finder import split_point
 
-    j = [0]
-
-    def node(a, b):
-        i = int(np.searchsorted(bounds, a, side="right")) - 1
-        if b <= bounds[i + 1]:
-            return leaf(i, a - int(bounds[i]), b - int(bounds[i]))
-        m = split_point(a, b)
-        j[0] += 1
-        return engine.submit(_add, node(a, m), node(m, b))
-
-    return node(0, int(bounds[-1])), j[0]
+    i = int(np.searchsorted(bounds, a, side="right")) - 1
+    if b <= bounds[i + 1]:
+        return leaf(i, a - int(bounds[i]), b - int(bounds[i]))
+    m = split_point(a, b)
+    count[0] += 1
+    return engine.submit(_add, _canonical_node(engine, bounds, leaf, count, a, m),
+                         _canonical_node(engine, bounds, leaf, count, m, b))
 
 
-# --------------------------------------------------------------------------- engines
 class _LocalEngine:
     """Local schedulers (synchronous, threads, processes): blocks are objects of this
     process; the block tasks go through ``dask.compute`` so that the configured
