@@ -155,6 +155,7 @@ def _rmatmul_block(vb, mb, a, b, slab):
     it.  O(n_b r d)."""
     from .._range_finder import slab_tree_sum
 
+    mb = np.array(mb, copy=True)  # a fresh buffer, as in memory (see _ClientEngine.result)
     return slab_tree_sum(vb.shape[0], lambda r0, r1: vb[r0:r1].T @ mb[r0:r1], slab, a, b)
 
 
@@ -304,7 +305,10 @@ class _ClientEngine:
         return self.client.submit(fn, *args, pure=False, **kw)
 
     def result(self, handle):
-        return handle.result()
+        # a fresh copy: an array deserialised from a network frame can start at any
+        # offset, and OpenBLAS's result on it (e.g. the range finder's Z^T Z) can then
+        # differ in the last bit from the in-memory fit's (measured)
+        return np.array(handle.result(), copy=True)
 
     def release(self, handles):
         # drop our references (not ``client.cancel``, which would also cancel the
