@@ -76,34 +76,34 @@ def _run(benchmark, fn, rounds=3):
     return benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=0)
 
 
+def _single(benchmark, data, search, n, nq):
+    """The single-machine row: ``search(queries, database, k, n_threads=2)``."""
+    X, Q, ref = data
+    out = _run(benchmark, lambda: search(Q, X, K, n_threads=2))
+    np.testing.assert_array_equal(out[0], ref[0])
+    _info(benchmark, f"single-machine {search.__name__}", n, nq, 2)
+
+
+def _sharded(benchmark, data, search, cluster, n, nq):
+    """The Dask row: the database persisted on the cluster in CHUNKS row blocks, then the
+    whole ``search(queries, dask_database, k)`` timed; checked bit-equal."""
+    X, Q, ref = data
+    with cluster.as_current():
+        dx = cluster.persist(da.from_array(X, chunks=(-(-n // CHUNKS), -1)))
+        distributed.wait(dx)
+        out = _run(benchmark, lambda: search(Q, dx, K))
+        rss = cluster.run(_peak_rss_mb)
+    np.testing.assert_array_equal(out[0], ref[0])
+    np.testing.assert_array_equal(out[1], ref[1])
+    _info(benchmark, "dask LocalCluster 2x1", n, nq, 2, peak_rss_mb_per_worker=max(rss.values()))
+
+
 @pytest.fixture(scope="module")
 def dense_data():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((N_DENSE, DIM), dtype=np.float32)
     Q = rng.standard_normal((NQ_DENSE, DIM), dtype=np.float32)
     return X, Q, sl.topk(Q, X, K, n_threads=2)
-
-
-@pytest.mark.benchmark(group="dask-topk")
-def test_topk_single(benchmark, dense_data):
-    X, Q, ref = dense_data
-    out = _run(benchmark, lambda: sl.topk(Q, X, K, n_threads=2))
-    np.testing.assert_array_equal(out[0], ref[0])
-    _info(benchmark, "single-machine topk", N_DENSE, NQ_DENSE, 2)
-
-
-@pytest.mark.benchmark(group="dask-topk")
-def test_topk_dask(benchmark, dense_data, cluster):
-    X, Q, ref = dense_data
-    with cluster.as_current():
-        dx = cluster.persist(da.from_array(X, chunks=(-(-N_DENSE // CHUNKS), -1)))
-        distributed.wait(dx)
-        out = _run(benchmark, lambda: sl.topk(Q, dx, K))
-        rss = cluster.run(_peak_rss_mb)
-        del dx
-    np.testing.assert_array_equal(out[0], ref[0])
-    np.testing.assert_array_equal(out[1], ref[1])
-    _info(benchmark, "dask LocalCluster 2x1", N_DENSE, NQ_DENSE, 2, peak_rss_mb_per_worker=max(rss.values()))
 
 
 @pytest.fixture(scope="module")
@@ -114,26 +114,24 @@ def code_data():
     return C, q, sl.hamming_topk(q, C, K, n_threads=2)
 
 
+@pytest.mark.benchmark(group="dask-topk")
+def test_topk_single(benchmark, dense_data):
+    _single(benchmark, dense_data, sl.topk, N_DENSE, NQ_DENSE)
+
+
+@pytest.mark.benchmark(group="dask-topk")
+def test_topk_dask(benchmark, dense_data, cluster):
+    _sharded(benchmark, dense_data, sl.topk, cluster, N_DENSE, NQ_DENSE)
+
+
 @pytest.mark.benchmark(group="dask-hamming")
 def test_hamming_single(benchmark, code_data):
-    C, q, ref = code_data
-    out = _run(benchmark, lambda: sl.hamming_topk(q, C, K, n_threads=2))
-    np.testing.assert_array_equal(out[0], ref[0])
-    _info(benchmark, "single-machine hamming_topk", N_CODES, NQ_CODES, 2)
+    _single(benchmark, code_data, sl.hamming_topk, N_CODES, NQ_CODES)
 
 
 @pytest.mark.benchmark(group="dask-hamming")
 def test_hamming_dask(benchmark, code_data, cluster):
-    C, q, ref = code_data
-    with cluster.as_current():
-        dc = cluster.persist(da.from_array(C, chunks=(-(-N_CODES // CHUNKS), -1)))
-        distributed.wait(dc)
-        out = _run(benchmark, lambda: sl.hamming_topk(q, dc, K))
-        rss = cluster.run(_peak_rss_mb)
-        del dc
-    np.testing.assert_array_equal(out[0], ref[0])
-    np.testing.assert_array_equal(out[1], ref[1])
-    _info(benchmark, "dask LocalCluster 2x1", N_CODES, NQ_CODES, 2, peak_rss_mb_per_worker=max(rss.values()))
+    _sharded(benchmark, code_data, sl.hamming_topk, cluster, N_CODES, NQ_CODES)
 
 
 # --------------------------------------------------------------------------- out of core

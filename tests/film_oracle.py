@@ -51,3 +51,13 @@ def forward(W, triplets, tw, t, s):
 def backward(W, triplets, tw, D):
     C = dense_C(triplets, W.shape[0])
     return C @ (tw[:, None] * W) + tw[:, None] * D
+
+
+def random_triplets(rng, y, per=2):
+    """``per`` triplets (anchor, positive, negative) per sample: a random other member of
+    its class and a random member of another class (a slow, obviously correct loop)."""
+    n = len(y)
+    a = np.repeat(np.arange(n), per)
+    p = np.array([rng.choice(np.flatnonzero((y == y[i]) & (np.arange(n) != i))) for i in a])
+    q = np.array([rng.choice(np.flatnonzero(y != y[i])) for i in a])
+    return np.stack([a, p, q], 1)

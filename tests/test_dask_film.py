@@ -19,6 +19,7 @@ from similearn import FILM  # noqa: E402
 from similearn._dask import film as dfilm  # noqa: E402
 from similearn.film import randomized_range_svd  # noqa: E402
 from similearn import _range_finder  # noqa: E402
+from film_oracle import random_triplets as _triplets  # noqa: E402
 
 N, D_FEAT, RANK, DIM, ITERS = 600, 64, 30, 5, 40
 SLAB = 32
@@ -27,14 +28,6 @@ SLAB = 32
 @pytest.fixture(autouse=True)
 def _small_slabs(monkeypatch):
     monkeypatch.setattr(_range_finder, "SLAB_ROWS", SLAB)
-
-
-def _triplets(rng, y, per=2):
-    n = len(y)
-    a = np.repeat(np.arange(n), per)
-    p = np.array([rng.choice(np.flatnonzero((y == y[i]) & (np.arange(n) != i))) for i in a])
-    q = np.array([rng.choice(np.flatnonzero(y != y[i])) for i in a])
-    return np.stack([a, p, q], 1)
 
 
 @pytest.fixture(scope="module")

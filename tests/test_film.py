@@ -14,12 +14,7 @@ from similearn.neighbors import KNeighborsClassifier
 import film_oracle as orc
 
 
-def _triplets(rng, y, per=2):
-    n = len(y)
-    a = np.repeat(np.arange(n), per)
-    p = np.array([rng.choice(np.flatnonzero((y == y[i]) & (np.arange(n) != i))) for i in a])
-    q = np.array([rng.choice(np.flatnonzero(y != y[i])) for i in a])
-    return np.stack([a, p, q], 1)
+_triplets = orc.random_triplets
 
 
 def _problem(rng, n=60, r=12, n_classes=3):
