@@ -26,18 +26,13 @@ every hinge active.  ``margin`` is relative: the absolute margin is
 FLRML does.  Lambda and s are refreshed at every accepted iterate and held fixed
 within a line search (the non-monotone Zhang-Hager reference absorbs the change).
 
-Dask.  ``FILM.fit`` accepts a ``dask.array.Array`` X sharded by rows (NumPy or CSR
-blocks).  V touches the iteration only through W = V P and V^T M, so
-:class:`FilmObjective` takes a :class:`DenseOperator`: :class:`InMemoryV` here,
-:class:`similearn._dask.film.DaskV` (V's row blocks kept on the workers) for Dask.  The
-range finder's Gram products, V and M-FILM's rows of V come from X through the same
-three-method interface (``_InMemoryRows`` / ``similearn._dask.film.DaskRowBlocks``);
-the solver, the sparse C kernels and every random draw run on the client.  Both paths
-add their sums over rows (Gram products, V^T M) slab by slab in one canonical tree
-(:mod:`similearn._range_finder`), and a Dask X is laid out on slab boundaries, so a
-Dask fit is the in-memory fit bit for bit.  Per iteration it ships O((n + j r) d)
-bytes (j ~ the number of blocks), never O(n r) (the exact count is in
-:mod:`similearn._dask.film`).
+Dask.  ``FILM.fit`` accepts a Dask X sharded by rows.  V enters an iteration only
+through W = V P and V^T M, so :class:`FilmObjective` takes a :class:`DenseOperator`
+(:class:`InMemoryV`, or ``similearn._dask.film.DaskV`` with V's blocks on the workers);
+the solver, the sparse C kernels and the random draws run on the client.  Both paths add
+every sum over rows slab by slab in one canonical tree (:mod:`similearn._range_finder`):
+a Dask fit is the in-memory fit bit for bit, shipping O((n + j r) d) bytes per iteration
+(j ~ the number of blocks), never O(n r) (:mod:`similearn._dask.film`).
 """
 from __future__ import annotations
 

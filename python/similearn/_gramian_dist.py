@@ -1,0 +1,185 @@
+"""torch.distributed synchronisation of the Gramian estimates of
+:class:`similearn.gramian_torch.GramianPenalty` ("Distributed training" in its docstring).
+
+Collectives on NumPy arrays over one process group, the consistency handshake of the
+ranks' estimators, and the batch contributions that a sum-all-reduce turns into the
+single-process update on the union of the ranks' batches (Krichene et al., "Efficient
+training on very large corpora via Gramian estimation", Sec. 3, Alg. 1 and 2).
+Imported only by :mod:`similearn.gramian_torch` (it imports torch).
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import torch
+
+from . import _core
+from . import gramian as _gramian
+
+_SIGNATURE_FIELDS = ("estimator class", "n_components", "number of items", "dtype", "item weights (crc32)",
+                     "alpha / variant / proposal", "project")
+
+class _PeerInputError(ValueError):
+    """Raised on the ranks whose own input was fine when another rank's was not."""
+
+
+class _Comm:
+    """Collectives on NumPy arrays over one process group (None: the default group).
+
+    Tensors travel on the CPU, or on the current CUDA device when the group's
+    backend is NCCL (which has no CPU transport).  Every rank of the group must
+    make the same calls in the same order.
+    """
+
+    def __init__(self, dist, group):
+        self.dist, self.group = dist, group
+        self.world = dist.get_world_size(group)
+        self.rank = dist.get_rank(group)
+        backend = str(dist.get_backend(group)).lower()
+        self.device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu")
+
+    def _tensor(self, a):
+        return torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
+
+    def all_reduce_sum(self, a):
+        """Elementwise sum over the ranks of the 1-D array a (same shape on every rank)."""
+        t = self._tensor(a)
+        self.dist.all_reduce(t, op=self.dist.ReduceOp.SUM, group=self.group)
+        return t.cpu().numpy()
+
+    def all_gather(self, a):
+        """[a of rank 0, a of rank 1, ...] (same shape and dtype on every rank)."""
+        t = self._tensor(a)
+        out = [torch.empty_like(t) for _ in range(self.world)]
+        self.dist.all_gather(out, t, group=self.group)
+        return [o.cpu().numpy() for o in out]
+
+    def broadcast_(self, a, src):
+        """Overwrite the C-contiguous array a with group rank src's copy, in place."""
+        t = torch.from_numpy(a) if self.device.type == "cpu" else self._tensor(a)
+        if self.group is None:
+            root = src
+        else:
+            get_global = getattr(self.dist, "get_global_rank", None) or self.dist.distributed_c10d._get_global_rank
+            root = get_global(self.group, src)
+        self.dist.broadcast(t, src=root, group=self.group)
+        if self.device.type != "cpu":
+            np.copyto(a, t.cpu().numpy())
+
+    def gather_rows(self, arrays, ok):
+        """All-gather arrays whose first dimension differs across ranks.
+
+        ``arrays``: this rank's arrays (trailing shapes and dtypes equal on every
+        rank).  ``ok``: False when this rank's input was invalid (its arrays are
+        then ignored).  Returns ``(bad_ranks, per_array)`` with ``per_array[i]``
+        the list over ranks of array i, or ``(bad_ranks, None)`` when some rank
+        was not ok.  Two collectives: the row counts, then one byte payload.
+        """
+        counts = np.array([0 if ok else 1] + [a.shape[0] for a in arrays], dtype=np.int64)
+        all_counts = self.all_gather(counts)
+        bad = [r for r, c in enumerate(all_counts) if c[0]]
+        if bad:
+            return bad, None
+        row_bytes = [a.dtype.itemsize * int(np.prod(a.shape[1:], dtype=np.int64)) for a in arrays]
+        sizes = [sum(int(c[1 + i]) * rb for i, rb in enumerate(row_bytes)) for c in all_counts]
+        width = max(sizes)
+        per_array = [[] for _ in arrays]
+        if width == 0:
+            for i, a in enumerate(arrays):
+                per_array[i] = [a[:0].copy() for _ in range(self.world)]
+            return bad, per_array
+        buf = np.zeros(width, dtype=np.uint8)
+        mine = b"".join(np.ascontiguousarray(a).tobytes() for a in arrays)
+        buf[:len(mine)] = np.frombuffer(mine, dtype=np.uint8)
+        for r, raw in enumerate(self.all_gather(buf)):
+            off = 0
+            for i, a in enumerate(arrays):
+                n = int(all_counts[r][1 + i])
+                nb = n * row_bytes[i]
+                per_array[i].append(raw[off:off + nb].copy().view(a.dtype).reshape((n,) + a.shape[1:]))
+                off += nb
+        return bad, per_array
+
+
+def _peer_error(err, where, what):
+    """The exception every rank raises when some rank's input to a collective step was invalid."""
+    if err is not None:
+        return err
+    return _PeerInputError(f"{what}: the input on {where} of the process group was invalid (see the error "
+                           "raised there); nothing was updated on any rank")
+
+
+def _signature(est):
+    """Fixed-length float64 fingerprint of an estimator's configuration (_SIGNATURE_FIELDS)."""
+    if isinstance(est, _gramian.SOGram):
+        kind, setting, project = 1, float(est.alpha), 0
+    elif isinstance(est, _gramian.SAGram):
+        kind, setting, project = 2, float(("saga", "sag").index(est.variant)), float(bool(est.project))
+    else:  # SampledGramian (GramianPenalty._handshake admits these three classes only)
+        kind, setting, project = 3, float(("uniform", "linear", "sqrt").index(est.proposal)), 0
+    p = np.ascontiguousarray(est.p_, dtype=np.float64)
+    return np.array([kind, est.k_, est.n_items_, np.dtype(est.dtype_).itemsize, zlib.crc32(p.tobytes()),
+                     setting, project], dtype=np.float64)
+
+
+def _last_positions(ids):
+    """Positions of the last occurrence of each distinct id (ascending id order)."""
+    rev = ids[::-1]
+    _, first_in_rev = np.unique(rev, return_index=True)
+    return ids.size - 1 - first_in_rev
+
+
+def _batch_contribution(est, ids, E, later_ids):
+    """This rank's unnormalised share M (float64 (k, k)) of the batch term of an estimate update.
+
+    SOGram: sum_b u_b u_b^T.  SampledGramian: sum_b (p_b / q_b) u_b u_b^T.
+    SAGram "saga": sum_b (u_b u_b^T - c_b c_b^T); "sag": sum over the last
+    occurrence of each id that no later rank holds (``later_ids``) of
+    p_j (u_j u_j^T - c_j c_j^T) -- the ids of the union batch in rank order.
+    """
+    k = est.k_
+    M = np.zeros((k, k), dtype=np.float64)
+    if ids.size == 0:
+        return M
+    E64 = E.astype(np.float64)
+    if isinstance(est, _gramian.SOGram):
+        _core.gram_update_f64(M, E64, None, 1.0, 0.0)
+    elif isinstance(est, _gramian.SampledGramian):
+        q = est.q_[ids]
+        if np.any(q <= 0):
+            raise ValueError("ids include items the proposal never draws (q = 0)")
+        _core.gram_update_f64(M, E64, np.ascontiguousarray(est.p_[ids] / q), 0.0, 0.0)
+    else:  # SAGram
+        if est.variant == "saga":
+            pos = np.arange(ids.size)
+            w = np.ones(ids.size)
+        else:
+            pos = _last_positions(ids)
+            if later_ids is not None and later_ids.size:
+                pos = pos[~np.isin(ids[pos], later_ids)]
+            w = est._pw[ids[pos]].astype(np.float64)
+        if pos.size == 0:
+            return M
+        rows = np.concatenate([E64[pos], est.cache_[ids[pos]].astype(np.float64)])
+        _core.gram_update_f64(M, np.ascontiguousarray(rows), np.concatenate([w, -w]), 0.0, 0.0)
+    return M
+
+
+def _apply_update(est, M, n):
+    """The estimate update from the summed batch term M and the union batch size n
+    (the same deterministic float64 computation on every rank; nothing when n = 0)."""
+    if n == 0:
+        return
+    G = est.gramian_
+    if isinstance(est, _gramian.SOGram):
+        a = float(est.alpha)
+        new = (1.0 - a) * G.astype(np.float64) + (a / n) * M
+    elif isinstance(est, _gramian.SampledGramian):
+        new = M / n
+    else:  # SAGram
+        new = est._S.astype(np.float64) + (M / n if est.variant == "saga" else M)
+    np.copyto(G, new.astype(G.dtype))
+    if isinstance(est, _gramian.SAGram) and est.variant == "saga" and est.project:
+        est.n_projections_ += bool(getattr(_core, "psd_project_" + _gramian._sfx(est.dtype_))(G))
+    est.n_updates_ += 1
