@@ -81,6 +81,16 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     O(n_threads * block * (block + k)); no (n_queries, n_database) matrix is
     formed.  Euclidean distances of the returned neighbours are recomputed
     exactly (float64 accumulation).  The GIL is released; Ctrl-C interrupts.
+
+    Dask: ``queries`` and/or ``database`` may be ``dask.array.Array`` objects sharded
+    by rows (extra ``similearn[dask]``).  Each database block's top-k comes from this
+    kernel with a global index offset and the blocks are merged by a tree reduction
+    on (key, index): the result is this function's in-memory result bit for bit, for
+    any chunking.  NumPy queries give NumPy arrays (computed on the active scheduler);
+    Dask queries give two lazy Dask arrays chunked like the queries.  A task holds one
+    database block and the running top-k (queries x k); the database never reaches
+    the client.  ``n_threads`` is then the kernel's threads per task (default 1).
+    See :mod:`similearn._dask.search`.
     """
     code = _check_metric(metric)
     if is_dask_array(queries) or is_dask_array(database):
@@ -151,6 +161,9 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     -----
     popcount(q XOR x) over the words; AVX-512 VPOPCNTQ, POPCNT or a portable path
     chosen at run time.  O(n_queries * n_database * n_words), memory O(k) per query.
+
+    Dask: either argument may be a row-sharded ``dask.array.Array`` of codes; the
+    result is the in-memory one exactly, as for :func:`topk`.
     """
     if is_dask_array(query_codes) or is_dask_array(database_codes):
         from ._dask.search import dask_hamming_topk
