@@ -6,6 +6,7 @@
 #include "gemm_kernel.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "blas.hpp"
@@ -134,10 +135,45 @@ void gemm_packed(const T* Q, std::int64_t mq, std::int64_t dim, const T* Xp, std
 }
 
 
+template <class T>
+SL_TARGET("avx2,fma")
+void gemm_direct_impl(const T* Q, std::int64_t mq, std::int64_t dim, const T* X, std::int64_t nb, T* C,
+                      std::int64_t ldc) {
+  constexpr std::int64_t R = 8;  // independent chains in flight (FMA latency x throughput)
+  for (std::int64_t i = 0; i < mq; ++i) {
+    const T* q = Q + i * dim;
+    T* c = C + i * ldc;
+    std::int64_t j = 0;
+    for (; j + R <= nb; j += R) {
+      const T* x = X + j * dim;
+      T acc[R] = {};
+      for (std::int64_t k = 0; k < dim; ++k) {
+        const T qk = q[k];
+        for (std::int64_t r = 0; r < R; ++r) acc[r] = std::fma(qk, x[r * dim + k], acc[r]);
+      }
+      for (std::int64_t r = 0; r < R; ++r) c[j + r] = acc[r];
+    }
+    for (; j < nb; ++j) {
+      const T* x = X + j * dim;
+      T acc = T(0);
+      for (std::int64_t k = 0; k < dim; ++k) acc = std::fma(q[k], x[k], acc);
+      c[j] = acc;
+    }
+  }
+}
+
+template <class T>
+void gemm_direct(const T* Q, std::int64_t mq, std::int64_t dim, const T* X, std::int64_t nb, T* C,
+                 std::int64_t ldc) {
+  gemm_direct_impl<T>(Q, mq, dim, X, nb, C, ldc);
+}
+
 #else
 
 template <class T>
 void gemm_packed(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, std::int64_t) {}
+template <class T>
+void gemm_direct(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, std::int64_t) {}
 
 #endif
 
@@ -170,6 +206,10 @@ template void pack<double>(const double*, std::int64_t, std::int64_t, double*);
 template void gemm_packed<float>(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, float*,
                                  std::int64_t);
 template void gemm_packed<double>(const double*, std::int64_t, std::int64_t, const double*, std::int64_t, double*,
+                                  std::int64_t);
+template void gemm_direct<float>(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, float*,
+                                 std::int64_t);
+template void gemm_direct<double>(const double*, std::int64_t, std::int64_t, const double*, std::int64_t, double*,
                                   std::int64_t);
 
 }  // namespace gemmk

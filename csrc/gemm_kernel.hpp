@@ -34,6 +34,13 @@ template <class T> void pack(const T* X, std::int64_t nb, std::int64_t dim, T* o
 template <class T>
 void gemm_packed(const T* Q, std::int64_t mq, std::int64_t dim, const T* Xp, std::int64_t nb, T* C, std::int64_t ldc);
 
+// The same C = Q X^T as gemm_packed, bit for bit, without packing X (row-major, row
+// stride dim): each entry is the packed kernel's sequential FMA chain from zero over
+// the features, computed with scalar FMAs, 8 database rows interleaved.  For one or two
+// queries, where packing a block costs more than the product.  Requires available().
+template <class T>
+void gemm_direct(const T* Q, std::int64_t mq, std::int64_t dim, const T* X, std::int64_t nb, T* C, std::int64_t ldc);
+
 // C (m x n) = A (m x k) B (k x n), row-major, threaded over row blocks of A (the
 // result does not depend on the thread count).  B is transposed and packed once and
 // the AVX-512 micro-kernel does the rest; SciPy's BLAS when AVX-512 is absent.  For

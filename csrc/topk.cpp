@@ -287,9 +287,13 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   // position, so a search split over database shards (or query chunks) gives the
   // same bits.  SciPy's OpenBLAS does not promise that: with < 32 queries its
   // results changed in the last bit with the block boundaries (dgemm, measured).
-  // Cost of packing for 1 query: 1.4x BLAS (200k x 64 rows: 13.5 vs 9.9 ms f32);
-  // from 4 queries on it is as fast or faster (31 queries f64: 31 vs 184 ms).
+  // From 3 queries on it is about as fast as BLAS or faster (31 queries f64, 200k x 64:
+  // 31 vs 184 ms); 1-2 queries use gemm_direct (1 query: 10.3 vs 9.1 ms f32, 13.0 vs
+  // 10.6 ms f64; packing would cost 13.5 / 18.2 ms).
   const bool packed = gemmk::available() && gemm != GemmMode::kBlas;
+  // ... and for one or two queries the same chains without the packing (gemm_direct:
+  // bit for bit the packed result)
+  const bool direct = packed && nq <= 2;
 
   using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
   struct Work {
@@ -305,7 +309,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     const std::int64_t t0 = task * tq, ntq = std::min(tq, nq - t0);
     if (w.tile.empty()) {
       w.tile.resize(static_cast<std::size_t>(std::min(bq, tq) * bx));
-      if (packed) w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(bx, dim)));
+      if (packed && !direct) w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(bx, dim)));
       if (full) {
         w.rows.resize(static_cast<std::size_t>(tq * nx));
         for (auto* v : {&w.ukey, &w.ukey_tmp}) v->resize(static_cast<std::size_t>(nx));
@@ -320,10 +324,12 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
 
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       const std::int64_t nb = std::min(bx, nx - x0);
-      if (packed) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
+      if (packed && !direct) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
       for (std::int64_t b0 = 0; b0 < ntq; b0 += bq) {
         const std::int64_t q0 = t0 + b0, nqb = std::min(bq, ntq - b0);
-        if (packed)
+        if (direct)
+          gemmk::gemm_direct<T>(Q + q0 * dim, nqb, dim, X + x0 * dim, nb, w.tile.data(), nb);
+        else if (packed)
           gemmk::gemm_packed<T>(Q + q0 * dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb);
         else
           blas::gemm_rm<T>(false, true, nqb, nb, dim, T(1), Q + q0 * dim, dim, X + x0 * dim, dim, T(0),

@@ -227,3 +227,23 @@ def test_on_local_cluster(dask_client):
         bad = dx.map_blocks(_fail_on_third, dtype=dx.dtype)
         with pytest.raises(RuntimeError, match="worker failed on block 2"):
             sl.topk(Q, bad, 10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_scores_do_not_depend_on_the_query_count(dtype):
+    """One or two queries take the unpacked kernel, more the packed one: the same FMA
+    chains, so a query's keys are the same bits in a batch of any size (what lets a
+    sharded search with small query chunks equal the whole call)."""
+    from similearn import _core
+
+    fn = _core.topk_keys_f32 if dtype == np.float32 else _core.topk_keys_f64
+    rng = np.random.default_rng(9)
+    for dim in (1, 3, 17, 130):
+        X = rng.standard_normal((700, dim)).astype(dtype)
+        Q = rng.standard_normal((40, dim)).astype(dtype)
+        for metric in (0, 1, 2):
+            idx, key, _ = fn(Q, X, 700, metric, None, 0, False, 2)
+            for qi in (0, 39):
+                i1, k1, _ = fn(Q[qi:qi + 1], X, 700, metric, None, 0, False, 1)
+                np.testing.assert_array_equal(i1[0], idx[qi])
+                np.testing.assert_array_equal(k1[0], key[qi])
