@@ -33,13 +33,22 @@ def _probe_block(X):
     return np.zeros(shape, dtype=X.dtype)
 
 
-def _apply_rows(block, estimator, method_name, width, dtype, args, kwargs):
+def _apply_rows(block, estimator, method_name, width, dtype, args, kwargs, pad_single=False):
     """One output block: ``estimator.<method_name>(block)`` as an (rows, width) ndarray
     of ``dtype``; a 0-row block gives ``np.empty((0, width), dtype)`` without calling
-    the model (several methods refuse 0 rows)."""
+    the model (several methods refuse 0 rows).  ``pad_single``: a 1-row block is
+    evaluated as two copies of its row and the first output row kept -- NumPy computes
+    a (1, D) @ (D, k) product with GEMV, whose summation order differs from the GEMM of
+    the in-memory call on the whole X, so the padded call is what gives the same bits."""
     n = block.shape[0]
     if n == 0:
         return np.empty((0, width), dtype=dtype)
+    if n == 1 and pad_single and block.ndim == 2:
+        twice = sp.vstack([block, block], format=block.format) if sp.issparse(block) else np.vstack([block, block])
+        if sp.issparse(block) and not isinstance(block, sp.spmatrix):
+            twice = type(block)(twice)
+        out = getattr(estimator, method_name)(twice, *args, **kwargs)[:1]
+        return np.asarray(out).astype(dtype, copy=False)
     out = getattr(estimator, method_name)(block, *args, **kwargs)
     if getattr(out, "shape", None) != (n, width):
         raise ValueError(f"{type(estimator).__name__}.{method_name} returned shape {getattr(out, 'shape', None)} "
@@ -110,10 +119,10 @@ def map_rows(estimator, method_name, X, *, name="X", n_features="n_features_in_"
     method on one row; the graph has one task per row block, each costing what
     the in-memory method costs on that block.
 
-    Rows of blocks of 2 rows or more equal the in-memory result bit for bit; on a
-    1-row block NumPy computes the dense products with GEMV instead of GEMM
-    (another summation order), so float outputs there may differ in the last
-    ulps -- as the in-memory method on that single row does.
+    The result equals the in-memory method's on the whole X bit for bit: a 1-row block
+    (of an X with more rows) is evaluated as two copies of its row, because NumPy
+    computes a (1, D) @ (D, k) product with GEMV, in another summation order than the
+    GEMM of a block of several rows.
     """
     require_dask(f"{type(estimator).__name__}.{method_name} on a Dask array")
     kwargs = dict(kwargs or {})
@@ -130,6 +139,7 @@ def map_rows(estimator, method_name, X, *, name="X", n_features="n_features_in_"
     meta = np.empty((0, 0), dtype=dtype)
     shipped = broadcast(estimator)
     extra = {} if X.ndim == 2 else {"new_axis": 1}
-    return X.map_blocks(_apply_rows, shipped, method_name, width, dtype, args, kwargs,
+    pad_single = X.ndim == 2 and X.shape[0] > 1  # the in-memory call would see >= 2 rows
+    return X.map_blocks(_apply_rows, shipped, method_name, width, dtype, args, kwargs, pad_single,
                         chunks=(X.chunks[0], (width,)), dtype=dtype, meta=meta,
                         token=f"{type(estimator).__name__.lower()}-{method_name}", **extra)
