@@ -247,3 +247,20 @@ def test_kernel_scores_do_not_depend_on_the_query_count(dtype):
                 i1, k1, _ = fn(Q[qi:qi + 1], X, 700, metric, None, 0, False, 1)
                 np.testing.assert_array_equal(i1[0], idx[qi])
                 np.testing.assert_array_equal(k1[0], key[qi])
+
+
+def test_precision_at_k_hamming_and_label_checks():
+    from similearn.metrics import precision_at_k_hamming
+
+    rng = np.random.default_rng(21)
+    C = sl.pack_bits(rng.random((500, 32)) < 0.3)
+    y = rng.integers(0, 4, 500)
+    dc = da.from_array(C, chunks=((60, 0, 1, 439), -1))
+    for k in (1, 10, 100):
+        assert precision_at_k_hamming(C[:80], dc, y[:80], y, k=k) == precision_at_k_hamming(C[:80], C, y[:80], y, k=k)
+        assert precision_at_k_hamming(dc, dc, y, y, k=k, exclude_self=True) == \
+            precision_at_k_hamming(C, C, y, y, k=k, exclude_self=True)
+    with pytest.raises(ValueError, match="database_labels"):
+        precision_at_k_hamming(C[:80], dc, y[:80], y[:499], k=5)
+    with pytest.raises(ValueError, match="database_labels"):
+        retrieval_scores(np.ones((3, 2)), da.ones((10, 2), chunks=5), [0, 1, 2], np.zeros(9), ks=(1,))

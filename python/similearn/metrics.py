@@ -591,7 +591,16 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
     at the top k (no histogram, no (block, n_database) relevance matrix for
     single labels).  Queries without any relevant item count as 0.  Parameters
     as in :func:`hamming_retrieval_scores`; returns a float.
+
+    Dask: either code array may be a row-sharded Dask array (the search of
+    :func:`similearn.neighbors.hamming_topk` on Dask arrays; labels on the client);
+    the value equals the in-memory one.
     """
+    if is_dask_array(query_codes) or is_dask_array(database_codes):
+        from ._dask.search import dask_precision_at_k_hamming
+
+        return dask_precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k,
+                                           exclude_self, n_threads)
     q, x, self_offset, n = _check_code_pair(query_codes, database_codes, exclude_self)
     k = check_k(k, n)
     nq = q.shape[0]

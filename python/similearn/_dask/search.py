@@ -31,7 +31,7 @@ from .. import _core
 from .._validation import check_codes, check_dense, check_int, check_k
 from . import check_row_chunks, require_dask
 
-__all__ = ["dask_topk", "dask_hamming_topk", "dask_retrieval_scores", "SPLIT_EVERY"]
+__all__ = ["dask_topk", "dask_hamming_topk", "dask_retrieval_scores", "dask_precision_at_k_hamming", "SPLIT_EVERY"]
 
 SPLIT_EVERY = 8  # partial results merged per reduction task
 _MISSING = np.iinfo(np.int64).max  # index of an unfilled slot (see csrc/topk.hpp)
@@ -322,15 +322,11 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
     if plan_n < 1:
         raise ValueError("exclude_self=True needs at least 2 database rows")
     ks = M._check_ks(ks, plan_n)
+    nq, ndb = int(query_X.shape[0]), int(database_X.shape[0])
+    rel = _relevance(query_labels, database_labels, nq, ndb)  # labels checked before the search
     idx, _ = dask_topk(query_X, database_X, max(ks), code, exclude_self, n_threads)
     if not isinstance(idx, np.ndarray):
         idx = idx.compute()
-    from . import is_dask_array
-
-    query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab
-                                     for lab in (query_labels, database_labels))
-    nq, ndb = idx.shape[0], int(database_X.shape[0])
-    rel = M._Relevance(query_labels, database_labels, nq, ndb)
     rs_k = rel.at(0, nq, idx)
     if rel.single:  # relevant rows per query from the label counts, O(n_database)
         counts = np.bincount(rel.dc, minlength=int(rel.dc.max()) + 1 if ndb else 0)
@@ -360,3 +356,26 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
         warnings.warn(f"{nq - n_ok} of {nq} queries have no relevant database item: they are left out of "
                       "'map@k' and count as 0 in 'p@k'", UndefinedMetricWarning, stacklevel=3)
     return out
+
+
+def _relevance(query_labels, database_labels, nq, ndb):
+    """The labels' relevance structure on the client (Dask labels computed: O(n) values)."""
+    from .. import metrics as M
+    from . import is_dask_array
+
+    query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab
+                                     for lab in (query_labels, database_labels))
+    return M._Relevance(query_labels, database_labels, nq, ndb)
+
+
+def dask_precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k, exclude_self,
+                                n_threads):
+    """:func:`similearn.metrics.precision_at_k_hamming` over Dask codes: the top k by
+    :func:`dask_hamming_topk` (the in-memory ranking, ties to the lower index), the
+    relevance from the labels on the client."""
+    rel = _relevance(query_labels, database_labels, int(query_codes.shape[0]), int(database_codes.shape[0]))
+    idx, _ = dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads)
+    if not isinstance(idx, np.ndarray):
+        idx = idx.compute()
+    return float(np.mean(rel.at(0, idx.shape[0], idx).sum(axis=1) / idx.shape[1])) if idx.shape[0] else float("nan")
+
