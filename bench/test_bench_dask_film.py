@@ -63,20 +63,14 @@ SCALE_ON = os.environ.get("SIMILEARN_BENCH_SCALE", "") not in ("", "0")
 IMPLS = ["FILM", "dask-FILM", "M-FILM", "dask-M-FILM"]
 
 _WORKER = textwrap.dedent(r"""
-    import json, logging, resource, sys, time
+    import json, logging, sys, time
     import numpy as np, scipy.sparse as sp
 
 
     def rss_mb():
-        # VmHWM: ru_maxrss of a fork + exec child starts from its parent's peak
-        try:
-            with open("/proc/self/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) / 1024.0
-        except OSError:
-            pass
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        from similearn.scaling import peak_rss_mb
+
+        return peak_rss_mb()
 
 
     def main():

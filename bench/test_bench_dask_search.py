@@ -21,12 +21,12 @@ Sizes shrink by ``SIMILEARN_BENCH_DASK_SCALE`` (e.g. 0.01 for a smoke run).
 from __future__ import annotations
 
 import os
-import resource
 
 import numpy as np
 import pytest
 
 import similearn as sl
+from similearn.scaling import peak_rss_mb
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -39,17 +39,7 @@ K = 10
 
 
 def _peak_rss_mb():
-    """Peak resident memory of this process (MB): VmHWM of /proc/self/status.  (Not
-    ru_maxrss: after fork + exec it starts from the parent's peak, so every worker of
-    a LocalCluster would report at least the benchmark process's own peak.)"""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    return peak_rss_mb()
 
 
 def _cluster(memory_limit="auto"):

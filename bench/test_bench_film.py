@@ -73,7 +73,7 @@ that ``P`` (``-median(z)`` of a refresh from all-active indicators).
   accounts for).  The benchmark time is the wall time of the fit measured
   inside the subprocess (not process start and loading); ``extra_info`` has
   ``timings_``, the line-search backtracks and the peak resident memory
-  (``ru_maxrss``) after loading the data and after the fit.
+  (VmHWM, ``similearn.scaling.peak_rss_mb``) after loading the data and after the fit.
 """
 from __future__ import annotations
 
@@ -463,13 +463,15 @@ def test_stiefel_vs_pymanopt(timed, benchmark, planted, threads, impl, capsys):
 
 # --------------------------------------------------------------------------- full fit at scale
 _SCALE_WORKER = textwrap.dedent(r"""
-    import json, resource, sys, time
+    import json, sys, time
     import numpy as np, scipy.sparse as sp
     from threadpoolctl import threadpool_limits
 
     cfg = json.loads(sys.argv[1])
     def rss_mb():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        from similearn.scaling import peak_rss_mb  # VmHWM: ru_maxrss starts at the parent's peak
+
+        return peak_rss_mb()
     with threadpool_limits(limits=cfg["threads"]):
         X = sp.load_npz(cfg["X"])
         triplets = np.load(cfg["triplets"])

@@ -219,3 +219,27 @@ def test_pytest_size_grid_and_benchmark_info():
     b = FakeBenchmark()
     scaling.benchmark_info(b, n=10, items=5, unit="queries", impl="similearn", threads=None, d=3)
     assert b.extra_info == {"n": 10, "items": 5, "unit": "queries", "impl": "similearn", "d": 3}
+
+
+def test_peak_rss_mb_is_this_process_own_peak():
+    """The peak grows with a 200 MB array, and a child of a process that held a large
+    array does not report the parent's peak (ru_maxrss would, after fork + exec)."""
+    import subprocess
+    import sys
+
+    from similearn.scaling import peak_rss_mb
+
+    code = ("import numpy as np; from similearn.scaling import peak_rss_mb; a = peak_rss_mb(); "
+            "x = np.ones(25_000_000); b = peak_rss_mb(); print(a, b)")
+    a, b = map(float, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                     check=True).stdout.split())
+    assert b - a > 150
+    if sys.platform.startswith("linux"):
+        big = np.ones(50_000_000)  # 400 MB in this process before the child starts
+        big[::4096] = 2.0
+        assert peak_rss_mb() > 400
+        child = float(subprocess.run([sys.executable, "-c", "from similearn.scaling import peak_rss_mb; "
+                                      "print(peak_rss_mb())"], capture_output=True, text=True,
+                                     check=True).stdout)
+        del big
+        assert child < 300

@@ -45,6 +45,7 @@ import numpy as np
 
 __all__ = [
     "fit_exponent",
+    "peak_rss_mb",
     "ScalingResult",
     "scaling_study",
     "BenchmarkRecord",
@@ -620,3 +621,28 @@ def benchmark_info(benchmark, *, n=None, items=None, unit=None, impl=None, threa
     for k, v in info.items():
         if v is not None:
             benchmark.extra_info[k] = v
+
+
+def peak_rss_mb():
+    """Peak resident memory of this process so far, in MiB.
+
+    Linux: ``VmHWM`` of ``/proc/self/status``, the high-water mark of this process's own
+    address space.  Not ``resource.getrusage(...).ru_maxrss``: after fork + exec (a
+    subprocess, a Dask worker) that starts from the parent's peak, so every child of a
+    large process would report at least the parent's memory.  Elsewhere ``ru_maxrss``
+    (bytes on macOS, KiB on other systems); None where neither is available.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024.0
+
