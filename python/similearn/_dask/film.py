@@ -55,8 +55,6 @@ reached it.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from . import active_client, check_row_chunks, is_dask_array
@@ -355,8 +353,7 @@ def check_fit_input(X, y, triplets):
     elif is_dask_array(y):
         if y.ndim != 1:
             raise ValueError(f"y should be a 1d array, got a Dask array of shape {y.shape} instead")
-        if any(isinstance(c, float) and math.isnan(c) for c in y.chunks[0]):
-            raise ValueError("y has unknown chunk sizes (NaN); call y.compute_chunk_sizes() first")
+        y = check_row_chunks(y, "y", ndim=(1,))
         if y.shape[0] != n:
             raise ValueError(f"y has {y.shape[0]} labels but X has {n} samples; they must match")
         y = np.asarray(y.compute())
