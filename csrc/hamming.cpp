@@ -303,7 +303,7 @@ void hamming_histograms(const std::uint64_t* Q, std::int64_t nq, const std::uint
     std::fill(ha, ha + nbins, 0);
     std::fill(hr, hr + nbins, 0);
     const std::uint8_t* r = rel + i * nx;
-    const std::int64_t skip = self_offset >= 0 ? self_offset + i : -1;
+    const std::int64_t skip = self_offset != kNoSelf ? self_offset + i : -1;
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       const std::int64_t nb = std::min(bx, nx - x0);
       dist_fn()(Q + i * w, X + x0 * w, nb, w, buf.data());

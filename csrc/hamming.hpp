@@ -21,6 +21,7 @@ void hamming_topk(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* 
 // For every query, the histogram over distances 0..64*n_words of all database
 // codes (hist_all) and of the relevant ones (hist_rel, rel is nq x nx 0/1).
 // Gives tie-aware AP and ROC-AUC in O(nx) per query without sorting.
+// self_offset as in hamming_topk (kNoSelf: none).
 void hamming_histograms(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* x, std::int64_t nx,
                         std::int64_t n_words, const std::uint8_t* rel, std::int64_t self_offset,
                         int n_threads, std::int64_t* hist_all, std::int64_t* hist_rel);

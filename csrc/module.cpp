@@ -802,12 +802,12 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "hamming_histograms",
       [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, const carray<std::uint8_t>& rel,
-         i64 self_offset, int n_threads) {
+         std::optional<i64> self_offset, int n_threads) {
         const i64 nq = q.shape(0), nx = x.shape(0), w = q.shape(1), nbins = 64 * w + 1;
         carray<i64> ha({nq, nbins}), hr({nq, nbins});
         {
           py::gil_scoped_release nogil;
-          sl::hamming_histograms(q.data(), nq, x.data(), nx, w, rel.data(), self_offset, n_threads,
+          sl::hamming_histograms(q.data(), nq, x.data(), nx, w, rel.data(), self_of(self_offset), n_threads,
                                  ha.mutable_data(), hr.mutable_data());
         }
         return py::make_tuple(ha, hr);

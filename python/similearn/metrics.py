@@ -525,7 +525,7 @@ def _hamming_per_query(query_codes, database_codes, query_labels, database_label
         b = stop - start
         so = None if self_offset is None else start
         R = np.ascontiguousarray(rel.block(start, stop))
-        h_all, h_rel = _core.hamming_histograms(q[start:stop], x, R, -1 if so is None else so, nt)
+        h_all, h_rel = _core.hamming_histograms(q[start:stop], x, R, so, nt)
         idx, _ = _core.hamming_topk(q[start:stop], x, kmax, so, nt)
         rs_k = np.take_along_axis(R, idx, axis=1)
         del R, idx
