@@ -104,24 +104,23 @@ def code_data():
     return C, q, sl.hamming_topk(q, C, K, n_threads=2)
 
 
-@pytest.mark.benchmark(group="dask-topk")
-def test_topk_single(benchmark, dense_data):
-    _single(benchmark, dense_data, sl.topk, N_DENSE, NQ_DENSE)
+# group, search function, data fixture, database rows, queries
+CASES = {"topk": ("dask-topk", sl.topk, "dense_data", N_DENSE, NQ_DENSE),
+         "hamming": ("dask-hamming", sl.hamming_topk, "code_data", N_CODES, NQ_CODES)}
 
 
-@pytest.mark.benchmark(group="dask-topk")
-def test_topk_dask(benchmark, dense_data, cluster):
-    _sharded(benchmark, dense_data, sl.topk, cluster, N_DENSE, NQ_DENSE)
+@pytest.mark.parametrize("case", list(CASES))
+def test_single(benchmark, request, case):
+    group, search, fixture, n, nq = CASES[case]
+    benchmark.group = group
+    _single(benchmark, request.getfixturevalue(fixture), search, n, nq)
 
 
-@pytest.mark.benchmark(group="dask-hamming")
-def test_hamming_single(benchmark, code_data):
-    _single(benchmark, code_data, sl.hamming_topk, N_CODES, NQ_CODES)
-
-
-@pytest.mark.benchmark(group="dask-hamming")
-def test_hamming_dask(benchmark, code_data, cluster):
-    _sharded(benchmark, code_data, sl.hamming_topk, cluster, N_CODES, NQ_CODES)
+@pytest.mark.parametrize("case", list(CASES))
+def test_dask(benchmark, request, cluster, case):
+    group, search, fixture, n, nq = CASES[case]
+    benchmark.group = group
+    _sharded(benchmark, request.getfixturevalue(fixture), search, cluster, n, nq)
 
 
 # --------------------------------------------------------------------------- out of core
