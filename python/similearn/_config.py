@@ -2,8 +2,27 @@
 
 similearn kernels run on their own threads (``n_threads``) and call SciPy's BLAS
 single-threaded inside each of them, so that one knob sets the whole parallelism
-and results do not depend on BLAS threading.  The default is the number of CPUs
-this process may run on; ``SIMILEARN_NUM_THREADS`` overrides it at import.
+and results do not depend on BLAS threading.
+
+Precedence: the number of threads a kernel call uses is, highest first,
+
+1. its explicit ``n_threads=`` argument (``-1``: all available CPUs);
+2. else an active :func:`thread_limits` block of the calling Python thread;
+3. else the process default -- :func:`set_num_threads` or the
+   ``SIMILEARN_NUM_THREADS`` environment variable (read at import), else the
+   number of CPUs this process may run on -- capped by an active threadpoolctl
+   limit: ``min(default, limit)``.
+
+similearn registers itself with threadpoolctl (``user_api="similearn"``, see
+:func:`_register_threadpoolctl`), so ``threadpoolctl.threadpool_limits(1)`` (all
+APIs), ``threadpool_limits(1, user_api="similearn")`` and
+``threadpool_limits(limits={"similearn": 1})`` cap level 3, process-wide like
+OpenBLAS, and ``threadpool_info()`` lists similearn with that default.  A limit
+only caps (``threadpool_limits(8)`` on 2 CPUs still gives 2) and never changes what
+:func:`set_num_threads` stored; leaving the block restores the previous cap
+exactly, "no cap" included.  BLAS-only (``user_api="blas"``) and OpenMP-only
+(``user_api="openmp"``) limits leave similearn alone.  Levels 1 and 2 are explicit
+requests of the calling code and are not capped.
 """
 from __future__ import annotations
 
@@ -38,6 +57,10 @@ def _env_threads() -> int | None:
 
 _state = threading.local()
 _global_threads = _env_threads()
+# The threadpoolctl cap on the process default (None: no cap).  Kernels read it from
+# any thread: it is one module-level reference, replaced whole and read once per
+# resolution, so a reader sees the old or the new cap, never a mix.
+_threadpoolctl_cap: int | None = None
 
 
 def _check_n(n, name="n_threads"):
@@ -58,17 +81,27 @@ def set_num_threads(n: int | None) -> None:
 
 
 def get_num_threads(n_threads: int | None = None) -> int:
-    """Resolve a thread count: an explicit ``n_threads`` wins, then an active
-    :func:`thread_limits` context, then :func:`set_num_threads` /
-    ``SIMILEARN_NUM_THREADS``, then the number of available CPUs."""
+    """Resolve a thread count, highest precedence first: an explicit ``n_threads``
+    (``-1``: all CPUs), then an active :func:`thread_limits` context of this Python
+    thread, then the process default -- :func:`set_num_threads` /
+    ``SIMILEARN_NUM_THREADS``, else the number of available CPUs -- capped by an
+    active threadpoolctl limit (``threadpool_limits(n)``,
+    ``threadpool_limits(n, user_api="similearn")`` or ``limits={"similearn": n}``).
+    Explicit ``n_threads`` and :func:`thread_limits` are not capped."""
     if n_threads is not None:
         return _check_n(n_threads)
     local = getattr(_state, "n", None)
     if local is not None:
         return local
-    if _global_threads is not None:
-        return _global_threads
-    return _available_cpus()
+    return _default_threads(_threadpoolctl_cap)
+
+
+def _default_threads(cap: int | None) -> int:
+    """The process default (set_num_threads / env / CPUs) under threadpoolctl cap ``cap``."""
+    n = _global_threads
+    if n is None:
+        n = _available_cpus()
+    return n if cap is None else min(n, cap)
 
 
 @contextlib.contextmanager
@@ -122,8 +155,11 @@ def scipy_blas_single_threaded():
 @contextlib.contextmanager
 def blas_limits(n):
     """Limit the BLAS to ``n`` threads (for estimators whose dense work is NumPy/BLAS)."""
-    ctl = _get_controller()
-    with ctl.limit(limits=int(n), user_api="blas"):
+    # Only the BLAS libraries: a limiter restores every library it holds on exit, and
+    # restoring similearn's threadpoolctl cap here would undo a threadpool_limits
+    # entered meanwhile (e.g. by another thread).
+    ctl = _get_controller().select(user_api="blas")
+    with ctl.limit(limits=int(n)):
         yield
 
 
@@ -191,3 +227,97 @@ def show_config(file=None) -> None:
         p(f"  BLAS library ({tag}): {lib.get('internal_api')} {lib.get('version')} "
           f"({lib.get('threading_layer')}, {lib.get('architecture')}), {lib.get('num_threads')} threads")
         p(f"    {lib.get('filepath')}")
+
+
+class _ThreadCount(int):
+    """The process default thread count as reported to threadpoolctl, remembering the
+    cap it was read under: threadpoolctl restores a library by passing back the count
+    it read on entry, and this lets "no cap" (or a cap above the CPU count) come back
+    exactly instead of being frozen into a number."""
+
+    cap: int | None = None
+
+
+def _threadpoolctl_get() -> int:
+    cap = _threadpoolctl_cap
+    n = _ThreadCount(_default_threads(cap))
+    n.cap = cap
+    return n
+
+
+def _threadpoolctl_set(num_threads) -> None:
+    global _threadpoolctl_cap
+    if isinstance(num_threads, _ThreadCount):
+        _threadpoolctl_cap = num_threads.cap
+    elif num_threads is None:
+        _threadpoolctl_cap = None
+    else:
+        # Never raise: threadpoolctl sets the libraries one by one, and an error here
+        # would leave the others limited with nothing to restore them.  Below 1 is 1,
+        # as libgomp's omp_set_num_threads does.
+        _threadpoolctl_cap = max(1, int(num_threads))
+
+
+def _register_threadpoolctl() -> None:
+    """Make similearn's kernel threads a threadpoolctl library.
+
+    ``user_api="similearn"`` (its own API, as SciPy does for its ``fast_matrix_market``
+    threads), not ``"blas"`` or ``"openmp"``: similearn is neither a BLAS nor an OpenMP
+    runtime but runs its own C++ threads, and
+
+    * ``threadpool_limits(1)`` (every API: the usual "make everything sequential"
+      call, e.g. by scikit-learn's test suite under pytest-xdist) caps it;
+    * ``threadpool_limits(n, user_api="similearn")`` and ``limits={"similearn": n}``
+      cap it alone;
+    * ``threadpool_limits(1, user_api="blas")`` must *not* cap it: that is how
+      scikit-learn keeps BLAS sequential inside its own parallel loops, and how
+      similearn itself (:func:`blas_limits`, :func:`blas_single_threaded`) makes the
+      BLAS single-threaded precisely *because* the kernels run their own threads --
+      as "blas" every estimator would run its kernels on one thread;
+    * ``user_api="openmp"`` limits OpenMP runtimes' parallel loops (scikit-learn's
+      Cython ``prange``); reporting similearn as an OpenMP runtime would be false
+      and would let an OpenMP-only limit silently serialize it.  joblib does not go
+      through threadpoolctl at all (its loky workers get ``OMP_NUM_THREADS`` and
+      friends), so no joblib path depends on this choice.
+
+    threadpoolctl finds the library by the prefix of its file name among the loaded
+    shared objects; every pybind11 module named ``_core`` has that prefix and exports
+    ``PyInit__core`` (SciPy's ``optimize._highspy._core`` is loaded with scikit-learn),
+    so a controller made for another file hides its handle from the ``check_symbols``
+    test, which makes threadpoolctl (3.2 and later) drop it.  Without threadpoolctl
+    >= 3.2 (no ``register``) similearn is simply not listed.
+    """
+    try:
+        from threadpoolctl import LibController, register
+    except ImportError:
+        return
+
+    class SimilearnController(LibController):
+        """threadpoolctl controller of the process default of similearn's kernel threads."""
+
+        user_api = "similearn"
+        internal_api = "similearn"
+        filename_prefixes = ("_core",)
+        check_symbols = ("PyInit__core",)
+
+        def get_num_threads(self):
+            return _threadpoolctl_get()
+
+        def set_num_threads(self, num_threads):
+            _threadpoolctl_set(num_threads)
+
+        def get_version(self):
+            from ._version import __version__
+
+            return __version__
+
+        def set_additional_attributes(self):
+            core = sys.modules.get(f"{__package__}._core")
+            path = getattr(core, "__file__", None)
+            if path is None or os.path.realpath(path) != os.path.realpath(self.filepath):
+                self.dynlib = None  # not similearn's _core: fail check_symbols
+
+    register(SimilearnController)
+
+
+_register_threadpoolctl()
