@@ -1,20 +1,37 @@
 """Portable save/load of fitted estimators without pickle.
 
-File format (``FORMAT_VERSION = 1``)
+File format (``FORMAT_VERSION = 2``)
 -----------------------------------
 One ``.npz`` archive written by ``numpy.savez_compressed`` and read back with
 ``numpy.load(..., allow_pickle=False)``, so loading never unpickles anything.
+Its members, and no others:
 
 * ``__similearn_meta__``: uint8 array holding UTF-8 JSON::
 
-      {"format": "similearn-model", "format_version": 1,
+      {"format": "similearn-model", "format_version": 2,
        "similearn_version": "0.1.0", "numpy_version": ..., "sklearn_version": ...,
        "class": "similearn.neighbors.KNeighborsClassifier",
        "params": {name: value, ...},   # estimator.get_params(deep=False)
-       "state":  {name: value, ...}}   # every other instance attribute
+       "state":  {name: value, ...},   # every other instance attribute
+       "arrays": {"a0": {"sha256": hex, "dtype": "<f8", "shape": [3, 8]}, ...}}
 
+* ``__similearn_meta_sha256__``: uint8 array, the 32-byte SHA-256 of the bytes of
+  ``__similearn_meta__``.
 * ``a0``, ``a1``, ...: the arrays of the fitted state (any non-object dtype,
-  0-d included), referenced from the JSON by key.
+  0-d included), referenced from the JSON by key; ``"arrays"`` gives each one's
+  SHA-256 (of its elements' bytes in C order, as its dtype lays them out), dtype
+  and shape.  The exact definitions are in :mod:`similearn._integrity`.
+
+``load`` refuses (``ValueError`` naming the member and the attribute it backs) a
+file whose metadata or any member differs from what ``save`` wrote, a missing or
+unexpected member, and fitted state that breaks the estimator's invariants
+(non-finite arrays, inconsistent shapes, negative counts; declared per class by
+``_state_shapes`` / ``_save_nonfinite``, see :mod:`similearn._integrity`).
+
+Version 1 (similearn before the checksums) is the same without ``"arrays"`` and
+``__similearn_meta_sha256__``.  Such files still load, with a
+:class:`SimilearnVersionWarning` that their integrity cannot be verified (the
+invariants are checked all the same); saving the model again writes version 2.
 
 JSON values are plain JSON for None, bool, int, str, finite float and list; every
 other value is a JSON object tagged by ``"__type__"``:
@@ -28,10 +45,14 @@ object array of Python str (e.g. ``feature_names_in_``), stored as ``<U`` and
 restored as dtype object
 ``{"__type__": "sparse", "format": "csr" | "csc", "container": "matrix" | "array",
 "shape": [n, m], "data": key, "indices": key, "indptr": key}``
+``{"__type__": "estimator", "class": "similearn.hashing.ITQHasher", "params": {...},
+"state": {...}}``  a similearn estimator held by a parameter (PairwiseKNNMatcher's
+``transformer``), its state's arrays among the members and its invariants checked
 
 Arrays are allowed only in the state (also nested in lists, tuples, dicts);
-parameters must be JSON-able.  Loading instantiates only classes defined in the
-``similearn`` package (or the class given explicitly by the caller).
+parameters must be JSON-able or similearn estimators.  Loading instantiates only
+classes defined in the ``similearn`` package (or the class given explicitly by the
+caller).
 """
 from __future__ import annotations
 
@@ -46,17 +67,21 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
+from ._integrity import (DIGEST_KEY, ModelFileError, array_digest, array_record, check_state, describe, item_loc,
+                         verify_member)
+
 __all__ = ["save", "load", "SimilearnVersionWarning", "FORMAT_VERSION"]
 
 FORMAT_NAME = "similearn-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 META_KEY = "__similearn_meta__"
 _TAG = "__type__"
 _CLASS_PATH = re.compile(r"^similearn(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
 class SimilearnVersionWarning(UserWarning):
-    """A model file was written by a different similearn version than the one loading it."""
+    """A model file was written by a different similearn version than the one loading it, or in
+    file format version 1, whose integrity cannot be verified."""
 
 
 def _version():
@@ -111,6 +136,8 @@ class _Encoder:
         if isinstance(v, dict):
             return {_TAG: "dict", "items": [[self.encode(k, f"{what} key {k!r}", False),
                                              self.encode(x, f"{what}[{k!r}]", allow_arrays)] for k, x in v.items()]}
+        if isinstance(v, BaseEstimator):
+            return self._encode_estimator(v, what)
         if allow_arrays and isinstance(v, np.ndarray) and not isinstance(v, np.matrix):
             return self._encode_array(v, what)
         if allow_arrays and sp.issparse(v) and v.format in ("csr", "csc"):
@@ -128,6 +155,18 @@ class _Encoder:
             raise TypeError(f"cannot save {self.owner}: {what} is an array; parameters must be JSON-able values "
                             "(None, bool, int, float, str, lists/tuples/dicts of these)")
         self._fail(what, v, allow_arrays)
+
+    def _encode_estimator(self, est, what):
+        """A similearn estimator held by a parameter (e.g. PairwiseKNNMatcher's transformer):
+        its class, parameters and fitted state, encoded like a saved model's."""
+        cls = type(est)
+        if not _CLASS_PATH.match(_class_path(cls)):
+            raise TypeError(f"cannot save {self.owner}: {what} holds a {cls.__module__}.{cls.__qualname__}; only "
+                            "similearn estimators can be stored inside a model file (no pickle)")
+        params = est.get_params(deep=False)
+        return {_TAG: "estimator", "class": _class_path(cls),
+                "params": {k: self.encode(x, f"{what}.{k}", False) for k, x in params.items()},
+                "state": {k: self.encode(x, f"{what}.{k}", True) for k, x in vars(est).items() if k not in params}}
 
     def _encode_array(self, a, what):
         a = np.asarray(a)  # drop ndarray subclasses such as memmap
@@ -152,7 +191,8 @@ def save(estimator, path):
     ----------
     estimator : sklearn.base.BaseEstimator
         Its ``get_params(deep=False)`` must be JSON-able (None, bool, int, float,
-        str, NumPy scalars, lists/tuples/dicts of these); every other instance
+        str, NumPy scalars, lists/tuples/dicts of these) or similearn estimators
+        (fitted or not, saved with their state); every other instance
         attribute is fitted state and may also hold ndarrays (not dtype object,
         except arrays of Python str) and scipy.sparse CSR/CSC matrices, also
         nested in lists/tuples/dicts.
@@ -169,6 +209,12 @@ def save(estimator, path):
     TypeError
         Not an estimator, or a parameter / attribute that cannot be stored (the
         message names it).
+
+    Notes
+    -----
+    Writes file format version 2 (module docstring): the metadata records each
+    array member's SHA-256, dtype and shape, and a member of its own holds the
+    SHA-256 of the metadata, so that :func:`load` refuses a changed file.
     """
     if not isinstance(estimator, BaseEstimator):
         raise TypeError(f"save expects a scikit-learn style estimator (BaseEstimator), got "
@@ -190,10 +236,12 @@ def save(estimator, path):
         "class": _class_path(type(estimator)),
         "params": json_params,
         "state": json_state,
+        "arrays": {key: array_record(a) for key, a in enc.arrays.items()},
     }
     blob = json.dumps(meta, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
     arrays = dict(enc.arrays)
     arrays[META_KEY] = np.frombuffer(blob, dtype=np.uint8)
+    arrays[DIGEST_KEY] = np.frombuffer(bytes.fromhex(array_digest(arrays[META_KEY])), dtype=np.uint8)
     if hasattr(path, "write"):
         np.savez_compressed(path, **arrays)
         return path
@@ -216,71 +264,118 @@ def save(estimator, path):
 # ----------------------------------------------------------------------------- decoding
 
 
-class _Corrupt(ValueError):
-    pass
-
-
 class _Decoder:
-    def __init__(self, npz):
-        self.npz = npz
+    """Decodes the JSON values of a model file, reading (and, given the array table of
+    format version 2, verifying) the array members they refer to.
 
-    def _array(self, key):
-        if not isinstance(key, str) or key not in self.npz.files or key == META_KEY:
-            raise _Corrupt(f"missing array entry {key!r}")
-        try:
-            return self.npz[key]
-        except Exception as exc:
-            raise _Corrupt(f"array entry {key!r} cannot be read: {exc}") from None
+    ``members`` maps the location of every array read (``components_``,
+    ``params_['E_left']``, ``graph_.data``) to its member key; ``used`` is the set of
+    keys read."""
 
-    def decode(self, v):
+    def __init__(self, npz, table):
+        self.npz, self.table = npz, table
+        self.members, self.used = {}, set()
+
+    def _array(self, key, what):
+        if not isinstance(key, str) or key in (META_KEY, DIGEST_KEY):
+            raise ModelFileError(f"{describe(what)} refers to {key!r}, which is not an array member")
+        label = describe(what, key)
+        if self.table is not None and key not in self.table:
+            raise ModelFileError(f"{label} is not in the metadata's array table")
+        if key not in self.npz.files:
+            raise ModelFileError(f"{label} is missing")
+        a = _read_member(self.npz, key, label)
+        if not isinstance(a, np.ndarray):
+            raise ModelFileError(f"{label} is not an array (its bytes are not a .npy entry)")
+        if self.table is not None:
+            verify_member(a, self.table[key], label)
+        self.members[what] = key
+        self.used.add(key)
+        return a
+
+    def decode(self, v, what, arrays=True):
+        """Value of JSON ``v`` found at location ``what``; ``arrays=False``: arrays are refused."""
         if v is None or isinstance(v, (bool, int, float, str)):
             return v
         if isinstance(v, list):
-            return [self.decode(x) for x in v]
+            return [self.decode(x, item_loc(what, i), arrays) for i, x in enumerate(v)]
         if not isinstance(v, dict):
-            raise _Corrupt(f"unexpected JSON value {v!r}")
+            raise ModelFileError(f"{describe(what)}: unexpected JSON value {v!r}")
         tag = v.get(_TAG)
+        if tag in ("ndarray", "sparse") and not arrays:
+            raise ModelFileError(f"{what} holds an array; parameters must be JSON values")
         try:
             if tag == "float":
                 return {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}[v["value"]]
             if tag == "tuple":
-                return tuple(self.decode(x) for x in v["items"])
+                return tuple(self.decode(x, item_loc(what, i), arrays) for i, x in enumerate(v["items"]))
             if tag == "dict":
-                return {_hashable(self.decode(k)): self.decode(x) for k, x in v["items"]}
+                out = {}
+                for k, x in v["items"]:
+                    k = _hashable(self.decode(k, f"{what} key", False))
+                    out[k] = self.decode(x, item_loc(what, k), arrays)
+                return out
             if tag == "numpy_scalar":
                 dt = np.dtype(v["dtype"])
                 if dt.kind not in "biufU":
-                    raise _Corrupt(f"unsupported scalar dtype {dt}")
-                return dt.type(self.decode(v["value"]))
+                    raise ModelFileError(f"{describe(what)}: unsupported scalar dtype {dt}")
+                return dt.type(self.decode(v["value"], what, False))
             if tag == "ndarray":
-                a = self._array(v["key"])
+                a = self._array(v["key"], what)
                 if v.get("object_strings"):
                     if a.dtype.kind != "U":
-                        raise _Corrupt("object_strings entry is not a string array")
+                        raise ModelFileError(f"{describe(what, v['key'])}: object_strings entry is not a string array")
                     a = a.astype(object)
                 return a
+            if tag == "estimator":
+                return self._estimator(v, what)
             if tag == "sparse":
                 fmt, container = v["format"], v["container"]
                 classes = {("csr", "matrix"): sp.csr_matrix, ("csc", "matrix"): sp.csc_matrix,
                            ("csr", "array"): sp.csr_array, ("csc", "array"): sp.csc_array}
                 if (fmt, container) not in classes:
-                    raise _Corrupt(f"unsupported sparse format {fmt!r}/{container!r}")
-                data, indices, indptr = (self._array(v[k]) for k in ("data", "indices", "indptr"))
+                    raise ModelFileError(f"{describe(what)}: unsupported sparse format {fmt!r}/{container!r}")
+                data, indices, indptr = (self._array(v[k], f"{what}.{k}") for k in ("data", "indices", "indptr"))
                 m = classes[fmt, container]((data, indices, indptr), shape=tuple(int(s) for s in v["shape"]))
+                m.check_format(full_check=True)  # index ranges and order: a bad matrix fails here, not later
                 # the constructor may change the index dtype; keep the saved one
                 if indices.dtype == indptr.dtype and indices.dtype.kind in "iu":
                     m.indices, m.indptr = indices, indptr
                 return m
-        except _Corrupt:
+        except ModelFileError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
-            raise _Corrupt(f"bad {tag!r} entry: {exc!r}") from None
-        raise _Corrupt(f"unknown value tag {tag!r}")
+        except (KeyError, TypeError, ValueError, IndexError, OverflowError) as exc:
+            raise ModelFileError(f"{describe(what)}: bad {tag!r} entry: {exc!r}") from None
+        raise ModelFileError(f"{describe(what)}: unknown value tag {tag!r}")
+
+    def _estimator(self, v, what):
+        est_cls = _resolve_class(v["class"])
+        params = {k: self.decode(x, f"{what}.{k}", False) for k, x in v["params"].items()}
+        state = {k: self.decode(x, f"{what}.{k}") for k, x in v["state"].items()}
+        try:
+            est = est_cls(**params)
+        except TypeError as exc:
+            raise ModelFileError(f"{describe(what)}: the saved parameters do not match {est_cls.__name__}: {exc}") \
+                from None
+        vars(est).update(state)
+        prefix = f"{what}."
+        check_state(est, state, {loc[len(prefix):]: key for loc, key in self.members.items()
+                                 if loc.startswith(prefix)})
+        return est
+
+    def check_members(self):
+        """Every member is the metadata, its checksum, or an array some attribute refers to."""
+        expected = set(self.used) | {META_KEY} | ({DIGEST_KEY} if self.table is not None else set())
+        for key in self.npz.files:
+            if key not in expected:
+                raise ModelFileError(f"member {key!r} is unexpected: " + (
+                    "no attribute refers to it" if self.table is None or key in self.table else
+                    "save writes no such member"))
 
 
 def _hashable(k):
     if isinstance(k, list):
-        raise _Corrupt("a dict key decodes to a list")
+        raise ModelFileError("a dict key decodes to a list")
     return k
 
 
@@ -339,15 +434,21 @@ def load(path, *, cls=None):
     Raises
     ------
     ValueError
-        Not a similearn model file, corrupt contents, a newer format version, or a
-        class that may not be loaded.
+        Not a similearn model file (not an .npz archive, truncated, garbled),
+        contents changed since :func:`save` wrote them (the metadata or an array
+        member no longer matches its SHA-256, dtype or shape; a member missing,
+        unreadable, not an array, or unexpected), fitted state that breaks the
+        estimator's invariants (see :mod:`similearn._integrity`), a newer format
+        version, or a class that may not be loaded.  The message names the member
+        and, where known, the attribute it backs.
     FileNotFoundError
         ``path`` does not exist.
 
     Warns
     -----
     SimilearnVersionWarning
-        The file was written by another similearn version.
+        The file was written by another similearn version, or in file format
+        version 1 (no checksums: only the invariants are checked).
     """
     where = path if hasattr(path, "read") else os.fspath(path)
     try:
@@ -359,47 +460,80 @@ def load(path, *, cls=None):
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise ValueError(f"{where!r} is not a similearn model file (it is a single .npy array, not an .npz archive)")
     with npz:
+        if META_KEY not in npz.files:
+            raise ValueError(f"{where!r} is not a similearn model file (no {META_KEY} entry)")
         try:
-            if META_KEY not in npz.files:
-                raise ValueError(f"{where!r} is not a similearn model file (no {META_KEY} entry)")
-            try:
-                raw = npz[META_KEY]
-                if raw.dtype == np.uint8 and raw.ndim == 1:
-                    text = raw.tobytes().decode("utf-8")
-                elif raw.dtype.kind == "U" and raw.ndim == 0:
-                    text = str(raw[()])
-                else:
-                    raise _Corrupt(f"{META_KEY} has dtype {raw.dtype} and shape {raw.shape}")
-                meta = json.loads(text)
-            except _Corrupt:
-                raise
-            except Exception as exc:
-                raise _Corrupt(f"metadata cannot be decoded: {exc}") from None
+            meta = _read_meta(npz)
             if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
                 raise ValueError(f"{where!r} is not a similearn model file (unknown format)")
             version = meta.get("format_version")
             if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-                raise _Corrupt(f"bad format_version {version!r}")
+                raise ModelFileError(f"bad format_version {version!r}")
             if version > FORMAT_VERSION:
                 raise ValueError(f"{where!r} uses file format version {version}, newer than this similearn "
                                  f"({_version()}) supports ({FORMAT_VERSION}); upgrade similearn to load it")
+            table = meta.get("arrays") if version >= 2 else None
+            if version >= 2 and (DIGEST_KEY not in npz.files or not isinstance(table, dict)):
+                raise ModelFileError(f"file format version {version} without the metadata's checksum member "
+                                     f"{DIGEST_KEY!r} or its array table")
             est_cls = _pick_class(meta.get("class"), cls)
             saved_version = meta.get("similearn_version")
             if saved_version != _version():
                 warnings.warn(f"{where!r} was saved with similearn {saved_version} and is loaded with "
                               f"similearn {_version()}; check the results", SimilearnVersionWarning, stacklevel=2)
+            if version == 1:
+                warnings.warn(f"{where!r} uses file format version 1, which has no checksums: its integrity cannot "
+                              "be verified (only the model's invariants are checked); save the model again to "
+                              f"write format version {FORMAT_VERSION}", SimilearnVersionWarning, stacklevel=2)
             params, state = meta.get("params"), meta.get("state")
             if not isinstance(params, dict) or not isinstance(state, dict):
-                raise _Corrupt("params/state missing")
-            dec = _Decoder(npz)
-            params = {k: dec.decode(v) for k, v in params.items()}
-            state = {k: dec.decode(v) for k, v in state.items()}
-        except _Corrupt as exc:
+                raise ModelFileError("params/state missing")
+            dec = _Decoder(npz, table)
+            params = {k: dec.decode(v, k, arrays=False) for k, v in params.items()}
+            state = {k: dec.decode(v, k) for k, v in state.items()}
+            dec.check_members()
+            try:
+                estimator = est_cls(**params)
+            except TypeError as exc:
+                raise ValueError(f"the parameters saved in {where!r} ({sorted(params)}) do not match "
+                                 f"{est_cls.__name__}'s constructor: {exc}") from None
+            vars(estimator).update(state)
+            check_state(estimator, state, dec.members)
+        except ModelFileError as exc:
             raise ValueError(f"{where!r} is a corrupt similearn model file: {exc}") from None
-    try:
-        estimator = est_cls(**params)
-    except TypeError as exc:
-        raise ValueError(f"the parameters saved in {where!r} ({sorted(params)}) do not match "
-                         f"{est_cls.__name__}'s constructor: {exc}") from None
-    vars(estimator).update(state)
     return estimator
+
+
+def _read_member(npz, key, label):
+    """Member ``key`` as numpy reads it: an ndarray, or bytes for a member that is not .npy."""
+    try:
+        return npz[key]
+    except Exception as exc:  # zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError (.npy header) ...
+        raise ModelFileError(f"{label} cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _read_meta(npz):
+    """The decoded JSON of the metadata member, checked against its SHA-256 member when there is one."""
+    label = f"member {META_KEY!r} (the metadata)"
+    raw = _read_member(npz, META_KEY, label)
+    if not isinstance(raw, np.ndarray) or raw.dtype.hasobject:
+        raise ModelFileError(f"{label} is not an array of bytes")
+    if DIGEST_KEY in npz.files:
+        digest = _read_member(npz, DIGEST_KEY, f"member {DIGEST_KEY!r}")
+        if not (isinstance(digest, np.ndarray) and digest.dtype == np.uint8 and digest.shape == (32,)):
+            raise ModelFileError(f"member {DIGEST_KEY!r} is not the 32 bytes of a SHA-256")
+        if digest.tobytes().hex() != array_digest(raw):
+            raise ModelFileError(f"{label} differs from its SHA-256 in member {DIGEST_KEY!r} (it changed after the "
+                                 "file was written)")
+    try:
+        if raw.dtype == np.uint8 and raw.ndim == 1:
+            text = raw.tobytes().decode("utf-8")
+        elif raw.dtype.kind == "U" and raw.ndim == 0:
+            text = str(raw[()])
+        else:
+            raise ModelFileError(f"{label} has dtype {raw.dtype} and shape {raw.shape}")
+        return json.loads(text)
+    except ModelFileError:
+        raise
+    except Exception as exc:
+        raise ModelFileError(f"{label} cannot be decoded: {exc}") from None
