@@ -383,8 +383,8 @@ def test_pair_input_validation(data):
         est.pair_score(np.ones((4, 3, 3)))
     with pytest.raises(ValueError, match="pairs has 5 features, but Dummy is expecting 3"):
         est.pair_distance(np.ones((4, 2, 5)))
-    with pytest.raises(ValueError, match="pairs must hold at least 1 pair"):
-        est.pair_distance(np.ones((0, 2, 3)))
+    for empty in (est.pair_distance(np.ones((0, 2, 3))), est.pair_score(np.ones((0, 2, 3)))):  # 0 pairs: empty
+        assert empty.shape == (0,) and empty.dtype == np.float64
     bad = X[np.array([[0, 1]])].copy()
     bad[0, 1, 2] = np.nan
     with pytest.raises(ValueError, match="pairs contains NaN"):

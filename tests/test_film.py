@@ -167,7 +167,7 @@ def test_top_features_and_params():
         ({}, {"triplets": [[0, -1, 2]]}, ValueError, "negative"),
         ({}, {"triplets": [[0, 0, 2]]}, ValueError, "anchor == positive"),
         ({}, {"triplets": [[0, 1.0, 2]]}, TypeError, "integer"),
-        ({}, {"triplets": np.zeros((0, 3), int)}, ValueError, "empty"),
+        ({}, {"triplets": np.zeros((0, 3), int)}, ValueError, "0 triplet"),
         ({}, {"y": np.zeros(100)}, ValueError, "1 class"),
         ({}, {}, ValueError, "either y"),
         ({"n_components": 5, "rank": 3}, {"triplets": [[0, 1, 2]]}, ValueError, "rank=3 must be >= n_components"),

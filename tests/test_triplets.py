@@ -338,7 +338,7 @@ def test_triplets_from_pairs_self_and_contradictory_pairs_warn():
     ([[0, 5]], [1], dict(n_samples=5), ValueError, "pairs contains index 5"),
     ([[0.0, 1.0]], [1], {}, TypeError, "pairs must hold integers"),
     ([0, 1], [1], {}, ValueError, r"pairs must have shape \(n_pairs, 2\)"),
-    (np.zeros((0, 2), dtype=np.int64), [], {}, ValueError, "pairs must hold at least 1"),
+    (np.zeros((0, 2), dtype=np.int64), [], {}, ValueError, "pairs has 0 pair.*minimum of 1"),
     ([[0, 1], [1, 2]], [1, 2], {}, ValueError, "labels must contain only 0"),
     ([[0, 1], [1, 2]], [1, 0.5], {}, ValueError, "labels must contain only 0"),
     ([[0, 1], [1, 2]], [1], {}, ValueError, "labels has 1 entries but pairs has 2"),

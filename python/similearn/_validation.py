@@ -2,20 +2,29 @@
 
 Everything that reaches ``similearn._core`` goes through these helpers first, so
 kernels can assume C-contiguous arrays of the right dtype, finite values, and
-indices in range.  Errors name the offending argument.
+indices in range.  Errors name the offending argument.  One helper per kind of
+check: sizes (:func:`check_min_count`), lengths that must agree
+(:func:`check_length`), indices (:func:`check_indices`); labels, pairs and
+triplets live in :mod:`similearn._targets`, the memory of a requested allocation
+in :mod:`similearn._memory`.
+
+The input contract these helpers implement is stated once, in the docstring of
+the :mod:`similearn` package (and the README's "Input contract").
 """
 from __future__ import annotations
 
 import numbers
 from typing import NamedTuple
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import DataConversionWarning
 from sklearn.utils import check_random_state  # public; re-exported
 
 __all__ = [
+    "call_user",
+    "check_min_count",
+    "check_length",
+    "n_entries",
     "check_dense",
     "check_same_dtype",
     "check_k",
@@ -24,17 +33,62 @@ __all__ = [
     "check_codes",
     "check_finite",
     "check_X",
-    "check_labels",
-    "check_pairs",
-    "check_triplets",
-    "check_pair_labels",
-    "check_similarity",
-    "check_similar_fraction",
     "check_random_state",
     "seed_from_random_state",
 ]
 
 _FLOATS = (np.float32, np.float64)
+
+
+def call_user(fn, name, where, *args):
+    """Call the user-supplied ``fn`` (a callback, a transformer's method).
+
+    An exception it raises propagates unchanged -- same type, same traceback, so
+    ``except`` clauses written for it keep working -- with a note ``"raised by
+    {name} {where}"`` (``BaseException.add_note``, Python >= 3.11).  Its return
+    value is the caller's to check (see e.g. :mod:`similearn.manifold`).
+    """
+    try:
+        return fn(*args)
+    except Exception as exc:
+        if hasattr(exc, "add_note"):
+            exc.add_note(f"raised by {name} {where}")
+        raise
+
+
+# ---------------------------------------------------------------------------
+# Counts and lengths
+# ---------------------------------------------------------------------------
+
+
+def check_min_count(count, minimum, name, unit, shape):
+    """``count`` (rows, samples, pairs, ... of ``name``) must be >= ``minimum``.
+
+    One message for every "too few" error, scikit-learn's wording: ``"X has 0
+    sample(s) (shape=(0, 3)) while a minimum of 1 is required."``
+    """
+    if count < minimum:
+        raise ValueError(f"{name} has {count} {unit}(s) (shape={tuple(shape)}) while a minimum of {minimum} is "
+                         "required.")
+
+
+def check_length(got, expected, name, unit, where, hint="they must match"):
+    """``name`` holds ``got`` ``unit`` where ``expected`` are needed: ``"y has 59
+    labels but X has 60 samples; they must match"`` (``where`` = "X has 60 samples")."""
+    if got != expected:
+        raise ValueError(f"{name} has {got} {unit} but {where}; {hint}")
+
+
+def n_entries(a):
+    """Number of entries along the first axis of an array, sparse matrix or sequence
+    (None for a scalar)."""
+    shape = getattr(a, "shape", None)
+    if shape is not None:
+        return int(shape[0]) if len(shape) else None
+    try:
+        return len(a)
+    except TypeError:
+        return None
 
 
 def check_finite(a, name):
@@ -78,10 +132,10 @@ def check_dense(X, name, *, ndim=2, dtypes=_FLOATS, min_rows=1, min_cols=1, cont
         raise TypeError(f"{name} must have dtype {allowed} (or an integer/bool dtype), got {X.dtype}")
     if X.ndim != ndim:
         raise ValueError(f"{name} must be a {ndim}-D array, got shape {X.shape}")
-    if ndim >= 1 and X.shape[0] < min_rows:
-        raise ValueError(f"{name} must have at least {min_rows} row(s), got shape {X.shape}")
-    if ndim >= 2 and X.shape[1] < min_cols:
-        raise ValueError(f"{name} must have at least {min_cols} column(s), got shape {X.shape}")
+    if ndim >= 1:
+        check_min_count(X.shape[0], min_rows, name, "row", X.shape)
+    if ndim >= 2:
+        check_min_count(X.shape[1], min_cols, name, "column", X.shape)
     if contiguous and not X.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous; pass np.ascontiguousarray({name})")
     if finite:
@@ -136,10 +190,15 @@ def check_k(k, n_candidates, name="k"):
 
 
 def check_indices(idx, n, name, *, ndim=None, shape1=None):
-    """Integer index array with every entry in [0, n); returns int64 C-contiguous."""
+    """Integer index array with every entry in [0, n) (n=None: >= 0 only); returns
+    int64 C-contiguous.  Booleans, floats and other dtypes raise TypeError (a bool
+    mask is not an index array); an empty float array (``[]``) is taken as empty."""
     if sp.issparse(idx):
         raise TypeError(f"{name} must be a dense integer array")
-    a = np.asarray(idx)
+    try:
+        a = np.asarray(idx)
+    except ValueError:  # ragged lists
+        raise TypeError(f"{name} must be an array of integer indices") from None
     if a.size == 0 and a.dtype.kind == "f":
         a = a.astype(np.int64)
     if a.dtype.kind not in "iu":
@@ -151,8 +210,9 @@ def check_indices(idx, n, name, *, ndim=None, shape1=None):
     if a.size:
         lo, hi = a.min(), a.max()
         if lo < 0:
-            raise ValueError(f"{name} contains a negative index ({lo}); indices must be in [0, {n})")
-        if hi >= n:
+            raise ValueError(f"{name} contains a negative index ({lo}); indices must be "
+                             + ("non-negative" if n is None else f"in [0, {n})"))
+        if n is not None and hi >= n:
             raise ValueError(f"{name} contains index {hi}, out of range for {n} rows")
     return np.ascontiguousarray(a, dtype=np.int64)
 
@@ -167,10 +227,8 @@ def check_codes(C, name, *, min_rows=1):
                         f"got dtype {C.dtype}")
     if C.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_codes, n_words), got shape {C.shape}")
-    if C.shape[0] < min_rows:
-        raise ValueError(f"{name} must have at least {min_rows} code(s), got shape {C.shape}")
-    if C.shape[1] < 1:
-        raise ValueError(f"{name} must have at least one 64-bit word per code, got shape {C.shape}")
+    check_min_count(C.shape[0], min_rows, name, "code", C.shape)
+    check_min_count(C.shape[1], 1, name, "64-bit word", C.shape)
     if not C.flags.c_contiguous:
         raise ValueError(f"{name} must be C-contiguous; pass np.ascontiguousarray({name})")
     return C
@@ -207,12 +265,8 @@ def _target_dtype(current, dtypes):
 
 
 def _check_2d_shape(shape, name, min_samples, min_features):
-    if shape[0] < min_samples:
-        raise ValueError(f"{name} has {shape[0]} sample(s) (shape={tuple(shape)}) while a minimum of "
-                         f"{min_samples} is required.")
-    if shape[1] < min_features:
-        raise ValueError(f"{name} has {shape[1]} feature(s) (shape={tuple(shape)}) while a minimum of "
-                         f"{min_features} is required.")
+    check_min_count(shape[0], min_samples, name, "sample", shape)
+    check_min_count(shape[1], min_features, name, "feature", shape)
 
 
 def _check_csr_structure(X, name):
@@ -290,7 +344,8 @@ def check_X(X, name="X", *, accept_sparse=False, dtype=("float64", "float32"), m
     ------
     TypeError
         Sparse input without ``accept_sparse``; string, bytes, datetime or other
-        non-numeric dtypes; object arrays that are not numbers.
+        non-numeric dtypes; object arrays that are not numbers (strings included:
+        ``"1.5"`` is text, not a number).
     ValueError
         Complex data, NaN or inf, not 2-D (the message suggests a reshape), fewer
         than ``min_samples`` rows / ``min_features`` columns, wrong ``n_features``.
@@ -310,10 +365,13 @@ def check_X(X, name="X", *, accept_sparse=False, dtype=("float64", "float32"), m
         kind = X.dtype.kind
         if kind == "O":
             try:
-                X = X.astype(np.float64)
+                Xf = X.astype(np.float64)
             except (TypeError, ValueError) as exc:
                 raise TypeError(f"{name} has dtype object and could not be converted to numbers: {exc}") from None
-            kind = "f"
+            if any(isinstance(v, (str, bytes)) for v in X.ravel()):  # "1.5" is text, not a number
+                raise TypeError(f"{name} has dtype object and holds strings; features must be numbers (convert "
+                                f"text explicitly, e.g. {name}.astype(float), if that is what you mean)")
+            X, kind = Xf, "f"
         if kind == "c":
             raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")
         if kind not in "biuf":
@@ -334,249 +392,6 @@ def check_X(X, name="X", *, accept_sparse=False, dtype=("float64", "float32"), m
         raise ValueError(f"{name} has {X.shape[1]} features, but {est or 'the estimator'} is expecting "
                          f"{n_features} features as input")
     return X
-
-
-def _object_labels(y, name):
-    """Object-dtype labels -> a str or numeric array (no objects left)."""
-    flat = y.ravel()
-    if any(v is None or (isinstance(v, float) and v != v) for v in flat):
-        raise ValueError(f"{name} contains NaN or None labels; drop or impute them first")
-    if all(isinstance(v, str) for v in flat):
-        return y.astype(str) if flat.size else y.astype(np.int64)
-    if all(isinstance(v, (numbers.Real, np.bool_)) for v in flat):
-        return np.array(flat.tolist()).reshape(y.shape)
-    types = sorted({type(v).__name__ for v in flat})
-    raise ValueError(f"Unknown label type: {name} mixes label types {types}; labels must be all numbers "
-                     "or all strings")
-
-
-def check_labels(y, n_samples, name="y", min_classes=2):
-    """Validate class labels and encode them as 0 .. n_classes - 1.
-
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        Integers, booleans, strings, or floats with integral values.  A column
-        vector (n_samples, 1) is accepted with a ``DataConversionWarning``.  Object
-        arrays must hold only strings or only numbers.
-    n_samples : int
-        Required number of labels (rows of X).
-    name : str, default="y"
-    min_classes : int, default=2
-        Minimum number of distinct classes.
-
-    Returns
-    -------
-    classes : ndarray of shape (n_classes,)
-        Sorted distinct labels.  Same dtype as ``y`` except object arrays, which
-        become ``<U`` (strings) or numeric arrays, so that the fitted state never
-        holds Python objects.
-    encoded : ndarray of shape (n_samples,), int64
-        ``classes[encoded]`` equals ``y``.
-
-    Raises
-    ------
-    ValueError
-        y missing, not 1-D, wrong length, NaN/None labels, continuous (non-integer
-        float) or complex labels, mixed label types, fewer than ``min_classes``.
-    TypeError
-        Sparse y.
-    """
-    if y is None:
-        raise ValueError(f"This estimator requires y to be passed, but the target {name} is None")
-    if sp.issparse(y):
-        raise TypeError(f"{name} must be a dense 1-D array of labels, got a scipy.sparse matrix")
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        warnings.warn(f"A column-vector y was passed when a 1d array was expected. Please change the shape of "
-                      f"{name} to (n_samples,), for example using ravel().", DataConversionWarning, stacklevel=2)
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(f"{name} should be a 1d array, got an array of shape {y.shape} instead")
-    if y.shape[0] != n_samples:
-        raise ValueError(f"{name} has {y.shape[0]} labels but X has {n_samples} samples; they must match")
-    if y.dtype.kind == "O":
-        y = _object_labels(y, name)
-    kind = y.dtype.kind
-    if kind == "c":
-        raise ValueError(f"Complex data not supported: {name} has dtype {y.dtype}")
-    if kind == "f":
-        if np.isnan(y).any():
-            raise ValueError(f"{name} contains NaN labels; drop or impute them first")
-        if not np.isfinite(y).all():
-            raise ValueError(f"{name} contains inf labels")
-        if (y != np.round(y)).any():
-            raise ValueError(f"Unknown label type: continuous. {name} must hold class labels (integers or "
-                             "strings), got non-integer floats")
-    elif kind not in "biuUS":
-        raise ValueError(f"Unknown label type: {name} has dtype {y.dtype}")
-    classes, encoded = np.unique(y, return_inverse=True)
-    if classes.shape[0] < min_classes:
-        which = f" ({classes[0].item()!r})" if classes.shape[0] == 1 else ""
-        raise ValueError(f"{name} has only {classes.shape[0]} class{which}; at least {min_classes} classes are "
-                         "required")
-    return classes, np.ascontiguousarray(encoded.reshape(-1), dtype=np.int64)
-
-
-def _check_tuples(t, n, name, width, what, min_rows):
-    if sp.issparse(t):
-        raise TypeError(f"{name} must be a dense integer array of shape (n_{what}, {width})")
-    a = np.asarray(t)
-    if a.ndim != 2 or a.shape[1] != width:
-        hint = ""
-        if a.ndim == 3 and a.shape[1] == width:
-            hint = " (index arrays, not feature vectors: rows of X are looked up by index)"
-        raise ValueError(f"{name} must have shape (n_{what}, {width}), got shape {a.shape}{hint}")
-    if a.shape[0] < min_rows:
-        empty = " (it is empty)" if a.shape[0] == 0 else ""
-        raise ValueError(f"{name} must hold at least {min_rows} row(s), got shape {a.shape}{empty}")
-    return check_indices(a, n, name)
-
-
-def check_pairs(pairs, n, name="pairs", *, min_pairs=1):
-    """Pairs of row indices into a data set of ``n`` rows (or into two sets).
-
-    Parameters
-    ----------
-    pairs : array-like of shape (n_pairs, 2), integer
-    n : int or tuple (n_left, n_right)
-        Number of rows every index must address: entries in [0, n).  A tuple:
-        the first column indexes n_left rows, the second n_right (two catalogues,
-        as in two-tower models).
-
-    Returns
-    -------
-    ndarray of shape (n_pairs, 2), int64, C-contiguous
-
-    Raises
-    ------
-    TypeError for non-integer dtypes, ValueError for a wrong shape, fewer than
-    ``min_pairs`` rows, or an index out of range.
-    """
-    if isinstance(n, tuple):
-        a = _check_tuples(pairs, np.iinfo(np.int64).max, name, 2, "pairs", min_pairs)  # bounds: per column
-        for col, m in enumerate(n):
-            check_indices(a[:, col], m, f"{name}[:, {col}]")
-        return a
-    return _check_tuples(pairs, n, name, 2, "pairs", min_pairs)
-
-
-def check_triplets(triplets, n, name="triplets", *, min_triplets=1, distinct=False):
-    """Triplets (anchor, positive, negative) of row indices into ``n`` rows.
-
-    ``distinct=True`` also rejects degenerate rows (anchor == positive, anchor ==
-    negative or positive == negative), which carry no information.
-
-    Returns
-    -------
-    ndarray of shape (n_triplets, 3), int64, C-contiguous
-
-    Raises as :func:`check_pairs`; ValueError naming the first degenerate row.
-    """
-    t = _check_tuples(triplets, n, name, 3, "triplets", min_triplets)
-    if distinct:
-        for (c1, c2), what in (((0, 1), "anchor == positive"), ((0, 2), "anchor == negative"),
-                               ((1, 2), "positive == negative")):
-            bad = np.flatnonzero(t[:, c1] == t[:, c2])
-            if bad.size:
-                raise ValueError(f"{name} has {bad.size} degenerate row(s) with {what}, first at row {bad[0]}: "
-                                 f"{tuple(int(v) for v in t[bad[0]])}")
-    return t
-
-
-def check_pair_labels(labels, n_pairs, name="labels", *, min_classes=1):
-    """0/1 labels of pairs (1 = similar, 0 = dissimilar), one per pair.
-
-    A column vector is raveled; booleans, integers and floats holding 0/1 are accepted.
-    ``min_classes=2`` also rejects labels of a single class.
-
-    Returns
-    -------
-    ndarray of shape (n_pairs,), int64
-    """
-    if labels is None:
-        raise ValueError(f"{name} is required with the pairs")
-    if sp.issparse(labels):
-        raise TypeError(f"{name} must be a dense 1-D array of 0/1 labels")
-    y = np.asarray(labels)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-D of shape (n_pairs,), got shape {y.shape}")
-    if y.shape[0] != n_pairs:
-        raise ValueError(f"{name} has {y.shape[0]} entries but pairs has {n_pairs} rows; one label per pair is "
-                         f"needed ({y.shape[0]} labels but {n_pairs} pairs)")
-    if y.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold 0/1 (or bool) labels, got dtype {y.dtype}")
-    if y.dtype.kind == "f" and np.isnan(y).any():
-        raise ValueError(f"{name} contains NaN; labels must be 0 (dissimilar) or 1 (similar)")
-    ok = np.isin(y, (0, 1))
-    if not ok.all():
-        raise ValueError(f"{name} must contain only 0 (dissimilar) and 1 (similar), got {y[~ok][0]!r}")
-    y = y.astype(np.int64)
-    if min_classes >= 2 and y.size and y.min() == y.max():
-        raise ValueError(f"{name} has only one class ({int(y[0])}); both similar (1) and dissimilar (0) pairs "
-                         "are needed")
-    return y
-
-
-def check_similarity(s, n_pairs, name="similarity", low=-1.0, high=1.0):
-    """Target similarity (or label) of each pair.
-
-    Parameters
-    ----------
-    s : array-like of shape (n_pairs,)
-        Numbers; booleans and integers are converted.  A column vector is raveled.
-    n_pairs : int
-        Required length.
-    name : str
-    low, high : float or None, default=-1, 1
-        Every entry must lie in [low, high]; None disables that bound.
-
-    Returns
-    -------
-    ndarray of shape (n_pairs,), float64, C-contiguous
-    """
-    if sp.issparse(s):
-        raise TypeError(f"{name} must be a dense 1-D array")
-    a = np.asarray(s)
-    if a.dtype.kind == "O":
-        try:
-            a = a.astype(np.float64)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"{name} must hold numbers: {exc}") from None
-    if a.dtype.kind == "c":
-        raise ValueError(f"Complex data not supported: {name} has dtype {a.dtype}")
-    if a.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must hold numbers, got dtype {a.dtype}")
-    if a.ndim == 2 and a.shape[1] == 1:
-        a = a.ravel()
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be 1-D of length {n_pairs}, got shape {a.shape}")
-    if a.shape[0] != n_pairs:
-        raise ValueError(f"{name} has {a.shape[0]} entries but there are {n_pairs} pairs; they must match")
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    check_finite(a, name)
-    if a.size:
-        if low is not None and a.min() < low:
-            raise ValueError(f"{name} must be >= {low}, got {a.min()}")
-        if high is not None and a.max() > high:
-            raise ValueError(f"{name} must be <= {high}, got {a.max()}")
-    return a
-
-
-def check_similar_fraction(value, name="similar_fraction"):
-    """A fraction of similar pairs: a number in [0, 1], "balanced" (= 0.5) or
-    "natural" (the data's own proportion).  Returns a float or "natural"."""
-    if isinstance(value, str):
-        if value == "balanced":
-            return 0.5
-        if value == "natural":
-            return value
-    elif not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating)) \
-            and 0 <= value <= 1:
-        return float(value)
-    raise ValueError(f"{name} must be a number in [0, 1], 'balanced' or 'natural', got {value!r}")
 
 
 _SEED_BOUND = 2 ** 64

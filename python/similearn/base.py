@@ -79,21 +79,17 @@ class PairMixin:
             if a.ndim == 2 and a.shape[1] == 2:
                 hint = "; for index pairs P into a data matrix X pass X[P]"
             raise ValueError(f"{name} must have shape (n_pairs, 2, n_features), got shape {a.shape}{hint}")
-        n, _, d = a.shape
-        if n < 1:
-            raise ValueError(f"{name} must hold at least 1 pair, got shape {a.shape}")
-        n_features = getattr(self, "n_features_in_", None)
-        if n_features is not None and d != n_features:
-            raise ValueError(f"{name} has {d} features, but {type(self).__name__} is expecting {n_features} "
-                             "features as input")
-        flat = check_X(a.reshape(2 * n, d), name, min_features=1)
-        flat = flat.reshape(n, 2, d)
+        n, _, d = a.shape  # 0 pairs: empty sides, empty scores (the package's empty-input rule)
+        flat = check_X(a.reshape(2 * n, d), name, min_samples=0, n_features=getattr(self, "n_features_in_", None),
+                       estimator=self).reshape(n, 2, d)
         return np.ascontiguousarray(flat[:, 0]), np.ascontiguousarray(flat[:, 1])
 
     def _pair_distance(self, X1, X2):
         """Euclidean distance between ``transform(X1)`` and ``transform(X2)`` row by
         row; X1, X2 of shape (n_pairs, n_features) -> (n_pairs,) float64."""
         n = X1.shape[0]
+        if n == 0:
+            return np.zeros(0)
         Z = np.asarray(self.transform(np.concatenate([X1, X2])))
         diff = Z[:n].astype(np.float64) - Z[n:].astype(np.float64)
         return np.sqrt(np.einsum("ij,ij->i", diff, diff))

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import clone
 
-from ._validation import check_int, check_labels, check_X
+from ._targets import check_labels
+from ._validation import call_user, check_int, check_length, check_X
 from .neighbors import KNeighborsClassifier
 
 __all__ = ["KNNCVResult", "knn_cv_accuracy"]
@@ -54,6 +55,21 @@ class KNNCVResult:
         return f"{100 * self.mean:.2f} (+- {100 * self.std:.2f}), fit {self.mean_fit_time:.3f} s"
 
 
+def _embed(est, X, fold, which):
+    """``est.transform(X)`` checked: a dense, finite, real (n_rows, d) array.  A bad
+    output raises ValueError naming the transformer and the fold; an exception of
+    ``transform`` itself propagates (with a note naming the fold)."""
+    name = f"{type(est).__name__}.transform"
+    Z = call_user(est.transform, name, f"in fold {fold}", X)
+    try:
+        Z = check_X(Z, "its output", min_samples=0)
+        check_length(Z.shape[0], X.shape[0], "its output", "rows", f"the {which} fold has {X.shape[0]}")
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"knn_cv_accuracy: {name} returned an invalid embedding of the {which} fold in fold "
+                         f"{fold}: {exc}") from None
+    return np.ascontiguousarray(Z, dtype=np.float64)
+
+
 def knn_cv_accuracy(X, y, transformer=None, *, n_neighbors=3, metric=None, n_splits=2, n_repeats=5,
                     standardize=True, random_state=0, n_threads=None):
     """k-NN accuracy under repeated stratified k-fold cross-validation.
@@ -90,6 +106,14 @@ def knn_cv_accuracy(X, y, transformer=None, *, n_neighbors=3, metric=None, n_spl
     KNNCVResult
         ``.mean``, ``.std``, ``.scores`` (n_repeats x n_splits), ``.fit_times``.
 
+    Raises
+    ------
+    ValueError
+        Besides bad X / y: the transformer's ``transform`` returned something other
+        than a dense, finite, real array with one row per input row (the message
+        names the transformer and the fold, 0-based).  An exception raised by the
+        transformer itself propagates unchanged, with a note naming the fold.
+
     Complexity: n_splits * n_repeats fits plus one exact k-NN search per fold,
     O(n_test n_train d) each (no n x n matrix).
     """
@@ -122,9 +146,9 @@ def knn_cv_accuracy(X, y, transformer=None, *, n_neighbors=3, metric=None, n_spl
         if transformer is not None:
             est = clone(transformer)
             t0 = time.perf_counter()
-            est.fit(Xtr, y[tr])
+            call_user(est.fit, f"{type(est).__name__}.fit", f"in fold {f}", Xtr, y[tr])
             times[divmod(f, n_splits)] = time.perf_counter() - t0
-            Xtr, Xte = est.transform(Xtr), est.transform(Xte)
+            Xtr, Xte = _embed(est, Xtr, f, "training"), _embed(est, Xte, f, "test")
         Xtr = np.ascontiguousarray(Xtr, dtype=np.float64)
         Xte = np.ascontiguousarray(Xte, dtype=np.float64)
         knn = KNeighborsClassifier(n_neighbors=min(k, Xtr.shape[0]), metric=metric, n_threads=n_threads)

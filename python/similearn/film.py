@@ -48,7 +48,10 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
-from ._validation import check_float, check_int, check_labels, check_triplets, check_X
+from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from ._memory import check_memory, check_output_memory
+from ._targets import check_labels, check_triplets
+from ._validation import check_int, check_X
 from . import _range_finder
 from ._range_finder import _gram_rows, _range_svd, randomized_range_svd, slab_tree_sum
 from .base import SaveLoadMixin
@@ -349,6 +352,14 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         m (8 + r s) for the m distinct rows of the batch's triplets.
     """
 
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    _state_shapes = {
+        "components_": ("=d", "n_features_in_"),  # d: n_components as fitted
+        "s_": ("=d",),
+        "P_": ("rank_", "=d"),
+        "singular_values_": ("rank_",),
+    }
+
     def __init__(self, n_components=None, rank=None, margin=1.0, max_iter=500, tol=1e-5, batch_size=None,
                  n_triplets_per_anchor=2, negatives="random", dtype="auto", random_state=None, verbose=0,
                  n_threads=None):
@@ -366,27 +377,36 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         self.n_threads = n_threads
 
     # ------------------------------------------------------------------ helpers
+    _constraints = {
+        "n_components": (Int(low=1), None),
+        "rank": (Int(low=1), None),
+        "margin": (Real(low=0),),
+        "max_iter": (Int(low=1),),
+        "tol": (Real(low=0, low_open=True),),
+        "batch_size": (Int(low=1), None),
+        "n_triplets_per_anchor": (Int(low=1),),
+        "negatives": (Options("random", "hard"),),
+        "dtype": (Options("auto"), Dtype("float32", "float64")),
+        "random_state": (RandomState(),),
+        "verbose": (Verbose(),),
+        "n_threads": (Threads(),),
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR X: the kernels take sparse rows as they are
+        return tags
+
     def _check_params(self, n, D):
-        d = min(32, n, D) if self.n_components is None else check_int(self.n_components, "n_components", low=1)
+        """Constraints between parameters and the data (types and ranges: ``_constraints``)."""
+        d = min(32, n, D) if self.n_components is None else self.n_components
         if d > min(n, D):
             raise ValueError(f"n_components={d} exceeds min(n_samples, n_features) = {min(n, D)}")
         r = self.rank if self.rank is not None else max(d, min(4 * d, n, D, 500))
-        r = check_int(r, "rank", low=1)
         if r < d:
             raise ValueError(f"rank={r} must be >= n_components={d}")
         if r > min(n, D):
             raise ValueError(f"rank={r} exceeds min(n_samples, n_features) = {min(n, D)}")
-        check_float(self.margin, "margin", low=0)
-        check_int(self.max_iter, "max_iter", low=1)
-        if not self.tol > 0:
-            raise ValueError(f"tol must be > 0, got {self.tol}")
-        if self.batch_size is not None:
-            check_int(self.batch_size, "batch_size", low=1)
-        if not (isinstance(self.dtype, str) and self.dtype == "auto") and np.dtype(self.dtype) not in (np.float32,
-                                                                                                       np.float64):
-            raise ValueError(f"dtype must be 'auto', np.float32 or np.float64, got {self.dtype}")
-        if self.negatives not in ("random", "hard"):
-            raise ValueError(f"negatives must be 'random' or 'hard', got {self.negatives!r}")
         return d, r
 
     def _triplets(self, X, y, triplets, n, rs):
@@ -394,11 +414,10 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             raise ValueError("pass either y (class labels) or triplets ((n_triplets, 3) row indices)")
         if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
             return check_triplets(triplets, n, distinct=True)
-        check_labels(y, n, "y", min_classes=2)
+        _, codes = check_labels(y, n, "y", min_classes=2)
         from .triplets import triplets_from_labels
 
-        T = triplets_from_labels(y, n_per_anchor=check_int(self.n_triplets_per_anchor, "n_triplets_per_anchor",
-                                                            low=1),
+        T = triplets_from_labels(codes, n_per_anchor=self.n_triplets_per_anchor,
                                  negatives=self.negatives, X=X if self.negatives == "hard" else None,
                                  random_state=rs)
         return check_triplets(T, n, distinct=True)
@@ -440,6 +459,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         """
         from ._dask import is_dask_array
 
+        validate_params(self)
         on_dask = is_dask_array(X)
         if on_dask:
             from ._dask.film import check_fit_input
@@ -449,6 +469,15 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             X = check_X(X, "X", accept_sparse=True, min_samples=2)
         n, D = X.shape
         d, r = self._check_params(n, D)
+        # sizes decided here, refused before any work: the SVD factors (range finder,
+        # U, components: ~6 D (r + 10)), V (n r), and the triplets generated from y
+        check_memory(8 * (6 * D + n) * (r + 10), f"rank={r} with n_samples={n} and n_features={D}",
+                     "the truncated SVD (n_features x rank) and V (n_samples x rank)",
+                     "lower rank and n_components (or reduce n_features first)")
+        if triplets is None and y is not None:
+            npa = int(self.n_triplets_per_anchor)
+            check_memory(160 * n * npa, f"n_triplets_per_anchor={npa}", f"the triplets of {n} anchors and their "
+                         "sparse matrices C, C^T", "lower n_triplets_per_anchor or pass triplets=")
         if on_dask and triplets is None and self.negatives == "hard":
             raise NotImplementedError(
                 'negatives="hard" is not supported when X is a Dask array (hard negatives need a k-NN search '
@@ -620,7 +649,8 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         X may be a Dask array (blocks dense or scipy.sparse): the result is then a
         lazy Dask array, rows chunked as X's, each block transformed on a worker."""
         check_is_fitted(self, "components_")
-        X = check_X(X, "X", accept_sparse=True, n_features=self.n_features_in_, estimator=self)
+        check_output_memory(X, self.components_.shape[0], 8, "n_components")
+        X = check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
         return np.asarray(X @ self.components_.T)
 
     def get_mahalanobis_matrix(self):

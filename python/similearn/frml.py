@@ -47,7 +47,10 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
-from ._validation import check_float, check_indices, check_int, check_labels, check_X, seed_from_random_state
+from ._params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from ._memory import check_memory, check_output_memory
+from ._targets import check_labels
+from ._validation import check_indices, check_X, seed_from_random_state
 from .base import PairMixin, SaveLoadMixin
 from .metrics import retrieval_scores
 
@@ -287,6 +290,9 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     O(n D + n m + D m): no n x n or D x D array.
     """
 
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    _state_shapes = {"components_": (None, "n_features_in_")}
+
     def __init__(self, n_components=None, loss="warp", gamma=1, lam=0.1, batch_size=5, learning_rate=1.0,
                  schedule="adaptive", max_iter=100_000, init="pca", validation=0.1, validation_interval=None,
                  n_iter_no_change=4, tol=1e-4, cache_size=256, random_state=None, verbose=0, n_threads=None):
@@ -311,23 +317,31 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ checks
     _strategy = "auto"  # "direct" / "cached" force a violator-check mode (tests, benchmarks)
 
+    _constraints = {
+        "n_components": (Int(low=1), None),
+        "loss": (Options(*_LOSSES),),
+        "gamma": (Int(low=1),),
+        "lam": (Real(low=0),),
+        "batch_size": (Int(low=1),),
+        "learning_rate": (Real(low=0, low_open=True),),
+        "schedule": (Options("adaptive", "constant", "invscaling"),),
+        "max_iter": (Int(low=1),),
+        "init": (Options("random", "pca"), ArrayLike()),
+        "validation": (Real(low=0, high=1, high_open=True), Instance(tuple, what="a tuple (X_val, y_val)"), None),
+        "validation_interval": (Int(low=1), None),
+        "n_iter_no_change": (Int(low=1),),
+        "tol": (Real(low=0),),
+        "cache_size": (Real(low=0),),
+        "random_state": (RandomState(),),
+        "verbose": (Verbose(),),
+        "n_threads": (Threads(),),
+    }
+
     def _check_params(self, D):
-        m = min(D, 32) if self.n_components is None else check_int(self.n_components, "n_components", low=1)
+        """Constraints between parameters and the data (types and ranges: ``_constraints``)."""
+        m = min(D, 32) if self.n_components is None else self.n_components
         if m > D:
             raise ValueError(f"n_components={m} exceeds n_features={D}: W = L L^T has rank at most n_features")
-        if self.loss not in _LOSSES:
-            raise ValueError(f"loss must be 'warp' or 'auc', got {self.loss!r}")
-        check_int(self.gamma, "gamma", low=1)
-        check_float(self.lam, "lam", low=0)
-        check_float(self.learning_rate, "learning_rate", low=0, strict=True)
-        if self.schedule not in ("adaptive", "constant", "invscaling"):
-            raise ValueError(f"schedule must be 'adaptive', 'constant' or 'invscaling', got {self.schedule!r}")
-        check_int(self.max_iter, "max_iter", low=1)
-        if self.validation_interval is not None:
-            check_int(self.validation_interval, "validation_interval", low=1)
-        check_int(self.n_iter_no_change, "n_iter_no_change", low=1)
-        check_float(self.cache_size, "cache_size", low=0)
-        check_float(self.tol, "tol", low=0)
         return m
 
     def _split(self, X, y, relevant, irrelevant, rs):
@@ -346,7 +360,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
                     raise ValueError(f"validation[1] (y_val) must have shape ({Xv.shape[0]},), got {yv.shape}")
                 val = ("labels", Xv.astype(X.dtype, copy=False), yv, np.asarray(y))
             elif v is not None and v != 0:
-                frac = self._check_fraction(v)
+                frac = float(v)
                 idx = np.arange(n)
                 counts = np.bincount(g)
                 strat = g if counts.min() >= 2 and int(round(frac * n)) >= len(counts) else None
@@ -365,7 +379,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             if isinstance(v, tuple):
                 raise ValueError("with explicit relevance sets, validation must be a fraction or None")
             if v is not None and v != 0:
-                frac = self._check_fraction(v)
+                frac = float(v)
                 cand = rel.queries
                 n_val = int(round(frac * cand.shape[0]))
                 if 0 < n_val < cand.shape[0]:
@@ -376,12 +390,6 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
                     rel.restrict_queries(keep)
                     val = ("sets", va, rel)
         return X, rel, val
-
-    @staticmethod
-    def _check_fraction(v):
-        if not isinstance(v, (float, int, np.floating, np.integer)) or not 0 <= v < 1:
-            raise ValueError(f"validation must be a fraction in [0, 1), a tuple (X_val, y_val) or None, got {v!r}")
-        return float(v)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, *, relevant=None, irrelevant=None):
@@ -402,15 +410,24 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         Queries without a relevant or without an irrelevant item are skipped with a
         ``UserWarning``; if none remains, ``ValueError``.
         """
+        validate_params(self)
         t0 = time.perf_counter()
-        if sp.issparse(X):
-            raise TypeError("FRML needs dense X (n_samples, n_features); densify sparse input (X.toarray()) "
-                            "or reduce it first (e.g. TruncatedSVD)")
-        X = check_X(X, "X", min_samples=2, estimator=self)
+        X = check_X(X, "X", min_samples=2, estimator=self)  # sparse X: TypeError (D x m products need dense rows)
         n, D = X.shape
         if n > _MAX_N:
             raise ValueError(f"FRML supports at most {_MAX_N} samples, got {n}")
         m = self._check_params(D)
+        # sizes decided here, refused before any work: L, L^T L, Z = X L, the PCA start;
+        # the step buffers of a batch (2b rows of X, the 2b x 2b retraction systems); the Gram cache
+        sz, b = X.dtype.itemsize, int(self.batch_size)
+        check_memory(8 * (n + 3 * D) * m, f"n_components={m} with n_features={D}",
+                     "L (n_features x n_components), its Gram matrix and the embedding Z (n_samples x n_components)",
+                     "lower n_components")
+        check_memory(sz * b * (4 * D + 7 * m) + 96 * b * b, f"batch_size={b}",
+                     "the buffers of one step (2 batch_size rows of X, the 2 batch_size x 2 batch_size retraction "
+                     "systems)", "lower batch_size")
+        check_memory(min(int(float(self.cache_size) * 2**20), n * n * sz), f"cache_size={self.cache_size}",
+                     "the Gram-column cache", "lower cache_size")
         self.n_features_in_ = D
         rs = self.random_state
         seed = seed_from_random_state(rs)
@@ -552,7 +569,8 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         X may be a Dask array (dense blocks): the result is then a lazy Dask array,
         rows chunked as X's, each block transformed on a worker."""
         check_is_fitted(self, "components_")
-        X = check_X(X, "X", n_features=self.n_features_in_, estimator=self)
+        check_output_memory(X, self.components_.shape[0], 8, "n_components")
+        X = check_X(X, "X", min_samples=0, n_features=self.n_features_in_, estimator=self)
         return X @ self.components_.T.astype(X.dtype, copy=False)
 
     def get_mahalanobis_matrix(self):

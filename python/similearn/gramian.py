@@ -39,7 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import _core
-from ._validation import check_float, check_int
+from ._memory import check_memory
+from ._validation import check_dense, check_float, check_indices, check_int, check_min_count
 
 __all__ = ["SOGram", "SAGram", "SampledGramian", "exact_gramian", "gramian_error", "item_weights"]
 
@@ -55,6 +56,13 @@ def _cdf(w):
     return c
 
 
+def _sample_size(size):
+    """The ``size`` of a Gramian batch draw: an int >= 0 whose ids (and draws) fit in memory."""
+    size = check_int(size, "size", low=0)
+    check_memory(16 * size, f"size={size}", "the sampled ids and their uniform draws", "draw smaller batches")
+    return size
+
+
 def _draw(cdf, rng, size):
     """Inverse-cdf draws of ``size`` ids (int64)."""
     return np.minimum(np.searchsorted(cdf, rng.random(size), side="right"), cdf.size - 1).astype(np.int64)
@@ -66,13 +74,8 @@ def item_weights(ids, n_items):
     Returns float64 (n_items,).  Items absent from ``ids`` get weight 0.
     """
     n_items = check_int(n_items, "n_items", low=1)
-    ids = np.asarray(ids)
-    if ids.size == 0:
-        raise ValueError("ids is empty: the item weights need at least one training pair")
-    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
-        raise TypeError(f"ids must be a 1-D integer array, got dtype {ids.dtype} and shape {ids.shape}")
-    if ids.min() < 0 or ids.max() >= n_items:
-        raise ValueError(f"ids must be in [0, {n_items})")
+    ids = check_indices(ids, n_items, "ids", ndim=1)
+    check_min_count(ids.size, 1, "ids", "id", ids.shape)  # the weights need at least one training pair
     c = np.bincount(ids, minlength=n_items).astype(np.float64)
     return c / c.sum()
 
@@ -82,10 +85,9 @@ def exact_gramian(embeddings, weights=None):
 
     O(N k^2).  Used for the estimation error and by ``penalty="exact"``.
     """
-    U = np.asarray(embeddings, dtype=np.float64)
-    if U.ndim != 2:
-        raise ValueError(f"embeddings must be 2-D, got shape {U.shape}")
-    w = np.full(U.shape[0], 1.0 / max(U.shape[0], 1)) if weights is None else np.asarray(weights, np.float64)
+    U = check_dense(embeddings, "embeddings", min_rows=0, contiguous=False).astype(np.float64, copy=False)
+    w = (np.full(U.shape[0], 1.0 / max(U.shape[0], 1)) if weights is None else
+         check_dense(weights, "weights", ndim=1, min_rows=0, contiguous=False).astype(np.float64, copy=False))
     if w.shape != (U.shape[0],):
         raise ValueError(f"weights must have one entry per row of embeddings ({U.shape[0]}), got shape {w.shape}")
     return U.T @ (w[:, None] * U)
@@ -93,7 +95,8 @@ def exact_gramian(embeddings, weights=None):
 
 def gramian_error(estimate, exact):
     """Relative estimation error ||Ghat - G||_F / ||G||_F (Sec. 4.2)."""
-    G = np.asarray(exact, dtype=np.float64)
+    G = check_dense(exact, "exact", contiguous=False).astype(np.float64, copy=False)
+    estimate = check_dense(estimate, "estimate", contiguous=False)
     nrm = np.linalg.norm(G)
     if nrm == 0:
         raise ValueError("exact has zero norm: the relative error is undefined")
@@ -119,27 +122,24 @@ class _GramianEstimator:
         if np.dtype(dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         self.dtype_ = np.dtype(dtype).name
-        p = np.asarray(item_weights, dtype=np.float64)
-        if p.ndim != 1 or p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0) or p.sum() <= 0:
+        p = check_dense(item_weights, "item_weights", ndim=1, contiguous=False).astype(np.float64, copy=False)
+        if np.any(p < 0) or p.sum() <= 0:
             raise ValueError("item_weights must be a non-empty 1-D array of finite non-negative weights")
         self.k_ = check_int(n_components, "n_components", low=1)
+        check_memory(3 * np.dtype(dtype).itemsize * self.k_ * self.k_, f"n_components={self.k_}",
+                     "the (n_components x n_components) Gramian estimates", "lower n_components")
         self.p_ = p / p.sum()
         self._cdf = _cdf(self.p_)
         self._uniform = bool(np.all(self.p_ == self.p_[0]))  # then draws are plain integers
         self.n_items_ = p.size
         if pool is not None:
-            pool = np.asarray(pool)
-            if pool.ndim != 1 or pool.size == 0 or not np.issubdtype(pool.dtype, np.integer):
-                raise ValueError("pool must be a non-empty 1-D integer array of item ids")
-            if pool.min() < 0 or pool.max() >= p.size:
-                raise ValueError(f"pool ids must be in [0, {p.size})")
+            pool = check_indices(pool, p.size, "pool", ndim=1)
+            check_min_count(pool.size, 1, "pool", "item id", pool.shape)
         self._pool = pool
         if prior is not None:
-            Q = np.ascontiguousarray(prior, dtype=self.dtype_)
-            if Q.ndim != 2 or Q.shape[0] != p.size:
+            Q = np.ascontiguousarray(check_dense(prior, "prior", contiguous=False), dtype=self.dtype_)
+            if Q.shape[0] != p.size:
                 raise ValueError(f"prior must be (n_items, kP) = ({p.size}, kP), got shape {Q.shape}")
-            if not np.all(np.isfinite(Q)):
-                raise ValueError("prior contains NaN or inf")
             self.prior_ = Q
             self.cross_ = np.zeros((self.k_, Q.shape[1]), dtype=self.dtype_)
         else:
@@ -158,21 +158,15 @@ class _GramianEstimator:
 
     def sample(self, rng, size):
         """Ids of the Gramian batch, drawn from the item weights p (int64, (size,))."""
-        return self._sample_p(rng, size)
+        return self._sample_p(rng, _sample_size(size))
 
     def _check_batch(self, ids, embeddings):
-        ids = np.asarray(ids)
-        if not np.issubdtype(ids.dtype, np.integer):
-            raise TypeError(f"ids must be integers, got dtype {ids.dtype}")
-        ids = np.ascontiguousarray(ids, dtype=np.int64)
-        E = np.ascontiguousarray(embeddings, dtype=self.dtype_)
-        if ids.ndim != 1 or E.ndim != 2 or E.shape != (ids.size, self.k_):
+        ids = check_indices(ids, self.n_items_, "ids", ndim=1)
+        # NaN / inf would poison the estimate for good
+        E = check_dense(embeddings, "embeddings", min_rows=0, contiguous=False)
+        if E.shape != (ids.size, self.k_):
             raise ValueError(f"embeddings must be (len(ids), {self.k_}), got {E.shape} for {ids.size} ids")
-        if ids.size and (ids.min() < 0 or ids.max() >= self.n_items_):
-            raise ValueError(f"ids must be in [0, {self.n_items_})")
-        if not np.all(np.isfinite(E)):
-            raise ValueError("embeddings contain NaN or inf (the estimate would be poisoned for good)")
-        return ids, E
+        return ids, np.ascontiguousarray(E, dtype=self.dtype_)
 
     def observe(self, ids, embeddings):
         """Embeddings computed by the gradient batch (used by SAGram only; checked and
@@ -247,12 +241,11 @@ class SAGram(_GramianEstimator):
             raise ValueError(f"variant must be 'saga' or 'sag', got {self.variant!r}")
         if embeddings is None:
             raise ValueError("SAGram needs every item's initial embedding (embeddings=...)")
-        C = np.array(embeddings, dtype=np.dtype(dtype), order="C", copy=True)
+        C = np.array(check_dense(embeddings, "embeddings", contiguous=False), dtype=np.dtype(dtype), order="C",
+                     copy=True)
         n_items, k = np.shape(item_weights)[0] if np.ndim(item_weights) == 1 else -1, n_components
         if C.shape != (n_items, k):
             raise ValueError(f"embeddings must be (n_items, n_components) = ({n_items}, {k}), got {C.shape}")
-        if not np.all(np.isfinite(C)):
-            raise ValueError("embeddings contain NaN or inf")
         super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
         self.cache_ = C
         pw = self.p_.astype(self.dtype_)
@@ -330,6 +323,7 @@ class SampledGramian(_GramianEstimator):
 
     def sample(self, rng, size):
         """Ids drawn from the proposal q (int64, (size,))."""
+        size = _sample_size(size)
         if self.proposal == "uniform":
             return rng.integers(0, self.n_items_, size=size, dtype=np.int64)
         if self.proposal == "linear":

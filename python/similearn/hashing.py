@@ -26,7 +26,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ._dask import dask_rows
-from ._validation import check_bool, check_int, check_X, seed_from_random_state
+from ._params import Bool, Int, RandomState, validate_params
+from ._memory import check_memory, check_output_memory
+from ._validation import check_X, seed_from_random_state
 from .base import SaveLoadMixin
 from .metrics import precision_at_k_hamming
 from .neighbors import pack_bits
@@ -68,10 +70,6 @@ def _column_mean(X):
     if sp.issparse(X):
         return np.asarray(X.mean(axis=0, dtype=np.float64)).ravel()
     return X.mean(axis=0, dtype=np.float64)
-
-
-def _check_n_bits(n_bits):
-    return check_int(n_bits, "n_bits", low=1, high=MAX_BITS)
 
 
 def _fix_signs(C):
@@ -255,8 +253,9 @@ class _HasherBase(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             class docstring: LSH's hyperplanes, ITQ's rotated principal directions).
         """
         check_is_fitted(self)
-        X = check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
         W, threshold = self._projection()
+        check_output_memory(X, W.shape[1], 9, "n_bits")  # float64 projections, then uint8 bits
+        X = check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
         return _bits(_project(X, W), threshold)
 
 
@@ -300,6 +299,19 @@ class LSHHasher(_HasherBase):
     shape of X (and its mean if ``center``) is used by fit.
     """
 
+    _constraints = {
+        "n_bits": (Int(low=1, high=MAX_BITS),),
+        "center": (Bool(),),
+        "random_state": (RandomState(),),
+    }
+
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    _state_shapes = {
+        "hyperplanes_": ("n_features_in_", "n_bits"),
+        "mean_": ("n_features_in_",),
+        "threshold_": ("n_bits",),
+    }
+
     def __init__(self, n_bits=32, center=False, random_state=None):
         self.n_bits = n_bits
         self.center = center
@@ -317,11 +329,13 @@ class LSHHasher(_HasherBase):
         -------
         self
         """
+        validate_params(self)
         X = check_X(X, "X", accept_sparse=True, estimator=self)
-        k = _check_n_bits(self.n_bits)
-        center = check_bool(self.center, "center")
+        k, center = self.n_bits, self.center
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
         D = X.shape[1]
+        check_memory(8 * D * (k + 2), f"n_bits={k} with n_features={D}", "the hyperplanes (n_features x n_bits)",
+                     "reduce n_features first (e.g. feature hashing)")
         self.hyperplanes_ = rng.standard_normal((D, k))
         self.mean_ = _column_mean(X) if center else np.zeros(D)
         self.threshold_ = self.mean_ @ self.hyperplanes_
@@ -390,6 +404,21 @@ class ITQHasher(_HasherBase):
     n_features n_bits^2).
     """
 
+    _constraints = {
+        "n_bits": (Int(low=1, high=MAX_BITS),),
+        "n_iter": (Int(low=0),),
+        "random_state": (RandomState(),),
+    }
+
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    _state_shapes = {
+        "mean_": ("n_features_in_",),
+        "components_": ("n_bits", "n_features_in_"),
+        "explained_variance_": ("n_bits",),
+        "rotation_": ("n_bits", "n_bits"),
+        "quantization_loss_": ("n_iter_+1",),
+    }
+
     def __init__(self, n_bits=32, n_iter=50, random_state=None):
         self.n_bits = n_bits
         self.n_iter = n_iter
@@ -408,14 +437,18 @@ class ITQHasher(_HasherBase):
         -------
         self
         """
+        validate_params(self)
         X = check_X(X, "X", accept_sparse=True, min_samples=2, estimator=self)
-        k = _check_n_bits(self.n_bits)
-        n_iter = check_int(self.n_iter, "n_iter", low=0)
+        k, n_iter = self.n_bits, self.n_iter
         n, D = X.shape
         if k > D:
             raise ValueError(f"n_bits={k} must be <= n_features ({D}): ITQ keeps n_bits principal directions")
         if k > n:
             raise ValueError(f"n_bits={k} must be <= n_samples ({n}): ITQ keeps n_bits principal directions")
+        m = min(n, D)  # PCA: an m x m eigenproblem, or ARPACK on the implicitly centred data
+        pca = 24 * m * m if m <= _DIRECT_MAX_DIM else 8 * (n + D) * (2 * k + 2)
+        check_memory(8 * (4 * D * k + 2 * D + 4 * n * k) + pca, f"n_bits={k} with n_samples={n} and n_features={D}",
+                     "the PCA and the rotated projections", "reduce n_features first")
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
         R = _random_rotation(k, rng)
         X = X.astype(np.float64, copy=False)

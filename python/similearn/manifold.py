@@ -7,11 +7,20 @@ alternating Barzilai-Borwein step sizes and the Zhang-Hager non-monotone line
 search.  The retraction and the BB inner products are C++ kernels
 (``csrc/stiefel.cpp``).  FILM (film.txt Eq. 25-27) uses it; it is public because
 no maintained Python library has this solver.
+
+User callbacks (``fun``, ``value``, ``on_accept``, ``callback``) are checked at every
+call: a return value that is not what the docstring asks for (not a pair, a gradient
+of the wrong shape or dtype, NaN or inf, a non-number objective, a ``callback`` result
+other than None / a bool) raises ``ValueError`` naming the callback and the iteration
+(0 = the start point ``P0``).  An exception raised *by* a callback propagates
+unchanged (same type, same traceback) with a note naming the callback and the
+iteration added (``BaseException.add_note``, Python >= 3.11).
 """
 from __future__ import annotations
 
 import functools
 import math
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -19,7 +28,7 @@ import numpy as np
 
 from . import _core
 from ._config import scipy_blas_single_threaded
-from ._validation import check_int
+from ._validation import call_user, check_dense, check_int
 
 __all__ = ["stiefel_minimize", "StiefelResult", "cayley_retraction", "random_stiefel", "projected_gradient"]
 
@@ -80,16 +89,46 @@ def cayley_retraction(P, G, tau):
 
 
 def _check_P0(P0):
-    P = np.array(P0, dtype=np.float64, order="C", copy=True)
-    if P.ndim != 2 or P.shape[1] < 1 or P.shape[0] < P.shape[1]:
+    """A float64 copy of P0 (any layout; real numbers only), checked to lie on St(r, d)."""
+    P = np.array(check_dense(P0, "P0", contiguous=False), dtype=np.float64, order="C", copy=True)
+    if P.shape[0] < P.shape[1]:
         raise ValueError(f"P0 must be an (r, d) array with r >= d >= 1, got shape {P.shape}")
-    if not np.isfinite(P).all():
-        raise ValueError("P0 contains NaN or inf")
     err = np.abs(P.T @ P - np.eye(P.shape[1])).max()
     if err > 1e-8:
         raise ValueError(f"P0 must have orthonormal columns (max |P0^T P0 - I| = {err:.2e}); "
                          "use similearn.manifold.random_stiefel or np.linalg.qr")
     return P
+
+
+def _call(name, fn, it, *args):
+    return call_user(fn, f"stiefel_minimize's {name} callback", f"at iteration {it}", *args)
+
+
+def _bad_return(name, it, problem):
+    return ValueError(f"stiefel_minimize: {name} {problem} at iteration {it} (0 = the start point P0)")
+
+
+def _objective(f, name, it):
+    """The objective value returned by ``name``: a finite real scalar -> float."""
+    a = np.asarray(f) if not isinstance(f, numbers.Real) else None
+    if isinstance(f, (bool, np.bool_)) or (a is not None and (a.ndim != 0 or a.dtype.kind not in "iuf")):
+        raise _bad_return(name, it, f"must return a real number as the objective value, got {type(f).__name__}"
+                          + ("" if a is None else f" of dtype {a.dtype} and shape {a.shape}"))
+    f = float(f)
+    if not math.isfinite(f):
+        raise _bad_return(name, it, f"returned a non-finite objective value ({f})")
+    return f
+
+
+def _gradient(G, shape, name, it):
+    """The gradient returned by ``name``: real, finite, of the shape of P -> float64 C-contiguous."""
+    try:
+        G = check_dense(G, "the gradient", contiguous=False)
+    except (TypeError, ValueError) as exc:
+        raise _bad_return(name, it, f"returned an invalid gradient ({exc})") from None
+    if G.shape != shape:
+        raise _bad_return(name, it, f"must return a gradient of shape {shape}, got {G.shape}")
+    return np.ascontiguousarray(G, dtype=np.float64)
 
 
 def _reorthonormalise(P):
@@ -160,19 +199,18 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
     r, d = P.shape
     sqrt_r = math.sqrt(r)
 
-    def evaluate(X):
-        f, G = fun(X)
-        G = np.ascontiguousarray(G, dtype=np.float64)
-        if G.shape != X.shape:
-            raise ValueError(f"fun must return a gradient of shape {X.shape}, got {G.shape}")
-        f = float(f)
-        if not math.isfinite(f) or not np.isfinite(G).all():
-            raise FloatingPointError("objective or gradient is not finite")
-        return f, G
+    def evaluate(X, it):
+        out = _call("fun", fun, it, X)
+        if not isinstance(out, (tuple, list)) or len(out) != 2:
+            raise _bad_return("fun", it, f"must return a pair (f, G), got {type(out).__name__}")
+        return _objective(out[0], "fun", it), _gradient(out[1], X.shape, "fun", it)
+
+    def trial_value(X, it):
+        return _objective(_call("value", value, it, X), "value", it)
 
     if on_accept is not None:
-        on_accept(P)
-    f, G = evaluate(P)
+        _call("on_accept", on_accept, 0, P)
+    f, G = evaluate(P, 0)
     n_fev = 1
     HtF, HtP = _core.cayley_prepare(P, G)
     R = G - P @ HtF[:d, :d].T  # HtF[:d, :d] = P^T G, so this is G - P G^T P with one GEMM
@@ -195,9 +233,9 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
             Pn = _core.cayley_apply(P, G, HtF, HtP, tau)
             if Pn is not None:
                 if value is None:  # trial evaluations give the gradient too: keep it
-                    fn, Gn = evaluate(Pn)
+                    fn, Gn = evaluate(Pn, k)
                 else:
-                    fn, Gn = float(value(Pn)), None
+                    fn, Gn = trial_value(Pn, k), None
                 n_fev += 1
                 if math.isfinite(fn) and fn <= C - rho * tau * slope:
                     break
@@ -211,10 +249,10 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
             k -= 1
             break
         if on_accept is not None:
-            on_accept(Pn)
+            _call("on_accept", on_accept, k, Pn)
             Gn = None
         if Gn is None:
-            fn, Gn = evaluate(Pn)
+            fn, Gn = evaluate(Pn, k)
             n_fev += 1
         HtFn, HtPn = _core.cayley_prepare(Pn, Gn)  # also the next iteration's Cayley data
         Rn = Gn - Pn @ HtFn[:d, :d].T
@@ -237,9 +275,13 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
         hist["time"].append(time.perf_counter() - t_start)
         if verbose and (k % max(1, int(verbose) if verbose > 1 else 10) == 0 or k == 1):
             print(f"[stiefel] iter {k:5d}  f {f: .6e}  |grad| {gnorm:.3e}  tau {tau:.2e}  backtracks {nb}")
-        if callback is not None and callback(k, P, f, gnorm):
-            message = "stopped by callback"
-            break
+        if callback is not None:
+            stop = _call("callback", callback, k, k, P, f, gnorm)
+            if stop is not None and not isinstance(stop, (bool, np.bool_)):
+                raise _bad_return("callback", k, f"must return None or a bool (True stops), got {type(stop).__name__}")
+            if stop:
+                message = "stopped by callback"
+                break
         if gnorm <= target or gnorm <= 1e-14 * max(1.0, float(np.linalg.norm(G))):
             converged, message = True, "projected gradient norm below tolerance"
             break

@@ -118,7 +118,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from .base import SaveLoadMixin
-from ._validation import check_dense, check_int, check_k, check_pair_labels, check_pairs, check_X
+from ._params import Bool, HasMethods, Int, IntSequence, Options, Threads, validate_params
+from ._targets import check_pair_labels, check_pairs
+from ._validation import check_dense, check_k, check_length, check_X, n_entries
 from .neighbors import METRICS, topk
 
 __all__ = ["PairwiseKNNMatcher", "pair_ranks"]
@@ -335,6 +337,19 @@ class PairwiseKNNMatcher(SaveLoadMixin, BaseEstimator):
     helpers that split the rows of ``X`` do not apply (pairs index rows).
     """
 
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity);
+    # 6: the features of the "rank" calibration (see _features)
+    _state_shapes = {
+        "k_grid_": ("=n_candidates",),
+        "k_scores_": ("=n_candidates",),
+        "k_accuracies_": ("=n_candidates",),
+        "rule_proba_": (2,),
+        "classes_": (2,),
+        "feature_mean_": (6,),
+        "feature_scale_": (6,),
+        "coef_": (6,),
+    }
+
     def __init__(self, transformer=None, k="auto", k_grid=_DEFAULT_GRID, rule="either", metric="cosine",
                  calibration="rank", prefit="auto", n_threads=None):
         self.transformer = transformer
@@ -348,29 +363,22 @@ class PairwiseKNNMatcher(SaveLoadMixin, BaseEstimator):
 
     # -- parameters -----------------------------------------------------------
 
+    _constraints = {
+        "transformer": (HasMethods("transform"), None),
+        "k": (Options("auto"), Int(low=1)),
+        "k_grid": (IntSequence(low=1, min_len=1, scalar_ok=False),),
+        "rule": (Options("either", "both"),),
+        "metric": (Options(*METRICS),),
+        "calibration": (Options("rank", "rule"),),
+        "prefit": (Options("auto"), Bool()),
+        "n_threads": (Threads(),),
+    }
+
     def _check_params(self):
-        if self.rule not in ("either", "both"):
-            raise ValueError(f"rule must be 'either' or 'both', got {self.rule!r}")
-        if not isinstance(self.metric, str) or self.metric not in METRICS:
-            raise ValueError(f"metric must be one of {sorted(METRICS)}, got {self.metric!r}")
-        if self.calibration not in ("rank", "rule"):
-            raise ValueError(f"calibration must be 'rank' or 'rule', got {self.calibration!r}")
-        if not (self.prefit == "auto" or isinstance(self.prefit, (bool, np.bool_))):
-            raise ValueError(f"prefit must be 'auto', True or False, got {self.prefit!r}")
-        if self.transformer is not None and not hasattr(self.transformer, "transform"):
-            raise TypeError(f"transformer must have a transform method (or be None), got "
-                            f"{type(self.transformer).__name__}")
-        if isinstance(self.k, str):
-            if self.k != "auto":
-                raise ValueError(f"k must be 'auto' or a positive integer, got {self.k!r}")
-            grid = self.k_grid
-            if isinstance(grid, (str, bytes)) or not hasattr(grid, "__iter__"):
-                raise TypeError(f"k_grid must be a sequence of positive integers, got {grid!r}")
-            grid = [check_int(v, "k_grid entries", low=1) for v in grid]
-            if not grid:
-                raise ValueError("k_grid must hold at least one candidate k")
-            return np.unique(np.asarray(grid, dtype=np.int64))
-        return np.array([check_int(self.k, "k", low=1)], dtype=np.int64)
+        """Validate the parameters (``_constraints``) -> the candidate k (sorted int64 array)."""
+        validate_params(self)
+        grid = self.k_grid if isinstance(self.k, str) else (self.k,)
+        return np.unique(np.asarray(grid, dtype=np.int64))
 
     # -- embedding --------------------------------------------------------------
 
@@ -407,7 +415,11 @@ class PairwiseKNNMatcher(SaveLoadMixin, BaseEstimator):
         if sp.issparse(E):
             raise TypeError(f"the transformer returned a sparse matrix for {name}; the neighbour search needs a "
                             "dense (n, d) embedding (end the pipeline with FILM, TruncatedSVD, ...)")
-        return check_X(np.asarray(E), f"transformer output for {name}")
+        E = check_X(np.asarray(E), f"transformer output for {name}")
+        n = n_entries(X)
+        if n is not None:  # one embedding row per item
+            check_length(E.shape[0], n, f"transformer output for {name}", "rows", f"{name} has {n} items")
+        return E
 
     # -- statistics -------------------------------------------------------------
 
@@ -585,6 +597,6 @@ class PairwiseKNNMatcher(SaveLoadMixin, BaseEstimator):
 
     def score(self, X, pairs, labels):
         """Accuracy of :meth:`predict` on labelled pairs (float)."""
-        pairs_checked = np.asarray(pairs)
-        y = check_pair_labels(labels, pairs_checked.shape[0] if pairs_checked.ndim else -1)
+        n_pairs = check_pairs(pairs, None, "pairs").shape[0]  # >= 1: an accuracy over no pair is undefined
+        y = check_pair_labels(labels, n_pairs)
         return float(np.mean(self.predict(X, pairs) == y))

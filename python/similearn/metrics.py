@@ -59,7 +59,9 @@ from sklearn.exceptions import UndefinedMetricWarning
 
 from . import _core
 from ._config import get_num_threads
-from ._validation import check_codes, check_dense, check_finite, check_int, check_k, check_pairs, check_same_dtype
+from ._memory import check_memory
+from ._targets import bad_label, check_label_values, check_pairs
+from ._validation import check_codes, check_dense, check_finite, check_int, check_k, check_length, check_same_dtype
 from ._dask import is_dask_array
 from .neighbors import _check_metric, _check_self, _topk_raw
 
@@ -92,8 +94,7 @@ def _parse_labels(labels, n, name):
         if labels.ndim != 2:
             raise ValueError(f"{name} must be a 2-D indicator matrix, got shape {labels.shape}")
         Y = sp.csr_matrix(labels)
-        if Y.shape[0] != n:
-            raise ValueError(f"{name} has {Y.shape[0]} rows but there are {n} items")
+        check_length(Y.shape[0], n, name, "rows", f"there are {n} items")
         if Y.dtype.kind not in "biuf":
             raise TypeError(f"{name} must be a numeric 0/1 indicator matrix, got dtype {Y.dtype}")
         check_finite(Y, name)
@@ -103,12 +104,17 @@ def _parse_labels(labels, n, name):
     if isinstance(labels, (list, tuple)):
         set_like = [_is_set_like(e) for e in labels]
         if set_like and all(set_like):
-            if len(labels) != n:
-                raise ValueError(f"{name} has {len(labels)} label sets but there are {n} items")
+            check_length(len(labels), n, name, "label sets", f"there are {n} items")
             try:
-                return "sets", [frozenset(e) for e in labels]
+                sets = [frozenset(e) for e in labels]
             except TypeError as exc:
                 raise TypeError(f"{name}: label sets must hold hashable labels ({exc})") from None
+            for i, e in enumerate(sets):
+                why = next((w for w in map(bad_label, e) if w is not None), None)
+                if why is not None:
+                    raise ValueError(f"{name} contains {why} labels (in the label set of item {i}); drop or impute "
+                                     "them first")
+            return "sets", sets
         if any(set_like):
             raise TypeError(f"{name} mixes label sets and scalar labels; pass either one label per item "
                             "or one label set (iterable of labels) per item")
@@ -121,8 +127,7 @@ def _parse_labels(labels, n, name):
             raise TypeError(f"{name} mixes label sets and scalar labels; pass either one label per item "
                             "or one label set (iterable of labels) per item")
     if a.ndim == 2:
-        if a.shape[0] != n:
-            raise ValueError(f"{name} has {a.shape[0]} rows but there are {n} items")
+        check_length(a.shape[0], n, name, "rows", f"there are {n} items")
         if a.dtype.kind not in "biuf":
             raise TypeError(f"a 2-D {name} is a 0/1 indicator matrix and must be numeric, got dtype {a.dtype}")
         check_finite(a, name)
@@ -132,13 +137,8 @@ def _parse_labels(labels, n, name):
     if a.ndim != 1:
         raise ValueError(f"{name} must be 1-D labels, a 2-D 0/1 indicator matrix or a list of label sets, "
                          f"got shape {a.shape}")
-    if a.shape[0] != n:
-        raise ValueError(f"{name} has {a.shape[0]} labels but there are {n} items")
-    if a.dtype.kind == "f" and np.isnan(a).any():
-        raise ValueError(f"{name} contains NaN")
-    if a.dtype.kind not in "biufUSOM":
-        raise TypeError(f"{name} has unsupported dtype {a.dtype}")
-    return "single", a
+    check_length(a.shape[0], n, name, "labels", f"there are {n} items")
+    return "single", check_label_values(a, name, continuous=True, other_hashables=True)
 
 
 class _Relevance:
@@ -258,8 +258,12 @@ def _check_ks(ks, n_candidates):
 
 def _block_rows(block_size, nq, per_row_bytes):
     if block_size is not None:
-        return check_int(block_size, "block_size", low=1)
-    return int(max(1, min(nq, _MEMORY_BUDGET // max(1, per_row_bytes))))
+        bs = check_int(block_size, "block_size", low=1)
+    else:
+        bs = int(max(1, min(nq, _MEMORY_BUDGET // max(1, per_row_bytes))))
+    check_memory(min(bs, nq) * int(per_row_bytes), f"block_size={bs}", "the working arrays of a block of queries",
+                 "lower block_size")
+    return bs
 
 
 def _ap_auc_from_groups(Ce, Ne, starts, n_rel, n_tot):
@@ -683,7 +687,7 @@ def interaction_map_at_k(left_vectors, right_vectors, relevant_pairs, k=10, *, n
     queries = np.flatnonzero(np.diff(rel.indptr) > 0)
     if queries.size == 0:
         raise ValueError("relevant_pairs is empty: no query to evaluate")
-    block_size = check_int(block_size, "block_size", low=1)
+    block_size = _block_rows(block_size, queries.size, 8 * cand.size)  # S: (block, n_candidates)
     total = 0.0
     for b0 in range(0, queries.size, block_size):
         qs = queries[b0:b0 + block_size]

@@ -43,7 +43,10 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
-from ._validation import check_float, check_int, check_labels, check_X, kernel_csr, seed_from_random_state
+from ._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
+from ._memory import check_memory, check_output_memory
+from ._targets import check_labels
+from ._validation import check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
 from .base import SaveLoadMixin, progress
 from .hashing import HashingMixin
 
@@ -181,6 +184,22 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     ``n_epochs`` for small corpora; ``supervised`` 1-10 when labels are given.
     """
 
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity);
+    # =width: the encoder's layer widths (V, hidden_sizes...), =head: n_bits or 2 n_bits (noise="data")
+    _state_shapes = {
+        "_P.E": (("n_features_in_", "=width[0]"), "n_bits"),
+        "_P.eb": ("n_features_in_",),
+        "_P.W[i]": ("=width[i]", "=width[i+1]"),
+        "_P.b[i]": ("=width[i+1]",),
+        "_P.Wh": ("=width[-1]", "=head"),
+        "_P.bh": ("=head",),
+        "_P.Ws1": ("n_bits", _HEAD_HIDDEN),
+        "_P.bs1": (_HEAD_HIDDEN,),
+        "_P.Ws2": (_HEAD_HIDDEN, "n_classes_"),
+        "_P.bs2": ("n_classes_",),
+        "classes_": ("n_classes_",),
+    }
+
     def __init__(self, n_bits=32, hidden_sizes=(500, 500), noise="data", noise_std=0.2, binarization="stochastic",
                  prior=0.5, supervised=0.0, target_scale="auto", n_epochs=30, batch_size=64, learning_rate=1e-3,
                  optimizer="adam", dtype="float32", random_state=None, verbose=0, n_threads=None):
@@ -209,31 +228,31 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return tags
 
     # ------------------------------------------------------------------ checks
+    _constraints = {
+        "n_bits": (Int(low=1, high=128),),
+        "hidden_sizes": (IntSequence(low=1),),
+        "noise": (Options(*_NOISE),),
+        "noise_std": (Real(low=0, low_open=True),),
+        "binarization": (Options(*_BIN),),
+        "prior": (Real(low=0, high=1, low_open=True, high_open=True),),
+        "supervised": (Real(low=0),),
+        "target_scale": (Options("auto"), Real(low=0, low_open=True)),
+        "n_epochs": (Int(low=1),),
+        "batch_size": (Int(low=1),),
+        "learning_rate": (Real(low=0, low_open=True),),
+        "optimizer": (Options("adam", "lazy_adam"),),
+        "dtype": (Dtype("float32", "float64"),),
+        "random_state": (RandomState(),),
+        "verbose": (Verbose(),),
+        "n_threads": (Threads(),),
+    }
+
     def _check_params(self):
-        check_int(self.n_bits, "n_bits", low=1, high=128)
+        """Validate the parameters (``_constraints``) -> (hidden sizes as a tuple, dtype)."""
+        validate_params(self)
         hs = self.hidden_sizes
-        if isinstance(hs, numbers.Integral):
-            hs = (hs,)
-        if not isinstance(hs, (tuple, list)):
-            raise TypeError(f"hidden_sizes must be a tuple of ints, got {type(hs).__name__}")
-        hs = tuple(check_int(h, "hidden_sizes", low=1) for h in hs)
-        for name, allowed in (("noise", _NOISE), ("binarization", _BIN), ("optimizer", ("adam", "lazy_adam")),
-                              ("dtype", ("float32", "float64"))):
-            v = getattr(self, name)
-            v = np.dtype(v).name if name == "dtype" and not isinstance(v, str) else v
-            if v not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {v!r}")
-        check_float(self.noise_std, "noise_std", low=0, strict=True)
-        p = check_float(self.prior, "prior", low=0, strict=True)
-        if not p < 1:
-            raise ValueError(f"prior must be in (0, 1), got {p}")
-        check_float(self.supervised, "supervised", low=0)
-        if not (isinstance(self.target_scale, str) and self.target_scale == "auto"):
-            check_float(self.target_scale, "target_scale", low=0, strict=True)
-        check_int(self.n_epochs, "n_epochs", low=1)
-        check_int(self.batch_size, "batch_size", low=1)
-        check_float(self.learning_rate, "learning_rate", low=0, strict=True)
-        return hs, np.dtype(self.dtype if isinstance(self.dtype, str) else np.dtype(self.dtype).name)
+        hs = tuple(int(h) for h in ((hs,) if isinstance(hs, numbers.Integral) else hs))
+        return hs, np.dtype(self.dtype)
 
     def _check_y(self, y, n):
         """-> (kind, targets, n_classes): "single" (int64 class ids) or "multi" (rows of the
@@ -458,6 +477,19 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         hs, dt = self._check_params()
         X, norms = _check_documents(X, "X", estimator=self)
         n, V = X.shape
+        if y is not None and n_entries(y) is not None:  # unused when unsupervised, but never of another length
+            check_length(n_entries(y), n, "y", "labels", f"X has {n} samples")
+        # sizes decided here, refused before any work: the parameters with their gradients
+        # and two Adam moments (4 copies), and one batch's decoder workspace (B x V)
+        l, sz, B = int(self.n_bits), dt.itemsize, min(int(self.batch_size), n)
+        head = (2 if self.noise == "data" else 1) * l
+        widths = (V,) + hs
+        encoder = sum(a * b for a, b in zip(widths, widths[1:])) + widths[-1] * head
+        check_memory(4 * sz * (encoder + V * (l + 1)), f"hidden_sizes={hs} and n_bits={l} with n_features={V}",
+                     "the encoder's and decoder's weights, their gradients and Adam moments",
+                     "use smaller hidden layers or reduce the vocabulary first")
+        check_memory(sz * B * (V + 2 * sum(widths[1:]) + 4 * head), f"batch_size={self.batch_size}",
+                     f"one batch's decoder workspace (batch x n_features={V}) and activations", "lower batch_size")
         for stale in ("classes_", "n_classes_"):  # from an earlier supervised fit
             self.__dict__.pop(stale, None)
         ykind, Y, n_classes = (None, None, 0)
@@ -579,6 +611,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     def _validated(self, X):
         check_is_fitted(self, "_P")
+        check_output_memory(X, self.n_bits, 17, "n_bits")  # logits, float64 copies, uint8 codes
         return _check_documents(X, "X", n_features=self.n_features_in_, estimator=self, min_samples=0)
 
     def predict_proba_bits(self, X):
@@ -609,6 +642,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         label term are left out.  For model selection (higher is better).
         """
         Xv, norms = self._validated(X)
+        check_min_count(Xv.shape[0], 1, "X", "sample", Xv.shape)  # a mean over no document is undefined
         P = self._P
         g_all = self._logits(Xv, norms).astype(np.float64)
         E, eb = P["E"].astype(np.float64), P["eb"].astype(np.float64)

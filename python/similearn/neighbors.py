@@ -3,18 +3,27 @@ binary codes with Hamming distance, and a scikit-learn k-NN classifier on top.
 
 All searches are exact and deterministic: results are ordered best first and ties
 go to the lower database index, whatever the number of threads.
+
+Bad input follows the package's input contract (see :mod:`similearn`): 0 queries
+give a ``(0, k)`` result, an empty database raises ValueError, a result larger
+than the memory budget raises ValueError naming ``k``, non-contiguous arrays raise
+instead of being copied.
 """
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
+from sklearn.utils.validation import check_is_fitted
 
 from . import _core
 from ._config import blas_single_threaded, get_num_threads
 from ._dask import is_dask_array
-from ._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
+from ._params import Int, Options, Threads, validate_params
+from ._memory import check_memory
+from ._targets import check_labels
+from ._validation import (check_bool, check_codes, check_dense, check_int, check_k, check_length, check_min_count,
+                          check_same_dtype, check_X, n_entries)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "KNeighborsClassifier", "METRICS"]
 
@@ -28,7 +37,7 @@ def _check_metric(metric):
 
 
 def _check_self(queries, database, exclude_self, qname="queries", dname="database"):
-    if not exclude_self:
+    if not check_bool(exclude_self, "exclude_self"):
         return None
     same = queries is database or (
         queries.shape == database.shape
@@ -39,6 +48,14 @@ def _check_self(queries, database, exclude_self, qname="queries", dname="databas
         raise ValueError(f"exclude_self=True drops each query's own row, so {qname} must be {dname} itself "
                          "(the same array)")
     return 0
+
+
+def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
+    """Refuse a (n_queries, k) search result (int64 indices + ``itemsize``-byte
+    ``what``) larger than the memory budget (:func:`similearn._memory.check_memory`)."""
+    check_memory(int(n_queries) * int(k) * (8 + int(itemsize)), f"{name}={int(k)}",
+                 f"the (n_queries, {name}) result (indices and {what}) of {int(n_queries)} queries",
+                 f"lower {name} or query in chunks")
 
 
 def _topk_raw(queries, database, k, metric_code, self_offset, n_threads):
@@ -104,6 +121,7 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
         raise ValueError(f"queries has {queries.shape[1]} features but database has {database.shape[1]}")
     self_offset = _check_self(queries, database, exclude_self)
     k = check_k(k, database.shape[0] - (1 if self_offset is not None else 0))
+    check_result_memory(queries.shape[0], k, queries.dtype.itemsize)
     return _topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads))
 
 
@@ -120,13 +138,14 @@ def pack_bits(bits, n_threads=None):
         Bit j of a row is bit j % 64 (least significant first) of word j // 64;
         unused high bits of the last word are 0.  O(n * n_bits).
     """
+    if sp.issparse(bits):
+        raise TypeError("bits must be a dense array, got a scipy.sparse matrix; use bits.toarray()")
     b = np.asarray(bits)
     if b.dtype.kind not in "biu":
         raise TypeError(f"bits must be boolean or integer 0/1, got dtype {b.dtype}")
     if b.ndim != 2:
         raise ValueError(f"bits must be 2-D (n, n_bits), got shape {b.shape}")
-    if b.shape[1] < 1:
-        raise ValueError("bits must have at least one column")
+    check_min_count(b.shape[1], 1, "bits", "column", b.shape)
     if b.dtype.kind != "b" and b.size and ((b != 0) & (b != 1)).any():
         raise ValueError("bits must contain only 0 and 1")
     b = np.ascontiguousarray(b, dtype=np.uint8)
@@ -134,10 +153,13 @@ def pack_bits(bits, n_threads=None):
 
 
 def unpack_bits(codes, n_bits):
-    """Inverse of :func:`pack_bits`: (n, n_words) uint64 -> (n, n_bits) uint8."""
+    """Inverse of :func:`pack_bits`: (n, n_words) uint64 -> (n, n_bits) uint8 (n may be 0)."""
     codes = check_codes(codes, "codes", min_rows=0)
     n_bits = check_int(n_bits, "n_bits", low=1, high=64 * codes.shape[1])
-    as_bytes = codes.astype("<u8", copy=False).view(np.uint8).reshape(codes.shape[0], -1)
+    n, w = codes.shape
+    check_memory(n * 64 * w, f"n_bits={n_bits} for {n} codes", "the (n_codes, n_bits) uint8 bits",
+                 "unpack the codes in chunks of rows")
+    as_bytes = codes.astype("<u8", copy=False).view(np.uint8).reshape(n, 8 * w)
     return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n_bits]
 
 
@@ -176,6 +198,7 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
                          "codes must be packed from the same number of bits")
     self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
     k = check_k(k, x.shape[0] - (1 if self_offset is not None else 0))
+    check_result_memory(q.shape[0], k, 4, "distances")
     return _core.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
 
 
@@ -207,30 +230,37 @@ class KNeighborsClassifier(ClassifierMixin, BaseEstimator):
     Works in a Pipeline after any similearn (or scikit-learn) transformer.
     """
 
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    _state_shapes = {
+        "classes_": (None,),
+        "_fit_X": ("=n_samples", "n_features_in_"),
+        "_y": ("=n_samples",),
+    }
+
     def __init__(self, n_neighbors=5, metric="euclidean", weights="uniform", n_threads=None):
         self.n_neighbors = n_neighbors
         self.metric = metric
         self.weights = weights
         self.n_threads = n_threads
 
+    _constraints = {
+        "n_neighbors": (Int(low=1),),
+        "metric": (Options(*METRICS),),
+        "weights": (Options("uniform", "distance"),),
+        "n_threads": (Threads(),),
+    }
+
     def fit(self, X, y):
-        _check_metric(self.metric)
-        if self.weights not in ("uniform", "distance"):
-            raise ValueError(f"weights must be 'uniform' or 'distance', got {self.weights!r}")
-        check_int(self.n_neighbors, "n_neighbors", low=1)
-        X, y = check_X_y(X, y, dtype=[np.float64, np.float32], order="C")
-        check_classification_targets(y)
-        self.classes_, self._y = np.unique(y, return_inverse=True)
+        validate_params(self)
+        X = check_X(X, "X", estimator=self)
+        self.classes_, self._y = check_labels(y, X.shape[0], "y", min_classes=1)
         self._fit_X = X
         self.n_features_in_ = X.shape[1]
         return self
 
     def _query(self, X):
         check_is_fitted(self, "_fit_X")
-        X = check_array(X, dtype=[np.float64, np.float32], order="C")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but KNeighborsClassifier is expecting "
-                             f"{self.n_features_in_} features as input")
+        X = check_X(X, "X", min_samples=0, n_features=self.n_features_in_, estimator=self)  # 0 rows: empty result
         return np.ascontiguousarray(X, dtype=self._fit_X.dtype)
 
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
@@ -263,6 +293,14 @@ class KNeighborsClassifier(ClassifierMixin, BaseEstimator):
         votes = np.zeros((n, len(self.classes_)))
         np.add.at(votes, (np.repeat(np.arange(n), k), labels.ravel()), w.ravel())
         return votes, labels
+
+    def score(self, X, y, sample_weight=None):
+        """Mean accuracy of ``predict(X)`` against ``y`` (scikit-learn's), with X and y
+        checked first: an accuracy needs at least one sample and one label per sample."""
+        X = self._query(X)
+        check_min_count(X.shape[0], 1, "X", "sample", X.shape)
+        check_length(n_entries(y), X.shape[0], "y", "labels", f"X has {X.shape[0]} samples")
+        return super().score(X, y, sample_weight=sample_weight)
 
     def predict_proba(self, X):
         votes, _ = self._votes(X)

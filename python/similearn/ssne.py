@@ -40,8 +40,10 @@ from sklearn.utils.validation import check_is_fitted
 from . import _core
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
-from ._validation import (check_bool, check_float, check_int, check_labels, check_pairs, check_similar_fraction,
-                          check_similarity, check_X, seed_from_random_state)
+from ._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from ._memory import check_memory, check_output_memory
+from ._targets import check_labels, check_pairs, check_similarity
+from ._validation import check_X, seed_from_random_state
 from .base import PairMixin, SaveLoadMixin
 from .triplets import _PairDrawer
 
@@ -154,6 +156,15 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     _knn_metric = "cosine"  # embeddings live on the sphere: similarity = cosine (evaluation.knn_cv_accuracy)
 
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    _state_shapes = {
+        "mean_": ("n_features_in_",),
+        "scale_": ("n_features_in_",),
+        "coef_": ("n_features_in_", "n_components"),
+        "intercept_": ("n_components",),
+        "active_components_": (None,),
+    }
+
     def __init__(self, n_components=32, lam=1e4, dissimilar_target=0.0, n_pairs=None, pair_sampling="balanced",
                  batch_size=64, block_size=1, n_epochs=30, learning_rate=0.05, schedule="invscaling",
                  adaptive=True, tol=1e-4, n_iter_no_change=5, standardize=True, init="random", random_state=None, verbose=0,
@@ -178,29 +189,26 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         self.n_threads = n_threads
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self):
-        M = check_int(self.n_components, "n_components", low=1)
-        check_float(self.lam, "lam", low=0, strict=True)
-        t = check_float(self.dissimilar_target, "dissimilar_target")
-        if not -1.0 <= t <= 1.0:
-            raise ValueError(f"dissimilar_target must be in [-1, 1] (a cosine similarity), got {t}")
-        if self.n_pairs is not None:
-            check_int(self.n_pairs, "n_pairs", low=1)
-        frac = check_similar_fraction(self.pair_sampling, "pair_sampling")
-        if frac != "natural" and not 0 < frac < 1:
-            raise ValueError(f"pair_sampling must leave both similar and dissimilar pairs (a fraction in (0, 1), "
-                             f"'balanced' or 'natural'), got {self.pair_sampling!r}")
-        check_int(self.batch_size, "batch_size", low=1)
-        check_int(self.block_size, "block_size", low=1)
-        check_int(self.n_epochs, "n_epochs", low=1)
-        check_float(self.learning_rate, "learning_rate", low=0, strict=True)
-        if self.schedule not in _SCHEDULES:
-            raise ValueError(f"schedule must be one of {_SCHEDULES}, got {self.schedule!r}")
-        check_float(self.tol, "tol", low=0)
-        check_int(self.n_iter_no_change, "n_iter_no_change", low=1)
-        for name in ("standardize", "adaptive"):
-            check_bool(getattr(self, name), name)
-        return M, t
+    _constraints = {
+        "n_components": (Int(low=1),),
+        "lam": (Real(low=0, low_open=True),),
+        "dissimilar_target": (Real(low=-1, high=1),),
+        "n_pairs": (Int(low=1), None),
+        "pair_sampling": (Options("balanced", "natural"), Real(low=0, high=1, low_open=True, high_open=True)),
+        "batch_size": (Int(low=1),),
+        "block_size": (Int(low=1),),
+        "n_epochs": (Int(low=1),),
+        "learning_rate": (Real(low=0, low_open=True),),
+        "schedule": (Options(*_SCHEDULES),),
+        "adaptive": (Bool(),),
+        "tol": (Real(low=0),),
+        "n_iter_no_change": (Int(low=1),),
+        "standardize": (Bool(),),
+        "init": (Options("random"), ArrayLike()),
+        "random_state": (RandomState(),),
+        "verbose": (Verbose(),),
+        "n_threads": (Threads(),),
+    }
 
     def _init_W(self, D, M, rng, dtype):
         if isinstance(self.init, str):
@@ -239,11 +247,20 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         self
         """
         t0 = time.perf_counter()
+        validate_params(self)
         X = check_X(X, "X", min_samples=2, estimator=self)  # sparse X: TypeError (dense rows are needed)
         n, D = X.shape
-        M, dis_target = self._check_params()
+        M, dis_target = self.n_components, float(self.dissimilar_target)
         seed = seed_from_random_state(self.random_state)
         rng = np.random.default_rng(seed)
+        # sizes decided here, refused before any work: W and its copies; one batch's
+        # buffers in the epoch kernel (U = min(2 batch_size, n) distinct rows)
+        Mi, B, sz = int(self.n_components), int(self.batch_size), X.dtype.itemsize
+        U = min(2 * B, n)
+        check_memory(32 * Mi * (D + 1), f"n_components={Mi} with n_features={D}",
+                     "the weights W ((n_features + 1) x n_components) and their copies", "lower n_components")
+        check_memory(8 * (3 * B + 4 * U + U * Mi) + sz * U * (D + 1 + 3 * Mi), f"batch_size={B}",
+                     "the buffers of one batch of pairs", "lower batch_size")
         if pairs is not None:
             P = check_pairs(pairs, n, "pairs")
             if similarity is None:
@@ -263,6 +280,10 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             def draw():
                 p, lab = drawer(n_draw, rng)
                 return p, np.where(lab == 1, 1.0, dis_target)
+        Q = P.shape[0] if draw is None else n_draw  # pairs per epoch: shuffled copies and the column orders
+        check_memory(64 * Q + 8 * -(-Q // B) * Mi, f"n_pairs={Q}" if draw is not None else f"{Q} pairs",
+                     f"one epoch's pairs and column orders (batch_size={B}, n_components={Mi})",
+                     "use fewer pairs per epoch or a larger batch_size")
         self.n_features_in_ = D
         dtype = X.dtype
         if self.standardize:
@@ -349,7 +370,8 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             similarity.  O(n D M).
         """
         check_is_fitted(self, "coef_")
-        X = check_X(X, "X", n_features=self.n_features_in_, estimator=self)
+        check_output_memory(X, self.coef_.shape[1], 16, "n_components")  # H and the unnormalised h
+        X = check_X(X, "X", min_samples=0, n_features=self.n_features_in_, estimator=self)
         return self._embed(X)[0]
 
     def _pair_similarity(self, X1, X2):

@@ -29,17 +29,9 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ._validation import (
-    check_X,
-    check_indices,
-    check_int,
-    check_labels,
-    check_pair_labels,
-    check_pairs,
-    check_similar_fraction,
-    check_triplets,
-    seed_from_random_state,
-)
+from ._memory import check_memory
+from ._targets import check_labels, check_pair_labels, check_pairs, check_similar_fraction, check_triplets
+from ._validation import check_X, check_indices, check_int, seed_from_random_state
 from .neighbors import topk
 
 __all__ = [
@@ -53,6 +45,10 @@ __all__ = [
 _METRICS = ("cosine", "ip", "euclidean")
 # Score blocks materialised by the NumPy/SciPy paths hold at most this many entries.
 _BLOCK_ENTRIES = 1 << 22
+# Peak bytes per generated pair / triplet (output, sampled offsets, sort keys and
+# permutations, index temporaries), for the memory check before drawing them.
+_BYTES_PER_PAIR = 64
+_BYTES_PER_TRIPLET = 96
 # Classes with at least this many members are searched against a copy of the
 # other-class rows; smaller classes against the whole data with k + class size.
 _COMPLEMENT_MIN_CLASS = 64
@@ -386,6 +382,8 @@ def pairs_from_labels(y, n_pairs, similar_fraction=0.5, random_state=None):
     similar pair is requested but no class has two members.
     """
     n_pairs = check_int(n_pairs, "n_pairs", low=1)
+    check_memory(n_pairs * _BYTES_PER_PAIR, f"n_pairs={n_pairs}", "the pairs, their labels and the sampling "
+                 "temporaries", "draw fewer pairs at a time")
     y_arr = np.asarray(y)
     _, groups = check_labels(y_arr, y_arr.shape[0] if y_arr.ndim else 0, "y", min_classes=2)
     return _PairDrawer(groups, similar_fraction)(n_pairs, _make_rng(random_state))
@@ -474,6 +472,9 @@ def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="
         anchors = np.arange(n, dtype=np.int64)
     else:
         anchors = check_indices(anchors, n, "anchors", ndim=1)
+    check_memory(anchors.size * n_per_anchor * _BYTES_PER_TRIPLET, f"n_per_anchor={n_per_anchor}",
+                 f"the triplets of {anchors.size} anchors and their sampling temporaries",
+                 "lower n_per_anchor or pass fewer anchors at a time")
     layout = _group_layout(groups, n_classes)
     sizes = layout[1]
     a_size = sizes[groups[anchors]]
@@ -514,15 +515,13 @@ def _check_pair_input(pairs, labels, n_samples):
     """Validated (pairs int64 (m, 2), labels int8 (m,), n_samples int), self pairs
     dropped with a warning."""
     if n_samples is None:
-        a = np.asarray(pairs)
-        if a.dtype.kind in "iu" and a.ndim == 2 and a.shape[1] == 2 and a.size:
-            if a.min() < 0:
-                raise ValueError(f"pairs contains a negative index ({a.min()}); indices must be >= 0")
-            n_samples = int(a.max()) + 1
-        else:
-            n_samples = 1  # let check_pairs report the dtype / shape problem
+        pairs = check_pairs(pairs, None, "pairs")
+        n_samples = int(pairs.max()) + 1
     else:
         n_samples = check_int(n_samples, "n_samples", low=1)
+    # the pair graph and the per-sample arrays (component ids, layout, counts): ~10 int64 per sample
+    check_memory(80 * n_samples, f"n_samples={n_samples}", "the per-sample arrays of the pair graph",
+                 "renumber the samples that occur in pairs to 0 .. m - 1")
     pairs = check_pairs(pairs, n_samples, "pairs")
     lab = check_pair_labels(labels, pairs.shape[0], "labels")
     lab = lab.astype(np.int8)
@@ -665,6 +664,8 @@ def triplets_from_pairs(pairs, labels, n_samples=None, max_per_anchor=10, random
     anchors = np.flatnonzero(s >= 2)
     t = np.minimum(M, np.maximum(s[anchors] - 1, h[anchors]))
     total = int(t.sum())
+    check_memory(total * _BYTES_PER_TRIPLET, f"max_per_anchor={M}", f"{total} triplets and their sampling "
+                 "temporaries", "lower max_per_anchor")
     first = np.zeros(anchors.size, dtype=np.int64)
     np.cumsum(t[:-1], out=first[1:])
     ai = np.repeat(np.arange(anchors.size), t)  # anchor slot of each triplet

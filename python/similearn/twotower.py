@@ -57,8 +57,10 @@ from sklearn.base import BaseEstimator, clone
 from . import _core
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
-from ._validation import (check_bool, check_float, check_int, check_pairs, check_similarity, check_X,
-                          kernel_csr, seed_from_random_state)
+from ._params import Bool, Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
+from ._memory import check_memory, check_output_memory
+from ._targets import check_pairs, check_similarity
+from ._validation import check_bool, check_indices, check_int, check_X, kernel_csr, seed_from_random_state
 from .base import SaveLoadMixin, progress
 from .gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error
 from .metrics import _pair_matrix
@@ -74,13 +76,16 @@ def _sfx(dt):
     return "f32" if dt == np.float32 else "f64"
 
 
-def _check_features(F, name, dtype, normalize, n_features=None):
+def _check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
     """int n (one-hot ids) or a 2-D matrix (sparse or dense) -> the kernels' CSR view, values of dtype."""
     if isinstance(F, (numbers.Integral, np.integer)) and not isinstance(F, (bool, np.bool_)):
         n = check_int(F, name, low=1)
+        # the identity's CSR arrays (int32 and int64 index copies, values, the l2 pass)
+        check_memory(n * (28 + 3 * np.dtype(dtype).itemsize), f"{name}={n} (one-hot ids)",
+                     "the one-hot catalogue (an n x n sparse identity)", "pass a feature matrix instead")
         X = sp.identity(n, dtype=dtype, format="csr")
     else:
-        X = check_X(F, name, accept_sparse=True, dtype=(np.dtype(dtype).name,))
+        X = check_X(F, name, accept_sparse=True, dtype=(np.dtype(dtype).name,), min_samples=min_samples)
         if not sp.issparse(X):
             X = sp.csr_matrix(X)
         else:
@@ -260,6 +265,43 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
     (2, 5)
     """
 
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity);
+    # =left / =right: the towers' layer widths (embedding_dim, hidden_sizes..., n_components),
+    # =rank: the rank of the low-rank prior
+    _state_shapes = {
+        "params_.E_left": ("n_features_left_", ("structure_.embedding_dim", "=left[0]")),
+        "params_.W_left[i]": ("=left[i]", "=left[i+1]"),
+        "params_.b_left[i]": ("=left[i+1]",),
+        "params_.E_right": ("n_features_right_", ("structure_.embedding_dim", "=right[0]")),
+        "params_.W_right[i]": ("=right[i]", "=right[i+1]"),
+        "params_.b_right[i]": ("=right[i+1]",),
+        "gramian_left_": (("structure_.n_components", "=left[-1]"), "structure_.n_components"),
+        "gramian_right_": (("structure_.n_components", "=right[-1]"), "structure_.n_components"),
+        "_opt_state.E_left[i]": ("n_features_left_", "structure_.embedding_dim"),
+        "_opt_state.E_right[i]": ("n_features_right_", "structure_.embedding_dim"),
+        "_counts_left": ("n_left_",),
+        "_counts_right": ("n_right_",),
+        "_p_left": ("n_left_",),
+        "_p_right": ("n_right_",),
+        "_interactions": ("n_left_", "n_right_"),
+        "_catalogue.left": ("n_left_", "n_features_left_"),
+        "_catalogue.right": ("n_right_", "n_features_right_"),
+        "_embedding_cache.left": ("n_left_", "structure_.n_components"),
+        "_embedding_cache.right": ("n_right_", "structure_.n_components"),
+        "_Q": ("n_left_", "=rank"),
+        "_R": ("n_right_", "=rank"),
+        "cross_left_": ("structure_.n_components", "=rank"),
+        "cross_right_": ("structure_.n_components", "=rank"),
+        "estimator_state_.left.state.p_": ("n_left_",),
+        "estimator_state_.left.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+        "estimator_state_.left.state.cache_": ("n_left_", "structure_.n_components"),
+        "estimator_state_.left.state.prior_": ("n_left_", "=rank"),
+        "estimator_state_.right.state.p_": ("n_right_",),
+        "estimator_state_.right.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+        "estimator_state_.right.state.cache_": ("n_right_", "structure_.n_components"),
+        "estimator_state_.right.state.prior_": ("n_right_", "=rank"),
+    }
+
     def __init__(self, n_components=64, *, hidden_sizes=(), embedding_dim=None, shared_embeddings=False,
                  penalty="sogram", penalty_weight=10.0, regularizer="gramian", gramian_rate=0.1,
                  sagram_variant="saga", gramian_batch_size=None, gramian_weights="items", optimizer="adagrad",
@@ -290,54 +332,43 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ checks
+    _constraints = {
+        "n_components": (Int(low=1),),
+        "hidden_sizes": (IntSequence(low=1),),
+        "embedding_dim": (Int(low=1), None),
+        "shared_embeddings": (Bool(),),
+        "penalty": (Options(*_PENALTIES),),
+        "penalty_weight": (Real(low=0),),
+        "regularizer": (Options("gramian", "gor"),),
+        "gramian_rate": (Real(low=0, high=1, low_open=True),),
+        "sagram_variant": (Options("saga", "sag"),),
+        "gramian_batch_size": (Int(low=1), None),
+        "gramian_weights": (Options("pairs", "items"),),
+        "optimizer": (Options(*_OPTIMIZERS),),
+        "learning_rate": (Options("auto"), Real(low=0, low_open=True)),
+        "batch_size": (Int(low=1),),
+        "n_epochs": (Int(low=0),),
+        "l2": (Real(low=0),),
+        "normalize": (Options("l2"), None),
+        "init_std": (Real(low=0, low_open=True), None),
+        "dtype": (Dtype("float32", "float64"),),
+        "random_state": (RandomState(),),
+        "n_threads": (Threads(),),
+        "verbose": (Verbose(),),
+    }
+
     def _check_params(self):
-        k = check_int(self.n_components, "n_components", low=1)
+        """Validate the parameters (``_constraints``) and their combination -> (n_components,
+        hidden sizes as a tuple, embedding dim, dtype)."""
+        validate_params(self)
+        k = self.n_components
         hs = self.hidden_sizes
-        if isinstance(hs, (numbers.Integral, np.integer)) and not isinstance(hs, bool):
-            hs = (hs,)
-        if not isinstance(hs, (tuple, list)):
-            raise TypeError(f"hidden_sizes must be a tuple of ints, got {type(hs).__name__}")
-        hs = tuple(check_int(h, "hidden_sizes", low=1) for h in hs)
-        if self.embedding_dim is None:
-            d = k if not hs else 64
-        else:
-            d = check_int(self.embedding_dim, "embedding_dim", low=1)
+        hs = tuple(int(h) for h in ((hs,) if isinstance(hs, numbers.Integral) else hs))
+        d = (k if not hs else 64) if self.embedding_dim is None else self.embedding_dim
         if not hs and d != k:
             raise ValueError(f"without hidden layers the output is the embedding bag: embedding_dim ({d}) must "
                              f"equal n_components ({k})")
-        check_bool(self.shared_embeddings, "shared_embeddings")
-        if self.penalty not in _PENALTIES:
-            raise ValueError(f"penalty must be one of {_PENALTIES}, got {self.penalty!r}")
-        check_float(self.penalty_weight, "penalty_weight", low=0.0)
-        if self.regularizer not in ("gramian", "gor"):
-            raise ValueError(f"regularizer must be 'gramian' or 'gor', got {self.regularizer!r}")
-        check_float(self.gramian_rate, "gramian_rate", low=0.0, strict=True)
-        if self.gramian_rate > 1:
-            raise ValueError(f"gramian_rate must be in (0, 1], got {self.gramian_rate}")
-        if self.sagram_variant not in ("saga", "sag"):
-            raise ValueError(f"sagram_variant must be 'saga' or 'sag', got {self.sagram_variant!r}")
-        if self.gramian_batch_size is not None:
-            check_int(self.gramian_batch_size, "gramian_batch_size", low=1)
-        if self.gramian_weights not in ("pairs", "items"):
-            raise ValueError(f"gramian_weights must be 'pairs' or 'items', got {self.gramian_weights!r}")
-        if self.optimizer not in _OPTIMIZERS:
-            raise ValueError(f"optimizer must be one of {tuple(_OPTIMIZERS)}, got {self.optimizer!r}")
-        if not (isinstance(self.learning_rate, str) and self.learning_rate == "auto"):
-            check_float(self.learning_rate, "learning_rate", low=0.0, strict=True)
-        check_int(self.batch_size, "batch_size", low=1)
-        check_int(self.n_epochs, "n_epochs", low=0)
-        check_float(self.l2, "l2", low=0.0)
-        if self.normalize not in ("l2", None):
-            raise ValueError(f"normalize must be 'l2' or None, got {self.normalize!r}")
-        if self.init_std is not None:
-            check_float(self.init_std, "init_std", low=0.0, strict=True)
-        try:
-            dt = np.dtype(self.dtype)
-        except TypeError:
-            raise TypeError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}") from None
-        if dt not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be 'float32' or 'float64', got {self.dtype!r}")
-        return k, hs, d, dt
+        return k, hs, d, np.dtype(self.dtype)
 
     # ------------------------------------------------------------------ parameters
     def _init_params(self, FL, FR, k, hs, d, dt, rng, nt):
@@ -424,6 +455,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
     def _embed_all(self, side, X, nt):
         n = X.shape[0]
         k = int(self.n_components)
+        check_output_memory(n, k, self.params_["E_left"].dtype.itemsize, "n_components")
         out = np.empty((n, k), dtype=self.params_["E_left"].dtype)
         for start in range(0, n, _CHUNK):
             rows = np.arange(start, min(n, start + _CHUNK), dtype=np.int64)
@@ -496,7 +528,28 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             raise ValueError("a low-rank prior applies to the Gramian penalty, not to regularizer='gor'")
         if Q is not None and self.penalty == "none":
             raise ValueError("a low-rank prior is part of the penalty: it needs penalty != 'none'")
+        if first:
+            self._check_memory(k, hs, d, dt, XL.shape[1], XR.shape[1], P.shape[0])
         return k, hs, d, dt, XL, XR, P, s, Q, R
+
+    def _check_memory(self, k, hs, d, dt, FL, FR, n_pairs):
+        """Refuse, before any work, the parameter tables and step buffers a fit would
+        allocate beyond the memory budget: the input embeddings (F x d, with the
+        optimiser's state), the dense layers, and the activations of a step's batches."""
+        sz, n_state = dt.itemsize, (0, 1, 2)[_OPTIMIZERS[self.optimizer]]
+        F = FL + (0 if self.shared_embeddings else FR)
+        check_memory(sz * (1 + n_state) * F * d, f"{'embedding_dim' if hs else 'n_components'}={d} with {FL} left "
+                     f"and {FR} right features", "the input embedding tables (n_features x embedding_dim) and the "
+                     "optimiser's state", "lower n_components / embedding_dim, or hash the features")
+        sizes = (d,) + hs + ((k,) if hs else ())
+        check_memory(2 * sz * (2 + n_state) * sum(a * b for a, b in zip(sizes, sizes[1:])), f"hidden_sizes={hs}",
+                     "the dense layers of both towers, their gradients and optimiser state", "use smaller layers")
+        gbs = int(self.gramian_batch_size if self.gramian_batch_size is not None else self.batch_size)
+        bs = min(int(self.batch_size), n_pairs)
+        check_memory(2 * (bs + gbs) * (8 + 2 * sz * (sum(sizes) + k)),
+                     f"gramian_batch_size={gbs}" if self.gramian_batch_size is not None else
+                     f"batch_size={self.batch_size}", "the activations and gradients of one step's batches",
+                     "lower batch_size / gramian_batch_size")
 
     def _structure(self, k, hs, d, dt):
         return {"n_components": k, "hidden_sizes": list(hs), "embedding_dim": d,
@@ -869,7 +922,9 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         if X is None:
             return getattr(self, f"{side}_embedding_")
         dt = self.params_["E_left"].dtype
-        Xc = _check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"))
+        check_output_memory(X, int(self.n_components), dt.itemsize, "n_components")  # before the O(nnz) checks
+        Xc = _check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"),
+                             min_samples=0)  # 0 rows: a (0, n_components) result
         nt = get_num_threads(self.n_threads)
         with blas_limits(nt):
             return self._embed_all(side, Xc, nt)
@@ -892,9 +947,10 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
 
     def score_pairs(self, pairs, left_features=None, right_features=None):
         """<u_i, v_j> for each (i, j) in pairs (rows of the given or fitted catalogues)."""
+        check_pairs(pairs, None, "pairs", min_pairs=0)  # dtype and shape before any embedding
         U = self.transform_left(left_features)
         V = self.transform_right(right_features)
-        P = check_pairs(pairs, (U.shape[0], V.shape[0]))
+        P = check_pairs(pairs, (U.shape[0], V.shape[0]), min_pairs=0)  # 0 pairs: a (0,) result
         return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
 
     def recommend(self, left_rows, k=10, exclude_seen=True):
@@ -905,18 +961,14 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         row is padded with index -1 and score -inf.  Exact search through
         :func:`similearn.neighbors.topk` (inner product).
         """
-        from .neighbors import topk
+        from .neighbors import check_result_memory, topk
 
         self._check_fitted()
-        rows = np.asarray(left_rows)
-        if rows.ndim == 0:
-            rows = rows[None]
-        if rows.ndim != 1 or not np.issubdtype(rows.dtype, np.integer):
-            raise ValueError("left_rows must be a 1-D array of integer row indices")
-        if rows.size and (rows.min() < 0 or rows.max() >= self.n_left_):
-            raise ValueError(f"left_rows must be in [0, {self.n_left_})")
+        one = np.ndim(left_rows) == 0  # a single row index
+        rows = check_indices(np.atleast_1d(left_rows) if one else left_rows, self.n_left_, "left_rows", ndim=1)
         k = check_int(k, "k", low=1)
         check_bool(exclude_seen, "exclude_seen")
+        check_result_memory(rows.size, k, self.params_["E_left"].dtype.itemsize)
         nR = self.n_right_
         U = np.ascontiguousarray(self.left_embedding_[rows])
         seen = self._interactions[rows] if exclude_seen else None
