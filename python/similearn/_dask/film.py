@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validation import check_min_count
 from . import active_client, check_row_chunks, is_dask_array
 
 __all__ = ["ByteCounter", "DaskRowBlocks", "DaskV", "check_fit_input"]
@@ -330,12 +331,9 @@ def _engine():
 
 # --------------------------------------------------------------------------- input checks
 def _check_shape(x, name, min_rows):
-    n = x.shape[0]
-    if n < min_rows:
-        raise ValueError(f"{name} has {n} sample(s) (shape={tuple(x.shape)}) while a minimum of {min_rows} is "
-                         "required.")
-    if x.ndim == 2 and x.shape[1] < 1:
-        raise ValueError(f"{name} has 0 feature(s) (shape={tuple(x.shape)}) while a minimum of 1 is required.")
+    check_min_count(x.shape[0], min_rows, name, "sample", x.shape)
+    if x.ndim == 2:
+        check_min_count(x.shape[1], 1, name, "feature", x.shape)
 
 
 def check_fit_input(X, y, triplets):
