@@ -50,13 +50,11 @@ std::vector<double> harmonic_table(i64 n) {
   return H;
 }
 
+// (one thread or one task: parallel_for runs the tasks inline, polling for Ctrl-C
+// between them: X X^T or Z = X L over a large X are long)
 template <class F>
 void for_blocks(i64 n_tasks, int n_threads, const F& fn) {
-  if (n_threads <= 1 || n_tasks <= 1) {
-    for (i64 t = 0; t < n_tasks; ++t) fn(t, 0);
-  } else {
-    parallel_for(n_tasks, n_threads, [&](i64 t, int tid) { fn(t, tid); });
-  }
+  parallel_for(n_tasks, n_threads, [&](i64 t, int tid) { fn(t, tid); });
 }
 
 // Embeds rows of X: z_i = L^T x_i (direct) or Z[i] (cached).  One per thread.

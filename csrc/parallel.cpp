@@ -14,24 +14,62 @@ namespace py = pybind11;
 
 namespace sl {
 
+namespace {
+
+// What checkpoint() does on this thread: the innermost parallel_for() running a
+// task here sets it for the duration of the call (inline on the calling thread:
+// its Ctrl-C poll; on a worker: the call's stop flag).
+struct TaskScope {
+  const std::atomic<bool>* stop = nullptr;
+  SignalPoll* poll = nullptr;
+};
+thread_local TaskScope tls_scope;
+
+class ScopeGuard {
+ public:
+  explicit ScopeGuard(TaskScope s) : saved_(tls_scope) { tls_scope = s; }
+  ~ScopeGuard() { tls_scope = saved_; }
+  ScopeGuard(const ScopeGuard&) = delete;
+  ScopeGuard& operator=(const ScopeGuard&) = delete;
+
+ private:
+  TaskScope saved_;
+};
+
+// Thrown by checkpoint() in a worker whose call is being stopped; never escapes
+// parallel_for() (the interrupt or the first task exception is reported instead).
+struct Abandoned {};
+
+}  // namespace
+
 int hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
+}
+
+void checkpoint() {
+  const TaskScope& s = tls_scope;
+  if (s.stop) {
+    if (s.stop->load(std::memory_order_relaxed)) throw Abandoned{};
+  } else if (s.poll) {
+    s.poll->tick();
+  }
 }
 
 void parallel_for(std::int64_t n_tasks, int n_threads,
                   const std::function<void(std::int64_t, int)>& fn) {
   if (n_tasks <= 0) return;
   const int nw = n_workers(n_tasks, n_threads);
-  if (n_tasks == 1) {  // nothing to share: run inline
-    fn(0, 0);
-    return;
-  }
-  if (nw == 1) {  // one worker: run inline (no thread start-up), polling for Ctrl-C between tasks
+  if (nw == 1) {  // one worker (or one task): run inline (no thread start-up), polling for Ctrl-C
+    if (tls_scope.stop) {  // nested in a task of an outer call on a worker: its stop flag still rules
+      for (std::int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
+      return;
+    }
     SignalPoll poll;
+    ScopeGuard scope({nullptr, &poll});  // checkpoint() inside the tasks polls too
     for (std::int64_t t = 0; t < n_tasks; ++t) {
       fn(t, 0);
-      poll.poll();  // after every task: there may be only a few, long ones
+      poll.tick();
     }
     return;
   }
@@ -43,6 +81,7 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
   std::exception_ptr error;
 
   auto worker = [&](int tid) {
+    ScopeGuard scope({&stop, nullptr});
     try {
       for (;;) {
         if (stop.load(std::memory_order_relaxed)) break;
@@ -50,6 +89,7 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
         if (t >= n_tasks) break;
         fn(t, tid);
       }
+    } catch (const Abandoned&) {  // stop was set: whoever set it reports why
     } catch (...) {
       std::lock_guard<std::mutex> lk(mu);
       if (!error) error = std::current_exception();

@@ -6,6 +6,19 @@
 // independent), while the calling thread sleeps and, every few tens of
 // milliseconds, briefly takes the GIL to run PyErr_CheckSignals().  On Ctrl-C
 // the remaining tasks are skipped and KeyboardInterrupt is raised in Python.
+//
+// With one worker (n_threads == 1, or a single task) the tasks run inline on the
+// calling thread, which then polls between tasks and at every checkpoint() a task
+// reaches (at most every 50 ms).  A task that can run long (a whole search for a
+// few queries, say) calls checkpoint() between blocks of its work: inline it is
+// the Ctrl-C poll, on a worker thread it abandons the task once the call is being
+// stopped (Ctrl-C or another task's exception), so an interrupt never waits for
+// the end of a long task.
+//
+// A signal that arrives while no poll is running (the last tasks, or after the
+// kernel) stays pending: the interpreter raises it as soon as the kernel's Python
+// call returns (CPython checks its eval breaker right after a C call returns), so
+// a SIGINT is never lost, at worst noticed at the end of the call.
 #pragma once
 
 #include <chrono>
@@ -19,7 +32,8 @@ int hardware_threads();
 
 // Run fn(task, thread_index) for task in [0, n_tasks).  Must be called WITHOUT the
 // GIL.  thread_index is in [0, min(n_threads, n_tasks)).  Exceptions thrown by a
-// task are re-thrown in the caller (first one wins).
+// task are re-thrown in the caller (first one wins; a KeyboardInterrupt wins over
+// them).
 void parallel_for(std::int64_t n_tasks, int n_threads,
                   const std::function<void(std::int64_t task, int thread)>& fn);
 
@@ -29,29 +43,51 @@ inline int n_workers(std::int64_t n_tasks, int n_threads) {
   return static_cast<int>(n_tasks < n_threads ? (n_tasks < 1 ? 1 : n_tasks) : n_threads);
 }
 
-// For long serial loops run WITHOUT the GIL: call tick() often (it is cheap); about
-// every 50 ms it takes the GIL and runs PyErr_CheckSignals(), and throws
-// pybind11::error_already_set (KeyboardInterrupt) when a handler raised.
+// Interruption point for long parallel_for tasks: call it between blocks of a few
+// tens of microseconds or more of work (a thread-local read and a relaxed load, or
+// a clock read).  Inside a task run inline on the calling thread it polls for
+// Ctrl-C (at most every 50 ms) and throws pybind11::error_already_set
+// (KeyboardInterrupt); inside a task on a worker thread it throws an internal
+// exception that parallel_for() swallows once the call is being stopped; outside
+// parallel_for() it does nothing.
+void checkpoint();
+
+// For long serial loops run WITHOUT the GIL: call tick() once per iteration (it is
+// cheap); about every 50 ms it takes the GIL and runs PyErr_CheckSignals(), and
+// throws pybind11::error_already_set (KeyboardInterrupt) when a handler raised.
+// The clock is read every `gate` ticks, the gate doubling while reads are under
+// 0.5 ms apart and falling back to 1 when they are over 2 ms apart (at most 1024):
+// iterations of a few microseconds pay next to nothing, long ones get a read each,
+// so the poll no longer waits for 64 long iterations as a fixed gate did.
 class SignalPoll {
  public:
-  SignalPoll() : last_(std::chrono::steady_clock::now()) {}
   void tick() {
-    if (++count_ & 63) return;
-    poll();
-  }
-  // The same without the 64-call gate, for loops of few long iterations (reads the
-  // clock on every call).
-  void poll() {
-    auto now = std::chrono::steady_clock::now();
+    if (++count_ < gate_) return;
+    count_ = 0;
+    const auto now = std::chrono::steady_clock::now();
+    if (!started_) {  // the first read starts the 50 ms period (no clock read at construction)
+      started_ = true;
+      last_ = seen_ = now;
+      return;
+    }
+    const auto gap = now - seen_;  // the last `gate_` ticks took this long
+    seen_ = now;
+    if (gap < std::chrono::microseconds(500)) {
+      if (gate_ < kMaxGate) gate_ *= 2;
+    } else if (gap > std::chrono::milliseconds(2)) {
+      gate_ = 1;
+    }
     if (now - last_ < std::chrono::milliseconds(50)) return;
     last_ = now;
     check();
   }
 
  private:
+  static constexpr std::uint32_t kMaxGate = 1024;
   void check();
-  std::chrono::steady_clock::time_point last_;
-  std::uint32_t count_ = 0;
+  std::chrono::steady_clock::time_point last_, seen_;
+  std::uint32_t count_ = 0, gate_ = 1;
+  bool started_ = false;
 };
 
 }  // namespace sl

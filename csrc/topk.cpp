@@ -323,6 +323,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
       for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
 
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
+      checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
       const std::int64_t nb = std::min(bx, nx - x0);
       if (packed && !direct) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
       for (std::int64_t b0 = 0; b0 < ntq; b0 += bq) {
