@@ -203,17 +203,24 @@ def _max_extra_threads(fn):
     return max(counts) - before, result
 
 
+def _kernel_threads(fn, repeats=3):
+    """Threads a call adds: the fewest over ``repeats`` calls, since a thread of
+    something else (a pool winding down, the interpreter) may appear during one."""
+    runs = [_max_extra_threads(fn) for _ in range(repeats)]
+    return min(extra for extra, _ in runs), runs[0][1]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts threads in /proc/self/task")
 def test_kernel_runs_on_one_thread_under_the_limit(rng):
     X = rng.standard_normal((50000, 32)).astype(np.float32)
     Q = rng.standard_normal((1500, 32)).astype(np.float32)
     similearn.set_num_threads(2)
-    extra_two, ref = _max_extra_threads(lambda: topk(Q, X, 10))
+    extra_two, ref = _kernel_threads(lambda: topk(Q, X, 10))
     assert extra_two >= 1, "the watcher did not see the kernel's threads"
     with threadpool_limits(1):
-        extra_limited, limited = _max_extra_threads(lambda: topk(Q, X, 10))
-        extra_explicit, explicit = _max_extra_threads(lambda: topk(Q, X, 10, n_threads=2))
-    extra_one, _ = _max_extra_threads(lambda: topk(Q, X, 10, n_threads=1))
+        extra_limited, limited = _kernel_threads(lambda: topk(Q, X, 10))
+        extra_explicit, explicit = _kernel_threads(lambda: topk(Q, X, 10, n_threads=2))
+    extra_one, _ = _kernel_threads(lambda: topk(Q, X, 10, n_threads=1))
     assert extra_limited == extra_one < extra_two
     assert extra_explicit >= 1
     for out in (limited, explicit):
