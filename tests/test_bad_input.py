@@ -2,7 +2,7 @@
 
 One row per (entry point, class of bad input): the exception type, that the message
 names the argument (and, for sizes, the memory needed; for callbacks, the iteration),
-and that the error comes before any work: every kernel module's ``_core`` is swapped
+and that the error comes before any work: every kernel of ``similearn._kernels`` (the one door to ``_core``) is swapped
 for a sentinel that fails the test when touched, and size errors must come fast,
 without allocating (tracemalloc).  Then the empty-input rule, entry point by entry point.
 """
@@ -21,7 +21,6 @@ from similearn import evaluation, gramian, metrics, triplets
 from similearn.datasets import make_interactions
 from similearn.manifold import random_stiefel
 
-KERNEL_MODULES = ("neighbors", "metrics", "manifold", "film", "frml", "ssne", "nash", "twotower", "gramian")
 
 
 @pytest.fixture(scope="module")
@@ -47,19 +46,21 @@ def c():
     return ns
 
 
-class _NoWork:
-    """Stands in for ``similearn._core`` while bad input is refused: touching it is work."""
+def _no_work(name):
+    def reached(*args, **kwargs):
+        raise AssertionError(f"kernel {name} was reached: the bad input was not refused before the work")
 
-    def __getattr__(self, name):
-        raise AssertionError(f"_core.{name} was reached: the bad input was not refused before the work")
+    return reached
 
 
 @pytest.fixture
 def no_work(c, monkeypatch):
-    import importlib
+    """Every kernel of the one door (``similearn._kernels``) raises while bad input is refused."""
+    from similearn import _kernels
 
-    for m in KERNEL_MODULES:
-        monkeypatch.setattr(importlib.import_module(f"similearn.{m}"), "_core", _NoWork())
+    for name, fn in vars(_kernels).items():
+        if callable(fn) and not name.startswith("_") and name not in ("suffix", "build_info"):
+            monkeypatch.setattr(_kernels, name, _no_work(name))
 
 
 def _raises(fn, c, exc, pattern):

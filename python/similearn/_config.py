@@ -191,7 +191,7 @@ def config_dict() -> dict:
     import scipy
     import sklearn
 
-    from . import _core
+    from . import _kernels
     from ._version import __version__
 
     return {
@@ -201,7 +201,7 @@ def config_dict() -> dict:
         "scipy": scipy.__version__,
         "scikit-learn": sklearn.__version__,
         "threads": get_num_threads(),
-        "build": dict(_core._build_info()),
+        "build": dict(_kernels.build_info()),
         "blas": _blas_info(),
     }
 

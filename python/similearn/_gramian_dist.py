@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 import torch
 
-from . import _core
+from . import _kernels
 from . import gramian as _gramian
 
 _SIGNATURE_FIELDS = ("estimator class", "n_components", "number of items", "dtype", "item weights (crc32)",
@@ -144,12 +144,12 @@ def _batch_contribution(est, ids, E, later_ids):
         return M
     E64 = E.astype(np.float64)
     if isinstance(est, _gramian.SOGram):
-        _core.gram_update_f64(M, E64, None, 1.0, 0.0)
+        _kernels.gram_update(M, E64, None, 1.0, 0.0)
     elif isinstance(est, _gramian.SampledGramian):
         q = est.q_[ids]
         if np.any(q <= 0):
             raise ValueError("ids include items the proposal never draws (q = 0)")
-        _core.gram_update_f64(M, E64, np.ascontiguousarray(est.p_[ids] / q), 0.0, 0.0)
+        _kernels.gram_update(M, E64, np.ascontiguousarray(est.p_[ids] / q), 0.0, 0.0)
     else:  # SAGram
         if est.variant == "saga":
             pos = np.arange(ids.size)
@@ -162,7 +162,7 @@ def _batch_contribution(est, ids, E, later_ids):
         if pos.size == 0:
             return M
         rows = np.concatenate([E64[pos], est.cache_[ids[pos]].astype(np.float64)])
-        _core.gram_update_f64(M, np.ascontiguousarray(rows), np.concatenate([w, -w]), 0.0, 0.0)
+        _kernels.gram_update(M, np.ascontiguousarray(rows), np.concatenate([w, -w]), 0.0, 0.0)
     return M
 
 
@@ -181,5 +181,5 @@ def _apply_update(est, M, n):
         new = est._S.astype(np.float64) + (M / n if est.variant == "saga" else M)
     np.copyto(G, new.astype(G.dtype))
     if isinstance(est, _gramian.SAGram) and est.variant == "saga" and est.project:
-        est.n_projections_ += bool(getattr(_core, "psd_project_" + _gramian._sfx(est.dtype_))(G))
+        est.n_projections_ += bool(_kernels.psd_project(G))
     est.n_updates_ += 1

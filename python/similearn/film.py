@@ -45,7 +45,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
+from . import _kernels
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
 from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -130,7 +130,7 @@ class InMemoryV(DenseOperator):
         self.shape = V.shape
         self.dtype = V.dtype
         self.n_threads = get_num_threads(n_threads)
-        self._gemm = _core.gemm_nn_f32 if V.dtype == np.float32 else _core.gemm_nn_f64
+        self._gemm = _kernels.gemm_nn
 
     def matmul(self, P):
         return self._gemm(self.V, np.ascontiguousarray(P, dtype=self.dtype), self.n_threads)
@@ -209,9 +209,9 @@ class FilmObjective:
         self.tw = (self.t * self.lam).astype(V.dtype)
         self.s = None
         self.abs_margin = 0.0
-        self._fwd = _core.film_forward_f32 if V.dtype == np.float32 else _core.film_forward_f64
-        self._bwd = _core.film_backward_f32 if V.dtype == np.float32 else _core.film_backward_f64
-        self._stats = _core.film_stats_f32 if V.dtype == np.float32 else _core.film_stats_f64
+        self._fwd = _kernels.film_forward
+        self._bwd = _kernels.film_backward
+        self._stats = _kernels.film_stats
         self.dtype = np.dtype(V.dtype)
         self._cache_key = None
         self.gemm_time = 0.0

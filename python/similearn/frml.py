@@ -44,7 +44,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
+from . import _kernels
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
 from ._params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -497,7 +497,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         LtL = np.ascontiguousarray(L.T @ L)
         Z = np.zeros((n, m), dtype=X.dtype)
         state = np.array([-1.0, 0.0, 0.0, 0.0])
-        run = _core.frml_run_f32 if X.dtype == np.float32 else _core.frml_run_f64
+        run = _kernels.frml_run
         total = int(self.max_iter)
         n_steps_total = -(-total // b)
         interval = self.validation_interval or max(2000, total // 20)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _core
+from . import _kernels
 from ._memory import check_memory
 from ._validation import check_dense, check_float, check_indices, check_int, check_min_count
 
@@ -206,10 +206,9 @@ class SOGram(_GramianEstimator):
         if ids.size == 0:
             return self
         a = float(self.alpha)
-        sfx = _sfx(self.dtype_)
-        getattr(_core, "gram_update_" + sfx)(self.gramian_, E, None, a / ids.size, 1.0 - a)
+        _kernels.gram_update(self.gramian_, E, None, a / ids.size, 1.0 - a)
         if self.cross_ is not None:
-            getattr(_core, "cross_update_" + sfx)(self.cross_, E, self._prior_rows(ids), None, a / ids.size, 1.0 - a)
+            _kernels.cross_update(self.cross_, E, self._prior_rows(ids), None, a / ids.size, 1.0 - a)
         self.n_updates_ += 1
         return self
 
@@ -268,12 +267,11 @@ class SAGram(_GramianEstimator):
     def _update(self, ids, E):
         if ids.size == 0:
             return self
-        sfx = _sfx(self.dtype_)
         saga = self.variant == "saga"
-        getattr(_core, "sagram_estimate_" + sfx)(self.gramian_, self._S, self.cache_, ids, E, self._pw, saga,
+        _kernels.sagram_estimate(self.gramian_, self._S, self.cache_, ids, E, self._pw, saga,
                                                  self.cross_, self._T, self.prior_)
         if saga and self.project:
-            self.n_projections_ += bool(getattr(_core, "psd_project_" + sfx)(self.gramian_))
+            self.n_projections_ += bool(_kernels.psd_project(self.gramian_))
         self.n_updates_ += 1
         return self
 
@@ -283,7 +281,7 @@ class SAGram(_GramianEstimator):
 
     def _observe(self, ids, E):
         if ids.size:
-            getattr(_core, "sagram_refresh_" + _sfx(self.dtype_))(self._S, self.cache_, ids, E, self._pw, self._T,
+            _kernels.sagram_refresh(self._S, self.cache_, ids, E, self._pw, self._T,
                                                                   self.prior_)
         return self
 
@@ -341,9 +339,8 @@ class SampledGramian(_GramianEstimator):
         if np.any(q <= 0):
             raise ValueError("ids include items the proposal never draws (q = 0)")
         w = np.ascontiguousarray(self.p_[ids] / (q * ids.size), dtype=self.dtype_)
-        sfx = _sfx(self.dtype_)
-        getattr(_core, "gram_update_" + sfx)(self.gramian_, E, w, 0.0, 0.0)
+        _kernels.gram_update(self.gramian_, E, w, 0.0, 0.0)
         if self.cross_ is not None:
-            getattr(_core, "cross_update_" + sfx)(self.cross_, E, self._prior_rows(ids), w, 0.0, 0.0)
+            _kernels.cross_update(self.cross_, E, self._prior_rows(ids), w, 0.0, 0.0)
         self.n_updates_ += 1
         return self

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _core
+from . import _kernels
 from ._config import scipy_blas_single_threaded
 from ._validation import call_user, check_dense, check_int
 
@@ -81,8 +81,8 @@ def cayley_retraction(P, G, tau):
     ALGORITHMS.md).  O(r d^2 + d^3).  Keeps P^T P = I for any tau."""
     P = np.ascontiguousarray(P, dtype=np.float64)
     G = np.ascontiguousarray(G, dtype=np.float64)
-    HtF, HtP = _core.cayley_prepare(P, G)
-    out = _core.cayley_apply(P, G, HtF, HtP, float(tau))
+    HtF, HtP = _kernels.cayley_prepare(P, G)
+    out = _kernels.cayley_apply(P, G, HtF, HtP, float(tau))
     if out is None:
         raise np.linalg.LinAlgError("Cayley system I + tau/2 H^T F is singular")
     return out
@@ -212,7 +212,7 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
         _call("on_accept", on_accept, 0, P)
     f, G = evaluate(P, 0)
     n_fev = 1
-    HtF, HtP = _core.cayley_prepare(P, G)
+    HtF, HtP = _kernels.cayley_prepare(P, G)
     R = G - P @ HtF[:d, :d].T  # HtF[:d, :d] = P^T G, so this is G - P G^T P with one GEMM
     gnorm = float(np.linalg.norm(R))
     target = gtol * gnorm + gtol_abs
@@ -230,7 +230,7 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
         slope = gnorm * gnorm
         nb = 0
         while True:
-            Pn = _core.cayley_apply(P, G, HtF, HtP, tau)
+            Pn = _kernels.cayley_apply(P, G, HtF, HtP, tau)
             if Pn is not None:
                 if value is None:  # trial evaluations give the gradient too: keep it
                     fn, Gn = evaluate(Pn, k)
@@ -254,9 +254,9 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
         if Gn is None:
             fn, Gn = evaluate(Pn, k)
             n_fev += 1
-        HtFn, HtPn = _core.cayley_prepare(Pn, Gn)  # also the next iteration's Cayley data
+        HtFn, HtPn = _kernels.cayley_prepare(Pn, Gn)  # also the next iteration's Cayley data
         Rn = Gn - Pn @ HtFn[:d, :d].T
-        ss, sy, yy = _core.bb_products(Pn, P, Rn, R)
+        ss, sy, yy = _kernels.bb_products(Pn, P, Rn, R)
         xdiffs.append(math.sqrt(ss) / sqrt_r)
         fdiffs.append(abs(fn - f) / (1.0 + abs(f)))
         P, f, G, R, HtF, HtP = Pn, fn, Gn, Rn, HtFn, HtPn

@@ -57,7 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import UndefinedMetricWarning
 
-from . import _core
+from . import _kernels
 from ._config import get_num_threads
 from ._memory import check_memory
 from ._targets import bad_label, check_label_values, check_pairs
@@ -529,8 +529,8 @@ def _hamming_per_query(query_codes, database_codes, query_labels, database_label
         b = stop - start
         so = None if self_offset is None else start
         R = np.ascontiguousarray(rel.block(start, stop))
-        h_all, h_rel = _core.hamming_histograms(q[start:stop], x, R, so, nt)
-        idx, _ = _core.hamming_topk(q[start:stop], x, kmax, so, nt)
+        h_all, h_rel = _kernels.hamming_histograms(q[start:stop], x, R, so, nt)
+        idx, _ = _kernels.hamming_topk(q[start:stop], x, kmax, so, nt)
         rs_k = np.take_along_axis(R, idx, axis=1)
         del R, idx
         cum_all = np.cumsum(h_all, axis=1)
@@ -614,7 +614,7 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
     hits = np.empty(nq, np.int64)
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
-        idx, _ = _core.hamming_topk(q[start:stop], x, k, None if self_offset is None else start, nt)
+        idx, _ = _kernels.hamming_topk(q[start:stop], x, k, None if self_offset is None else start, nt)
         hits[start:stop] = rel.at(start, stop, idx).sum(axis=1)
     return float(np.mean(hits / k))
 

@@ -40,7 +40,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
+from . import _kernels
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
 from ._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -57,10 +57,6 @@ _BIN = ("stochastic", "deterministic")
 _ADAM = (0.9, 0.999, 1e-8)
 _HEAD_HIDDEN = 128  # hidden units of the supervised head (a two-layer MLP, as in the paper)
 _CHUNK = 4096       # rows per block in transform
-
-
-def _kern(dtype, name):
-    return getattr(_core, f"nash_{name}_{'f32' if dtype == np.float32 else 'f64'}")
 
 
 def _sigmoid(a):
@@ -327,7 +323,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """First affine map, applied to the sparse rows: (W[0], b[0]) or the head (Wh, bh)."""
         P = self._P
         W, b = (P["W"][0], P["b"][0]) if P["W"] else (P["Wh"], P["bh"])
-        return _kern(W.dtype, "csr_matmul")(X.indptr, X.indices, X.data, rows, scale, W, b, nt)
+        return _kernels.nash_csr_matmul(X.indptr, X.indices, X.data, rows, scale, W, b, nt)
 
     def _forward_backward(self, X, rows, scale, u, eps, yb, ws, nt):
         """Loss parts and gradients of one batch (gradients in ws["grads"]).
@@ -373,7 +369,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         zp = np.ascontiguousarray(zp, dtype=dt)
         gr = ws["grads"]
         rec = ws["rec"][:B]
-        rec_sum = _kern(dt, "decoder")(zp, P["E"], P["eb"], X.indptr, X.indices, X.data, rows, w, ws["logits"],
+        rec_sum = _kernels.nash_decoder(zp, P["E"], P["eb"], X.indptr, X.indices, X.data, rows, w, ws["logits"],
                                        rec, gr["E"], gr["eb"], ws["dzp"][:B], nt)
         dzp = ws["dzp"][:B]
         gamma = float(self.prior)
@@ -436,11 +432,11 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         P, gr, M, Vm = self._P, ws["grads"], ws["m"], ws["v"]
         lr = float(self.learning_rate)
         b1, b2, eps = _ADAM
-        adam = getattr(_core, "dense_step_" + ("f32" if P["E"].dtype == np.float32 else "f64"))  # opt 2: Adam
+        adam = _kernels.dense_step  # opt 2: Adam
         in_key = ("W", 0) if P["W"] else ("Wh", None)
         for key, idx, p in self._iter_params():
             if (key, idx) == in_key:
-                _kern(p.dtype, "adam_input")(p, M[key, idx], Vm[key, idx], X.indptr, X.indices, X.data, rows, scale,
+                _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X.indptr, X.indices, X.data, rows, scale,
                                              dA, self.optimizer == "lazy_adam", lr, b1, b2,
                                              eps, t, nt)
             else:

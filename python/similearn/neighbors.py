@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
+from . import _kernels
 from ._config import blas_single_threaded, get_num_threads
 from ._dask import is_dask_array
 from ._params import Int, Options, Threads, validate_params
@@ -60,7 +60,7 @@ def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
 
 def _topk_raw(queries, database, k, metric_code, self_offset, n_threads):
     """Kernel call on validated arrays (internal; also used by similearn.metrics)."""
-    fn = _core.topk_f32 if queries.dtype == np.float32 else _core.topk_f64
+    fn = _kernels.topk
     with blas_single_threaded():
         return fn(queries, database, int(k), int(metric_code), None if self_offset is None else int(self_offset),
                   int(n_threads))
@@ -149,7 +149,7 @@ def pack_bits(bits, n_threads=None):
     if b.dtype.kind != "b" and b.size and ((b != 0) & (b != 1)).any():
         raise ValueError("bits must contain only 0 and 1")
     b = np.ascontiguousarray(b, dtype=np.uint8)
-    return _core.pack_bits(b, get_num_threads(n_threads))
+    return _kernels.pack_bits(b, get_num_threads(n_threads))
 
 
 def unpack_bits(codes, n_bits):
@@ -199,7 +199,7 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
     k = check_k(k, x.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(q.shape[0], k, 4, "distances")
-    return _core.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
+    return _kernels.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
 
 
 class KNeighborsClassifier(ClassifierMixin, BaseEstimator):

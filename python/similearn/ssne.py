@@ -37,7 +37,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from . import _core
+from . import _kernels
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
 from ._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -295,7 +295,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         Xs = np.ascontiguousarray((X - mean) / scale, dtype=dtype)
         Wt = self._init_W(D, M, rng, dtype)
         nt = get_num_threads(self.n_threads)
-        epoch = _core.ssne_epoch_f32 if dtype == np.float32 else _core.ssne_epoch_f64
+        epoch = _kernels.ssne_epoch
         lam, bs, blk = float(self.lam), int(self.batch_size), int(self.block_size)
         self.loss_history_, self.objective_history_ = [], []
         best, bad = np.inf, 0
@@ -347,7 +347,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     def _embed(self, X):
         """Validated X -> (H, ||h||) through the C++ kernel, in X's dtype."""
         Wt = np.ascontiguousarray(np.vstack([self.coef_, self.intercept_[None, :]]).T, dtype=X.dtype)
-        fn = _core.ssne_transform_f32 if X.dtype == np.float32 else _core.ssne_transform_f64
+        fn = _kernels.ssne_transform
         nt = get_num_threads(self.n_threads)
         with blas_limits(1):
             return fn(X, Wt, nt)

@@ -54,7 +54,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone
 
-from . import _core
+from . import _kernels
 from ._config import blas_limits, get_num_threads
 from ._dask import dask_rows
 from ._params import Bool, Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -374,7 +374,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
     def _init_params(self, FL, FR, k, hs, d, dt, rng, nt):
         std = float(self.init_std) if self.init_std is not None else 1.0 / np.sqrt(d)
         a = np.sqrt(3.0) * std  # uniform(-a, a) has standard deviation std
-        fill = getattr(_core, "fill_uniform_" + _sfx(dt))
+        fill = _kernels.fill_uniform
 
         def table(F):  # filled by a counter-based generator: fast for million-row tables
             E = np.empty((F, d), dtype=dt)
@@ -427,7 +427,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         """Tower output for rows of X (b x k); with keep, the activations for backward."""
         P = self.params_
         E = P["E_" + side]
-        h = getattr(_core, "bag_forward_" + _sfx(E.dtype))(X.indptr, X.indices, X.data, rows, E, nt)
+        h = _kernels.bag_forward(X.indptr, X.indices, X.data, rows, E, nt)
         acts = [h]
         Ws, bs = P["W_" + side], P["b_" + side]
         for i, (W, b) in enumerate(zip(Ws, bs)):
@@ -695,10 +695,10 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
                 gr, gE, gacts, scale = gb[side]
                 gg = {}
                 # SciPy's BLAS (as in the fused loop), then the 1/|B'| scaling: the same roundings there
-                dG = getattr(_core, "_gemm_" + sfx)(np.ascontiguousarray(gE), Mp[side], False, False)
+                dG = _kernels.variant("_gemm", gE.dtype)(np.ascontiguousarray(gE), Mp[side], False, False)
                 if Np[side] is not None:  # App. B: - Hhat_other q_j for each item of B'
                     Qs = self._Q if side == "left" else self._R
-                    dG -= getattr(_core, "_gemm_" + sfx)(np.ascontiguousarray(Qs[gr]), Np[side], False, True)
+                    dG -= _kernels.variant("_gemm", gE.dtype)(np.ascontiguousarray(Qs[gr]), Np[side], False, True)
                 dG *= gE.dtype.type(scale)
                 r2, dH2 = gr, self._backward(side, gacts, dG, gg)
                 for nm in gg:
@@ -708,12 +708,12 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
             if not shared:  # B and B' as the kernel's two sources (the fused loop's order)
                 Xs = X[side]
                 s1, s2 = (ss["E_" + side] + [None, None])[:2]
-                getattr(_core, "sparse_step_" + sfx)(Pm["E_" + side], s1, s2, Xs.indptr, Xs.indices, Xs.data,
+                _kernels.sparse_step(Pm["E_" + side], s1, s2, Xs.indptr, Xs.indices, Xs.data,
                                                      r, dH, Xs.indptr, Xs.indices, Xs.data, r2, dH2, *args)
             for i, (W, bias) in enumerate(zip(Pm["W_" + side], Pm["b_" + side])):
                 for nm, arr in ((f"W_{side}_{i}", W), (f"b_{side}_{i}", bias)):
                     s1, s2 = (ss[nm] + [None, None])[:2]
-                    getattr(_core, "dense_step_" + sfx)(arr, s1, s2, np.ascontiguousarray(grads[nm], dtype=arr.dtype),
+                    _kernels.dense_step(arr, s1, s2, np.ascontiguousarray(grads[nm], dtype=arr.dtype),
                                                         *args)
             return r, dH
 
@@ -721,7 +721,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         if shared:  # one table: both bags' gradients in one step
             XL, XR = X["left"], X["right"]
             s1, s2 = (ss["E_left"] + [None, None])[:2]
-            getattr(_core, "sparse_step_" + sfx)(Pm["E_left"], s1, s2, XL.indptr, XL.indices, XL.data, rL,
+            _kernels.sparse_step(Pm["E_left"], s1, s2, XL.indptr, XL.indices, XL.data, rL,
                                                  dHL, XR.indptr, XR.indices, XR.data, rR, dHR,
                                                  o["code"], o["lr"], 0.9, 0.999, o["eps"], self.t_, o["l2"], nt)
         return data
@@ -737,7 +737,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         estL, estR = st["est"]
         dt, gbs, o = st["dt"], st["gbs"], st["opt"]
         Pm, ss = self.params_, self._opt_state
-        fn = getattr(_core, "linear_epoch_" + st["sfx"])
+        fn = _kernels.linear_epoch
         lam = float(self.penalty_weight) if estL is not None else 0.0
         if estL is not None:
             GL, GR = estL.gramian_, estR.gramian_
@@ -793,7 +793,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
               "est": est, "gbs": gbs, "bs": bs, "opt": opt, "sfx": _sfx(dt), "dt": dt,
               "empty_d": np.empty((0, self.params_["E_left"].shape[1]), dtype=dt),
               "Mu": np.empty((k, k), dtype=dt), "Mv": np.empty((k, k), dtype=dt),
-              "pair_loss": getattr(_core, "pair_loss_" + _sfx(dt)), "empty_rows": np.empty(0, dtype=np.int64),
+              "pair_loss": _kernels.pair_loss, "empty_rows": np.empty(0, dtype=np.int64),
               "pool": None, "nt_side": nt}
         if nt >= 2 and self.params_["W_left"]:  # hidden layers: the two towers' work on two threads
             from concurrent.futures import ThreadPoolExecutor

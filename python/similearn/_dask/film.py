@@ -142,9 +142,9 @@ def _rows_block(xb, local_rows, Us, dtype):
 def _matmul_block(vb, P, n_threads):
     """W_b = V_b P with similearn's GEMM kernel (the in-memory one): (n_b x d), V_b's
     dtype.  O(n_b r d)."""
-    from .. import _core
+    from .. import _kernels
 
-    gemm = _core.gemm_nn_f32 if vb.dtype == np.float32 else _core.gemm_nn_f64
+    gemm = _kernels.gemm_nn
     return gemm(_aligned(vb), _aligned(P), _block_threads(n_threads))
 
 

@@ -6,13 +6,13 @@ when ``queries`` or ``database`` is a ``dask.array.Array`` (never imported other
 Plan of one search, for every query chunk Q_i (a NumPy ``queries`` is one chunk):
 
 1. one task per database row block X_b (global row offset o_b): the kernel's first
-   stage (``_core.topk_keys_*``, Hamming: ``_core.hamming_topk``) keeps the
+   stage (``_kernels.topk_keys``, Hamming: ``_kernels.hamming_topk``) keeps the
    min(k, |X_b|) best *ranking keys* of every query with their global indices
    (o_b + local index); Euclidean searches also carry the exact distance of each
    kept row, computed where the row lives;
 2. a tree reduction (``split_every`` partial results per merge task) keeps the k best
    by (key, index): ties go to the lower global index, as in the single call;
-3. one task applies the kernel's second stage (``_core.topk_finalize_*``: cosine
+3. one task applies the kernel's second stage (``_kernels.topk_finalize``: cosine
    scaling by 1/||q||, Euclidean distances) to the merged keys.
 
 Because the single-machine ``topk`` is exactly stage 1 on the whole database
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _core
+from .. import _kernels
 from .._validation import check_codes, check_dense, check_int, check_k
 from . import check_row_chunks, require_dask
 
@@ -67,7 +67,7 @@ def _keys_task(Q, X, k, code, self_offset, gemm, exact, n_threads, o, dtype):
                 np.empty((nq, 0)) if exact else None)
     if X.shape[1] != Q.shape[1]:
         raise ValueError(f"queries has {Q.shape[1]} features but database has {X.shape[1]}")
-    fn = _core.topk_keys_f32 if dtype == np.float32 else _core.topk_keys_f64
+    fn = _kernels.topk_keys
     idx, key, dist = fn(Q, X, kb, code, self_offset, gemm, exact, n_threads)
     return _offset(idx, o), key, dist
 
@@ -94,7 +94,7 @@ def _finalize_task(Q, merged, k, code, n_threads, dtype):
     if Q.shape[0] == 0:
         return np.empty((0, k), np.int64), np.empty((0, k), dtype)
     idx, key, dist = merged
-    fn = _core.topk_finalize_f32 if dtype == np.float32 else _core.topk_finalize_f64
+    fn = _kernels.topk_finalize
     return fn(Q, np.ascontiguousarray(idx), np.ascontiguousarray(key), code, dist, n_threads)
 
 
@@ -111,7 +111,7 @@ def _hamming_task(Q, X, k, self_offset, n_threads, o):
         return np.empty((nq, 0), np.int64), np.empty((nq, 0), np.int32)
     if X.shape[1] != Q.shape[1]:
         raise ValueError(f"query_codes have {Q.shape[1]} words per code but database_codes have {X.shape[1]}")
-    idx, dist = _core.hamming_topk(Q, X, kb, self_offset, n_threads)
+    idx, dist = _kernels.hamming_topk(Q, X, kb, self_offset, n_threads)
     return _offset(idx, o), dist
 
 

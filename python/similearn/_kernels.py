@@ -1,0 +1,101 @@
+"""The one door between Python and the compiled kernels (``similearn._core``).
+
+Every call into ``_core`` made by the package goes through a name defined here,
+so ``grep -n "kernels.film_forward"`` finds every caller of a kernel.  The
+bindings come in two dtype variants (``<name>_f32`` / ``<name>_f64``); the
+functions below pick the variant from the dtype of one named array argument
+(float32 -> ``_f32``, anything else -> ``_f64``).  No other module builds a
+binding name from strings.
+
+The kernels trust their inputs: the public method that calls them validates
+them once (``similearn._validation``) before the first kernel call.  What the
+bindings still check in C++ is limited to memory safety (shapes, CSR slices,
+index ranges of data a kernel dereferences), once per call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import _core
+
+__all__ = ["suffix", "variant"]
+
+
+def suffix(dtype):
+    """``"f32"`` for float32, ``"f64"`` for every other dtype."""
+    return "f32" if np.dtype(dtype) == np.float32 else "f64"
+
+
+def variant(name, dtype):
+    """The ``_core`` binding ``name`` in its ``dtype`` variant."""
+    return getattr(_core, f"{name}_{suffix(dtype)}")
+
+
+def _typed(name, pos, key):
+    """A function calling ``name_f32`` or ``name_f64`` by the dtype of one argument.
+
+    That argument is positional argument ``pos`` or, passed by keyword, ``key``.
+    """
+    f32, f64 = getattr(_core, name + "_f32"), getattr(_core, name + "_f64")
+
+    def call(*args, **kwargs):
+        a = args[pos] if pos < len(args) else kwargs[key]
+        return (f32 if a.dtype == np.float32 else f64)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"``_core.{name}_f32`` or ``_f64`` by the dtype of ``{key}``; the formula is in csrc/."
+    return call
+
+# ---- exact search (csrc/topk.cpp, csrc/gemm_kernel.cpp) -------------------------------------------
+topk = _typed("topk", 0, "queries")
+topk_keys = _typed("topk_keys", 0, "queries")
+topk_finalize = _typed("topk_finalize", 0, "queries")
+gemm_nn = _typed("gemm_nn", 0, "A")
+
+# ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
+hamming_topk = _core.hamming_topk
+hamming_histograms = _core.hamming_histograms
+pack_bits = _core.pack_bits
+
+# ---- FILM (csrc/film.cpp, csrc/stiefel.cpp) ---------------------------------------------------------
+film_forward = _typed("film_forward", 3, "W")
+film_backward = _typed("film_backward", 3, "W")
+film_stats = _typed("film_stats", 0, "W")
+cayley_prepare = _core.cayley_prepare
+cayley_apply = _core.cayley_apply
+bb_products = _core.bb_products
+
+# ---- FRML (csrc/frml.cpp) ---------------------------------------------------------------------------
+frml_sample = _typed("frml_sample", 0, "X")
+frml_retract = _typed("frml_retract", 0, "L")
+frml_run = _typed("frml_run", 0, "X")
+
+# ---- SSNE (csrc/ssne.cpp) ---------------------------------------------------------------------------
+ssne_epoch = _typed("ssne_epoch", 0, "X")
+ssne_transform = _typed("ssne_transform", 0, "X")
+
+# ---- NASH (csrc/nash.cpp) ---------------------------------------------------------------------------
+nash_csr_matmul = _typed("nash_csr_matmul", 5, "W")
+nash_decoder = _typed("nash_decoder", 0, "zp")
+nash_adam_input = _typed("nash_adam_input", 0, "p")
+
+# ---- embedding tables and optimisers (csrc/embedding.cpp) -------------------------------------------
+bag_forward = _typed("bag_forward", 4, "E")
+sparse_step = _typed("sparse_step", 0, "P")
+dense_step = _typed("dense_step", 0, "P")
+fill_uniform = _typed("fill_uniform", 0, "P")
+
+# ---- two-tower training and Gramian estimators (csrc/twotower.cpp, csrc/gramian.cpp) ----------------
+linear_epoch = _typed("linear_epoch", 3, "EL")
+gram_update = _typed("gram_update", 0, "G")
+cross_update = _typed("cross_update", 0, "H")
+sagram_estimate = _typed("sagram_estimate", 0, "G")
+sagram_refresh = _typed("sagram_refresh", 0, "S")
+psd_project = _typed("psd_project", 0, "G")
+pair_loss = _typed("pair_loss", 0, "U")
+
+
+def build_info():
+    """Compiler, flags and ISA of the loaded ``_core`` (``similearn info``)."""
+    return _core._build_info()
