@@ -38,15 +38,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels
-from ._memory import check_memory
-from ._validation import check_dense, check_float, check_indices, check_int, check_min_count
+from .. import _kernels
+from .._memory import check_memory
+from .._validation import check_dense, check_float, check_indices, check_int, check_min_count
 
 __all__ = ["SOGram", "SAGram", "SampledGramian", "exact_gramian", "gramian_error", "item_weights"]
-
-
-def _sfx(dtype):
-    return "f32" if np.dtype(dtype) == np.float32 else "f64"
 
 
 def _cdf(w):
