@@ -204,14 +204,19 @@ py::tuple bind_topk_finalize(const carray<T>& q, const carray<i64>& idx, const c
   return py::make_tuple(oi, os);
 }
 
-// Test hook for the row-major BLAS wrapper: C = op(A) op(B).
+// C = op(a) op(b) through SciPy's BLAS (the row-major wrapper of blas.hpp).
 template <class T>
-carray<T> bind_gemm(const carray<T>& a, const carray<T>& b, bool ta, bool tb) {
+carray<T> bind_blas_gemm(const carray<T>& a, const carray<T>& b, bool ta, bool tb) {
+  if (a.ndim() != 2 || b.ndim() != 2) throw py::value_error("a and b must be 2-D");
   const i64 m = ta ? a.shape(1) : a.shape(0), k = ta ? a.shape(0) : a.shape(1);
   const i64 n = tb ? b.shape(0) : b.shape(1), kb = tb ? b.shape(1) : b.shape(0);
   if (k != kb) throw py::value_error("inner dimensions differ");
   carray<T> c({m, n});
-  sl::blas::gemm_rm<T>(ta, tb, m, n, k, T(1), a.data(), a.shape(1), b.data(), b.shape(1), T(0), c.mutable_data(), n);
+  {
+    py::gil_scoped_release nogil;
+    sl::blas::gemm_rm<T>(ta, tb, m, n, k, T(1), a.data(), a.shape(1), b.data(), b.shape(1), T(0), c.mutable_data(),
+                         n);
+  }
   return c;
 }
 
@@ -713,10 +718,10 @@ PYBIND11_MODULE(_core, m) {
     return d;
   });
 
-  m.def("_gemm_f32", &bind_gemm<float>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("trans_a"),
-        py::arg("trans_b"));
-  m.def("_gemm_f64", &bind_gemm<double>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("trans_a"),
-        py::arg("trans_b"));
+  m.def("blas_gemm_f32", &bind_blas_gemm<float>, py::arg("a").noconvert(), py::arg("b").noconvert(),
+        py::arg("trans_a"), py::arg("trans_b"));
+  m.def("blas_gemm_f64", &bind_blas_gemm<double>, py::arg("a").noconvert(), py::arg("b").noconvert(),
+        py::arg("trans_a"), py::arg("trans_b"));
 
   def_dense<float>(m, "gemm_nn_f32");
   def_dense<double>(m, "gemm_nn_f64");

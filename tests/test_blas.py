@@ -9,7 +9,7 @@ import pytest
 from similearn import _core
 
 
-@pytest.mark.parametrize("dtype,fn", [(np.float32, _core._gemm_f32), (np.float64, _core._gemm_f64)])
+@pytest.mark.parametrize("dtype,fn", [(np.float32, _core.blas_gemm_f32), (np.float64, _core.blas_gemm_f64)])
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
 @pytest.mark.parametrize("m,n,k", [(1, 1, 1), (3, 5, 7), (64, 33, 17), (0, 4, 3), (4, 0, 3), (4, 5, 0)])

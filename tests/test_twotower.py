@@ -11,7 +11,7 @@ from sklearn.base import clone
 import gramian_oracle as O
 from similearn import TwoTower
 from similearn.datasets import make_interactions
-from similearn.gramian import exact_gramian, gramian_error
+from similearn.gramian import exact_gramian, gramian_error, training
 from similearn.metrics import interaction_map_at_k
 
 
@@ -339,19 +339,24 @@ def test_map_at_k_metric():
         interaction_map_at_k(U, V, np.array([[0, 9]]))
 
 
+_FUSED_SUPPORTS = training.FusedEngine.supports
+
+
 @pytest.mark.parametrize("kw", [dict(penalty="sogram"), dict(penalty="sqrt", optimizer="adam"),
                                 dict(penalty="none", optimizer="sgd"), dict(shared_embeddings=True),
                                 dict(penalty="uniform", batch_size=100), dict(penalty="sogram", penalty_weight=0.0),
                                 dict(gramian_weights="items"), dict(gramian_weights="items", penalty="sqrt")])
 def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
     """The C++ loop of linear towers (csrc/twotower.cpp) takes exactly the steps of
-    TwoTower._step: same draws, same kernels, bitwise the same model, any thread count."""
+    training.python_step: same draws, same kernels, bitwise the same model, any thread count."""
     d, tr, te = planted
     pairs = tr[:7000]
     base = dict(n_components=8, n_epochs=2, random_state=3, **kw)
     out = {}
     for fused in (True, False):
-        monkeypatch.setattr(TwoTower, "_USE_FUSED", fused)
+        # the Python engine runs when the fused one declines the model
+        monkeypatch.setattr(training.FusedEngine, "supports", staticmethod(lambda m, fused=fused: fused and
+                                                                          _FUSED_SUPPORTS(m)))
         for nt in (1, 2):
             m = TwoTower(n_threads=nt, **base).fit(d.left_features, d.right_features, pairs)
             out[fused, nt] = (m.params_["E_left"].copy(), m.params_["E_right"].copy(), m.gramian_left_.copy(),

@@ -53,7 +53,7 @@ from .frml import FRML
 from .hashing import HashingMixin, ITQHasher, LSHHasher
 from .nash import NASH
 from .ssne import SSNE
-from .twotower import TwoTower
+from .gramian import TwoTower
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
 from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits

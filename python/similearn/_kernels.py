@@ -52,6 +52,8 @@ topk = _typed("topk", 0, "queries")
 topk_keys = _typed("topk_keys", 0, "queries")
 topk_finalize = _typed("topk_finalize", 0, "queries")
 gemm_nn = _typed("gemm_nn", 0, "A")
+# C = op(a) op(b) through SciPy's BLAS (csrc/blas.cpp), the GEMM the fused two-tower loop calls
+blas_gemm = _typed("blas_gemm", 0, "a")
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
 hamming_topk = _core.hamming_topk

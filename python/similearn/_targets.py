@@ -16,7 +16,7 @@ from sklearn.exceptions import DataConversionWarning
 
 from ._validation import check_finite, check_indices, check_length, check_min_count
 
-__all__ = ["bad_label", "check_label_values", "check_labels", "check_pairs", "check_triplets", "check_pair_labels", "check_similarity", "check_similar_fraction"]
+__all__ = ["bad_label", "check_label_values", "check_labels", "check_pairs", "pair_matrix", "check_triplets", "check_pair_labels", "check_similarity", "check_similar_fraction"]
 
 
 def bad_label(v):
@@ -184,6 +184,14 @@ def check_pairs(pairs, n, name="pairs", *, min_pairs=1):
             check_indices(a[:, col], m, f"{name}[:, {col}]")
         return a
     return _check_tuples(pairs, n, name, 2, "pairs", min_pairs)
+
+
+def pair_matrix(P, n_left, n_right):
+    """Binary (n_left, n_right) int8 CSR with a 1 at each pair of the validated int64 (n, 2) P."""
+    M = sp.csr_matrix((np.ones(P.shape[0], np.int8), (P[:, 0], P[:, 1])), shape=(n_left, n_right))
+    M.sum_duplicates()
+    M.data[:] = 1
+    return M
 
 
 def check_triplets(triplets, n, name="triplets", *, min_triplets=1, distinct=False):

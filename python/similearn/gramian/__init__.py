@@ -10,5 +10,8 @@ training on very large corpora via Gramian estimation", ICLR 2019).
 - :mod:`.torch`: the PyTorch adapter ``GramianPenalty`` (imported explicitly; needs torch).
 """
 from .estimators import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error, item_weights
+from .model import TwoTower
+from .study import gramian_error_trajectory
 
-__all__ = ["SOGram", "SAGram", "SampledGramian", "exact_gramian", "gramian_error", "item_weights"]
+__all__ = ["TwoTower", "SOGram", "SAGram", "SampledGramian", "exact_gramian", "gramian_error", "item_weights",
+           "gramian_error_trajectory"]

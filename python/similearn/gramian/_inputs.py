@@ -1,0 +1,71 @@
+"""Input conversion of the two-tower model: catalogues, targets, the low-rank prior.
+
+Each public method of :class:`similearn.gramian.TwoTower` calls these once; the
+results are the arrays the kernels read (CSR with int64 indices, contiguous values).
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._memory import check_memory
+from .._targets import check_similarity
+from .._validation import check_int, check_X, kernel_csr
+
+__all__ = ["check_features", "check_targets", "check_prior"]
+
+
+def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
+    """int n (one-hot ids) or a 2-D matrix (sparse or dense) -> the kernels' CSR view, values of dtype.
+
+    One copy at most: a dense matrix becomes CSR, a sparse one of another dtype is cast
+    (a sparse one of the right dtype is copied once, since zeros are then eliminated in place).
+    """
+    if isinstance(F, (numbers.Integral, np.integer)) and not isinstance(F, (bool, np.bool_)):
+        n = check_int(F, name, low=1)
+        # the identity's CSR arrays (int32 and int64 index copies, values, the l2 pass)
+        check_memory(n * (28 + 3 * np.dtype(dtype).itemsize), f"{name}={n} (one-hot ids)",
+                     "the one-hot catalogue (an n x n sparse identity)", "pass a feature matrix instead")
+        X = sp.identity(n, dtype=dtype, format="csr")
+    else:
+        X = check_X(F, name, accept_sparse=True, dtype=(np.dtype(dtype).name,), min_samples=min_samples)
+        if not sp.issparse(X):
+            X = sp.csr_matrix(X)
+        elif X is F:  # check_X handed the caller's matrix back: copy before eliminate_zeros
+            X = X.copy()
+        X.eliminate_zeros()
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}")
+    if normalize == "l2":
+        nrm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        scale = np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0).astype(dtype)
+        X = sp.csr_matrix(sp.diags(scale) @ X, dtype=dtype)
+    return kernel_csr(X, dtype, name=name)
+
+
+def check_targets(targets, n_pairs, dtype):
+    """The target similarity of each pair (default 1: implicit feedback), contiguous, of dtype."""
+    if targets is None:
+        return np.ones(n_pairs, dtype=dtype)
+    return np.ascontiguousarray(check_similarity(targets, n_pairs, "targets", low=None, high=None), dtype=dtype)
+
+
+def check_prior(prior, n_left, n_right, dtype):
+    """The low-rank prior p_ij = <q_i, r_j> (App. B) -> (Q, R), or (None, None)."""
+    if prior is None:
+        return None, None
+    if not isinstance(prior, (tuple, list)) or len(prior) != 2:
+        raise TypeError("prior must be a tuple (Q, R): Q (n_left, kP) and R (n_right, kP), the low-rank prior "
+                        "p_ij = <q_i, r_j> of App. B")
+    out = []
+    for M, n, nm in ((prior[0], n_left, "prior[0] (Q)"), (prior[1], n_right, "prior[1] (R)")):
+        M = check_X(M, nm, dtype=(np.dtype(dtype).name,))
+        if M.shape[0] != n:
+            raise ValueError(f"{nm} must have one row per item ({n}), got {M.shape[0]}")
+        out.append(np.ascontiguousarray(M, dtype=dtype))
+    if out[0].shape[1] != out[1].shape[1]:
+        raise ValueError(f"prior Q and R must have the same number of columns, got {out[0].shape[1]} and "
+                         f"{out[1].shape[1]}")
+    return out[0], out[1]

@@ -1,0 +1,590 @@
+"""The two-tower estimator (Krichene et al., "Efficient training on very large
+corpora via Gramian estimation", ICLR 2019).
+
+Model (Fig. 1).  A left item x and a right item y are sparse feature rows (one-hot
+ids, bags of n-grams or categories, numeric side features, all in one CSR row).
+Each tower maps its row through input embeddings summed per row (an embedding bag,
+optionally one table shared by both towers), then zero or more ReLU hidden layers,
+to a k-dimensional output; the score of a pair is <u(x), v(y)>.
+
+Objective (Eq. 1 with the Gramian form, Eq. 4; App. B for a prior):
+
+    (1/n) sum_i (<u_i, v_i> - s_i)^2  +  lam <G_u, G_v>  [ - 2 lam <H_u, H_v> ]
+
+over the n observed pairs (i, j, s).  The penalty is the low-similarity prior on
+all n^2 pairs; it is optimised through estimates Ghat of the Gramians held
+constant within a step (Eq. 7): its gradient w.r.t. u_i is 2 lam Ghat_v u_i, one
+GEMM for the whole batch.  ``penalty`` picks the estimator
+(:mod:`similearn.gramian.estimators`): SOGram (Alg. 2), SAGram (Alg. 1, SAG or
+SAGA), the candidate-sampling baselines of Sec. 3.3 (uniform / linear / sqrt
+proposals with inverse-probability weights), the exact Gramians (small problems),
+or none.  ``regularizer="gor"`` uses the same estimates for the Global Orthogonal
+Regularizer of App. C instead: lam [max(<G_u, G_u>, 1/k) + max(<G_v, G_v>, 1/k)].
+
+The step is defined once in :mod:`similearn.gramian.training` (two engines: a fused
+C++ loop for linear towers, Python steps otherwise); the towers in
+:mod:`similearn.gramian.towers`.
+
+Choices the paper leaves open (see also :mod:`similearn.gramian.estimators`):
+
+- G_u is the paper's Gramian over the training pairs (item j weighted by its
+  share p_j of the pairs); SOGram and SAGram draw B' from p (a random training
+  pair's item), the sampling baselines from their proposal with weights p / q.
+- B' is drawn independently for the two sides (each side's estimate only needs
+  its own items).
+- The sampling baselines use the same surrogate as SOGram (estimates held
+  constant, gradient through the batch B), not the double-sum form (13) that
+  also back-propagates into the sampled items: the same expected gradient at
+  half the tower passes.
+- SAGram caches one embedding per item (refreshed by every batch that embeds the
+  item) instead of one per training pair: the same estimator with fresher
+  entries and O(N k) instead of O(n k) memory.
+- The input embeddings start uniform with standard deviation 1/sqrt(d)
+  (``init_std``); dense layers start with He (ReLU) / LeCun (output) scaling.
+"""
+from __future__ import annotations
+
+import numbers
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator
+
+from .._config import blas_limits, get_num_threads
+from .._dask import dask_rows
+from .._memory import check_memory, check_output_memory
+from .._params import Bool, Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._targets import check_pairs, pair_matrix
+from .._validation import check_bool, check_indices, check_int, kernel_csr, seed_from_random_state
+from ..base import SaveLoadMixin
+from . import towers, training
+from ._inputs import check_features, check_prior, check_targets
+from .estimators import exact_gramian, gramian_error
+
+__all__ = ["TwoTower"]
+
+_PENALTIES = ("sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none")
+
+class TwoTower(SaveLoadMixin, BaseEstimator):
+    """Two-tower embedding model trained with Gramian estimates.
+
+    Parameters
+    ----------
+    n_components : int, default=64
+        k, the output dimension of both towers.
+    hidden_sizes : tuple of int, default=()
+        ReLU hidden layers of each tower (the same for both).  ``()`` gives linear
+        towers: the output is the embedding bag itself (then ``embedding_dim`` =
+        k), i.e. a factorisation model with side features.
+    embedding_dim : int, optional
+        Width d of the input embeddings (default: k; with hidden layers, 64).
+    shared_embeddings : bool, default=False
+        One input embedding table for both towers (the paper's setting); the
+        left and right feature matrices must then have the same columns.
+    penalty : {"sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none"}, default="sogram"
+        How the Gramians of the penalty are estimated (see module docstring).
+        "exact" recomputes every item's embedding each step (small problems).
+    penalty_weight : float, default=10.0
+        lam, the weight of the all-pairs penalty against the squared error
+        (<u, v> - s)^2 (no factor 1/2).  10 is the paper's Wikipedia value; it
+        cross-validates 1 on MovieLens (ratings).  Larger values push unobserved
+        pairs towards 0 harder; tune it on a log grid (1 ... 100) first.
+    regularizer : {"gramian", "gor"}, default="gramian"
+        "gor": the Global Orthogonal Regularizer of App. C with the same estimates.
+    gramian_rate : float, default=0.1
+        SOGram's alpha in (0, 1] (Alg. 2): the best MovieLens value of App. E.
+        Smaller values lower the variance and raise the bias (Prop. 5).
+    sagram_variant : {"saga", "sag"}, default="saga"
+        beta = 1 (unbiased, projected onto the PSD cone) or beta = p_j (SAG, PSD).
+    gramian_batch_size : int, optional
+        |B'|, the Gramian batch (default: batch_size).
+    gramian_weights : {"items", "pairs"}, default="items"
+        Which all-pairs prior the penalty is.  "pairs" (the paper's Eq. 1): the
+        double sum over the training pairs, i.e. G_u = sum_j p_j u_j u_j^T with p_j
+        the item's share of the pairs; its penalty gradient reaches u through the
+        batch B.  Its optimum is popularity-neutral: an item's repulsion grows with
+        its number of pairs as fast as its attraction does.  "items": every pair of
+        catalogue items equally (p_j = 1/N, the prior of implicit-feedback matrix
+        factorisation); B' is drawn uniformly from the catalogue and the penalty
+        gradient 2 lam Ghat_v v'_j / |B'| goes to the B' items (the estimate of the
+        gradient of lam <G_u, G_v> is unbiased either way), so popular items keep
+        the score their pairs give them: on generated data with a popularity skew
+        it multiplies MAP@10 by 3 to 10 (see the README), hence the default.  "items" costs a
+        second sparse step source of |B'| rows and one more GEMM per step.
+    optimizer : {"adagrad", "sgd", "adam"}, default="adagrad"
+        Sparse rows of the embedding tables move only when their features occur
+        in the batch (sparse SGD / Adagrad, lazy Adam); dense layers take the
+        dense step.  The paper uses SGD (learning rate 0.01 with lam = 10 over
+        hours of training); Adagrad needs far fewer epochs on sparse ids.
+    learning_rate : float or "auto", default="auto"
+        "auto": 0.1 (adagrad), 1.0 (sgd), 0.01 (adam) for linear towers, and
+        0.03 / 0.1 / 0.001 with hidden layers (dense ReLU layers need smaller steps).
+    batch_size : int, default=256
+        Pairs per step.  Larger batches are faster per pair (1024 is the paper's)
+        but take fewer steps per epoch: raise n_epochs or the learning rate with it.
+    n_epochs : int, default=5
+        Embedding rows of rare ids move only when they occur, so sparse
+        catalogues need several epochs; with large catalogues and few pairs per
+        item the validation MAP@10 can peak after one or two (measured: 0.20
+        after 1 epoch, 0.17 after 5, 0.16 after 10 on 50,000 x 50,000 items);
+        watch :func:`similearn.metrics.interaction_map_at_k` on held-out pairs
+        (with ``partial_fit`` epoch by epoch) rather than the loss.
+    l2 : float, default=0.0
+        L2 penalty on the parameters that move in a step.
+    normalize : {"l2", None}, default="l2"
+        Rows of the feature matrices are scaled to unit L2 norm, so a row's bag of
+        embeddings has the same scale whatever its number of features.
+    init_std : float, optional
+        Standard deviation of the input embeddings at initialisation (default
+        1/sqrt(d)).
+    dtype : {"float32", "float64"}, default="float32"
+    random_state : int, RandomState, Generator or None
+    n_threads : int, optional
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    left_embedding_, right_embedding_ : ndarray (n_left, k), (n_right, k)
+        Outputs of the towers on the catalogues of the last fit / partial_fit
+        (computed on first access and cached).
+    params_ : dict
+        "E_left", "E_right" (input embeddings; the same array when shared),
+        "W_left", "b_left", "W_right", "b_right" (lists, one per dense layer).
+    gramian_left_, gramian_right_ : ndarray (k, k)
+        The current estimates Ghat_u, Ghat_v.
+    loss_history_ : list of float
+        Per epoch: mean data loss + lam * <Ghat_u, Ghat_v> (the penalty's estimate).
+    loss_parts_history_ : dict of lists, "data" and "penalty".
+    epoch_times_ : list of float
+        Wall-clock seconds of each training epoch (the pass over the pairs, without
+        the set-up of the tables).
+    n_left_, n_right_, n_features_left_, n_features_right_ : int
+    interactions_ : scipy.sparse.csr_matrix (n_left, n_right)
+        The observed pairs seen in training (used by ``recommend``).
+
+    Notes
+    -----
+    Cost per step: O(nnz(B) d + |B| (d h + h^2 + h k)) for the towers, O((|B| +
+    |B'|) k^2) for the penalty (a rank-|B'| update and one GEMM per side);
+    memory O(F d + k^2) plus SAGram's O(N k) cache.  No n x n array is formed.
+    Linear towers with SOGram, a sampling baseline or no penalty run the whole
+    step loop in C++ (the two towers' halves of a step on two threads); the
+    result is bitwise the same as the Python step and independent of n_threads.
+
+    Input scaling: rows are L2-normalised by default, so a row's embedding bag has
+    the same scale whatever its number of features; pass ``normalize=None`` to
+    weight features by their raw values (then scale numeric side features to
+    about unit size yourself).  Targets: 1 for implicit feedback (the default);
+    for ratings, centre them (e.g. subtract the mean rating) so that the
+    low-similarity prior (0 for unobserved pairs) is meaningful.
+
+    Tuning, in order of effect: gramian_weights, penalty_weight, n_epochs,
+    n_components, learning_rate; gramian_rate matters little between 0.01 and 0.3.
+
+    Examples
+    --------
+    >>> from similearn import TwoTower
+    >>> from similearn.datasets import make_interactions
+    >>> d = make_interactions(n_left=500, n_right=400, n_pairs=5000, random_state=0)
+    >>> model = TwoTower(n_components=16, n_epochs=2, random_state=0)
+    >>> model = model.fit(d.left_features, d.right_features, d.pairs)
+    >>> items, scores = model.recommend([0, 1], k=5)
+    >>> items.shape
+    (2, 5)
+    """
+
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity);
+    # =left / =right: the towers' layer widths (embedding_dim, hidden_sizes..., n_components),
+    # =rank: the rank of the low-rank prior
+    _state_shapes = {
+        "params_.E_left": ("n_features_left_", ("structure_.embedding_dim", "=left[0]")),
+        "params_.W_left[i]": ("=left[i]", "=left[i+1]"),
+        "params_.b_left[i]": ("=left[i+1]",),
+        "params_.E_right": ("n_features_right_", ("structure_.embedding_dim", "=right[0]")),
+        "params_.W_right[i]": ("=right[i]", "=right[i+1]"),
+        "params_.b_right[i]": ("=right[i+1]",),
+        "gramian_left_": (("structure_.n_components", "=left[-1]"), "structure_.n_components"),
+        "gramian_right_": (("structure_.n_components", "=right[-1]"), "structure_.n_components"),
+        "_opt_state.E_left[i]": ("n_features_left_", "structure_.embedding_dim"),
+        "_opt_state.E_right[i]": ("n_features_right_", "structure_.embedding_dim"),
+        "_counts_left": ("n_left_",),
+        "_counts_right": ("n_right_",),
+        "_p_left": ("n_left_",),
+        "_p_right": ("n_right_",),
+        "_interactions": ("n_left_", "n_right_"),
+        "_catalogue.left": ("n_left_", "n_features_left_"),
+        "_catalogue.right": ("n_right_", "n_features_right_"),
+        "_embedding_cache.left": ("n_left_", "structure_.n_components"),
+        "_embedding_cache.right": ("n_right_", "structure_.n_components"),
+        "_Q": ("n_left_", "=rank"),
+        "_R": ("n_right_", "=rank"),
+        "cross_left_": ("structure_.n_components", "=rank"),
+        "cross_right_": ("structure_.n_components", "=rank"),
+        "estimator_state_.left.state.p_": ("n_left_",),
+        "estimator_state_.left.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+        "estimator_state_.left.state.cache_": ("n_left_", "structure_.n_components"),
+        "estimator_state_.left.state.prior_": ("n_left_", "=rank"),
+        "estimator_state_.right.state.p_": ("n_right_",),
+        "estimator_state_.right.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+        "estimator_state_.right.state.cache_": ("n_right_", "structure_.n_components"),
+        "estimator_state_.right.state.prior_": ("n_right_", "=rank"),
+    }
+
+    def __init__(self, n_components=64, *, hidden_sizes=(), embedding_dim=None, shared_embeddings=False,
+                 penalty="sogram", penalty_weight=10.0, regularizer="gramian", gramian_rate=0.1,
+                 sagram_variant="saga", gramian_batch_size=None, gramian_weights="items", optimizer="adagrad",
+                 learning_rate="auto",
+                 batch_size=256, n_epochs=5, l2=0.0, normalize="l2", init_std=None, dtype="float32",
+                 random_state=None, n_threads=None, verbose=0):
+        self.n_components = n_components
+        self.hidden_sizes = hidden_sizes
+        self.embedding_dim = embedding_dim
+        self.shared_embeddings = shared_embeddings
+        self.penalty = penalty
+        self.penalty_weight = penalty_weight
+        self.regularizer = regularizer
+        self.gramian_rate = gramian_rate
+        self.sagram_variant = sagram_variant
+        self.gramian_batch_size = gramian_batch_size
+        self.gramian_weights = gramian_weights
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.n_epochs = n_epochs
+        self.l2 = l2
+        self.normalize = normalize
+        self.init_std = init_std
+        self.dtype = dtype
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ checks
+    _constraints = {
+        "n_components": (Int(low=1),),
+        "hidden_sizes": (IntSequence(low=1),),
+        "embedding_dim": (Int(low=1), None),
+        "shared_embeddings": (Bool(),),
+        "penalty": (Options(*_PENALTIES),),
+        "penalty_weight": (Real(low=0),),
+        "regularizer": (Options("gramian", "gor"),),
+        "gramian_rate": (Real(low=0, high=1, low_open=True),),
+        "sagram_variant": (Options("saga", "sag"),),
+        "gramian_batch_size": (Int(low=1), None),
+        "gramian_weights": (Options("pairs", "items"),),
+        "optimizer": (Options(*training.OPTIMIZERS),),
+        "learning_rate": (Options("auto"), Real(low=0, low_open=True)),
+        "batch_size": (Int(low=1),),
+        "n_epochs": (Int(low=0),),
+        "l2": (Real(low=0),),
+        "normalize": (Options("l2"), None),
+        "init_std": (Real(low=0, low_open=True), None),
+        "dtype": (Dtype("float32", "float64"),),
+        "random_state": (RandomState(),),
+        "n_threads": (Threads(),),
+        "verbose": (Verbose(),),
+    }
+
+    def _check_params(self):
+        """Validate the parameters (``_constraints``) and their combination -> (n_components,
+        hidden sizes as a tuple, embedding dim, dtype)."""
+        validate_params(self)
+        k = self.n_components
+        hs = self.hidden_sizes
+        hs = tuple(int(h) for h in ((hs,) if isinstance(hs, numbers.Integral) else hs))
+        d = (k if not hs else 64) if self.embedding_dim is None else self.embedding_dim
+        if not hs and d != k:
+            raise ValueError(f"without hidden layers the output is the embedding bag: embedding_dim ({d}) must "
+                             f"equal n_components ({k})")
+        return k, hs, d, np.dtype(self.dtype)
+
+    # ------------------------------------------------------------------ parameters
+
+    def _learning_rate(self):
+        """The step size; "auto": per optimiser, smaller with hidden layers (dense ReLU
+        layers take larger effective steps than embedding rows)."""
+        if not isinstance(self.learning_rate, str):
+            return float(self.learning_rate)
+        deep = bool(self.params_["W_left"])
+        return {"adagrad": (0.1, 0.03), "sgd": (1.0, 0.1), "adam": (0.01, 0.001)}[self.optimizer][deep]
+
+    def _init_opt_state(self):
+        n_state = training.OPTIMIZERS[self.optimizer]  # 0 sgd, 1 adagrad, 2 adam
+        st = {}
+        for name, arr in towers.named_params(self.params_, self.shared_embeddings):
+            st[name] = [np.zeros(arr.shape, dtype=arr.dtype) for _ in range(n_state)]  # lazily paged in
+        return st
+
+    def _embed_all(self, side, X, nt):
+        return towers.embed_all(self.params_, side, X, nt, int(self.n_components))
+
+    # ------------------------------------------------------------------ fit
+    def _setup(self, left_features, right_features, pairs, targets, prior, first):
+        k, hs, d, dt = self._check_params()
+        norm = self.normalize
+        XL = check_features(left_features, "left_features", dt, norm,
+                            None if first else self.n_features_left_)
+        XR = check_features(right_features, "right_features", dt, norm,
+                            None if first else self.n_features_right_)
+        if not first:
+            self._check_structure(k, hs, d, dt)
+        if not first and (XL.shape[0] != self.n_left_ or XR.shape[0] != self.n_right_):
+            raise ValueError(f"partial_fit needs the catalogues of the first call: {self.n_left_} left and "
+                             f"{self.n_right_} right rows, got {XL.shape[0]} and {XR.shape[0]}")
+        if self.shared_embeddings and XL.shape[1] != XR.shape[1]:
+            raise ValueError("shared_embeddings=True needs left_features and right_features with the same columns "
+                             f"(got {XL.shape[1]} and {XR.shape[1]})")
+        P = check_pairs(pairs, (XL.shape[0], XR.shape[0]))
+        s = check_targets(targets, P.shape[0], dt)
+        Q, R = check_prior(prior, XL.shape[0], XR.shape[0], dt)
+        if Q is not None and self.regularizer == "gor":
+            raise ValueError("a low-rank prior applies to the Gramian penalty, not to regularizer='gor'")
+        if Q is not None and self.penalty == "none":
+            raise ValueError("a low-rank prior is part of the penalty: it needs penalty != 'none'")
+        if first:
+            self._check_memory(k, hs, d, dt, XL.shape[1], XR.shape[1], P.shape[0])
+        return k, hs, d, dt, XL, XR, P, s, Q, R
+
+    def _check_memory(self, k, hs, d, dt, FL, FR, n_pairs):
+        """Refuse, before any work, the parameter tables and step buffers a fit would
+        allocate beyond the memory budget: the input embeddings (F x d, with the
+        optimiser's state), the dense layers, and the activations of a step's batches."""
+        sz, n_state = dt.itemsize, training.OPTIMIZERS[self.optimizer]
+        F = FL + (0 if self.shared_embeddings else FR)
+        check_memory(sz * (1 + n_state) * F * d, f"{'embedding_dim' if hs else 'n_components'}={d} with {FL} left "
+                     f"and {FR} right features", "the input embedding tables (n_features x embedding_dim) and the "
+                     "optimiser's state", "lower n_components / embedding_dim, or hash the features")
+        sizes = (d,) + hs + ((k,) if hs else ())
+        check_memory(2 * sz * (2 + n_state) * sum(a * b for a, b in zip(sizes, sizes[1:])), f"hidden_sizes={hs}",
+                     "the dense layers of both towers, their gradients and optimiser state", "use smaller layers")
+        gbs = int(self.gramian_batch_size if self.gramian_batch_size is not None else self.batch_size)
+        bs = min(int(self.batch_size), n_pairs)
+        check_memory(2 * (bs + gbs) * (8 + 2 * sz * (sum(sizes) + k)),
+                     f"gramian_batch_size={gbs}" if self.gramian_batch_size is not None else
+                     f"batch_size={self.batch_size}", "the activations and gradients of one step's batches",
+                     "lower batch_size / gramian_batch_size")
+
+    def _structure(self, k, hs, d, dt):
+        return {"n_components": k, "hidden_sizes": list(hs), "embedding_dim": d,
+                "shared_embeddings": bool(self.shared_embeddings), "optimizer": self.optimizer,
+                "penalty": self.penalty, "sagram_variant": self.sagram_variant, "dtype": np.dtype(dt).name,
+                "gramian_weights": self.gramian_weights}
+
+    def _check_structure(self, k, hs, d, dt):
+        """partial_fit continues the fitted model: its structural parameters must not change."""
+        now = self._structure(k, hs, d, dt)
+        for key, old in self.structure_.items():
+            if now[key] != old:
+                raise ValueError(f"partial_fit: {key} changed from {old!r} to {now[key]!r} since the model was "
+                                 "fitted; fit a new model instead")
+        if self.shared_embeddings:  # one table (a loaded model has two equal arrays: tie them again)
+            self.params_["E_right"] = self.params_["E_left"]
+
+    def _start(self, XL, XR, P, Q, R, k, hs, d, dt, rng, nt):
+        self.n_left_, self.n_right_ = XL.shape[0], XR.shape[0]
+        self.n_features_left_, self.n_features_right_ = XL.shape[1], XR.shape[1]
+        self.params_ = towers.init_params(XL.shape[1], XR.shape[1], k, hs, d, dt, rng, nt,
+                                         shared=self.shared_embeddings, init_std=self.init_std)
+        self.structure_ = self._structure(k, hs, d, dt)
+        self._opt_state = self._init_opt_state()
+        self.t_ = 0
+        self._counts_left = np.zeros(self.n_left_, dtype=np.int64)
+        self._counts_right = np.zeros(self.n_right_, dtype=np.int64)
+        self.gramian_left_ = np.zeros((k, k), dtype=dt)
+        self.gramian_right_ = np.zeros((k, k), dtype=dt)
+        self.estimator_state_ = None
+        self._Q, self._R = Q, R
+        self.loss_history_ = []
+        self.loss_parts_history_ = {"data": [], "penalty": []}
+        self.epoch_times_ = []
+        self._interactions = sp.csr_matrix((self.n_left_, self.n_right_), dtype=np.int8)
+
+
+    def _train(self, XL, XR, P, s, n_epochs, rng, nt, pool):
+        """``n_epochs`` passes over the pairs (:func:`training.run_epochs`), then the
+        bookkeeping ``recommend`` and the embeddings need."""
+        st = training.start(self, XL, XR, P, s, rng, nt, pool)
+        try:
+            with blas_limits(1):
+                training.run_epochs(self, st, n_epochs)
+        finally:
+            st.close()
+        seen = pair_matrix(P, self.n_left_, self.n_right_)
+        self._interactions = ((self._interactions + seen) > 0).astype(np.int8).tocsr()
+        # the catalogues' outputs are computed on first use (left_embedding_ etc.): for
+        # million-item catalogues they cost more than an epoch of training
+        self._catalogue = {"left": sp.csr_matrix((XL.data, XL.indices, XL.indptr), shape=XL.shape),
+                           "right": sp.csr_matrix((XR.data, XR.indices, XR.indptr), shape=XR.shape)}
+        self._embedding_cache = {}
+
+    def fit(self, left_features, right_features, pairs, targets=None, *, prior=None):
+        """Train on observed pairs (i, j, s) from scratch.
+
+        Parameters
+        ----------
+        left_features : int or matrix of shape (n_left, F_left)
+            The left catalogue: CSR (preferred) or dense features, float32/64;
+            an int n means one-hot ids (the identity).  Rows with no feature get
+            a zero embedding input.
+        right_features : int or matrix of shape (n_right, F_right)
+        pairs : int array of shape (n_pairs, 2)
+            (left row, right row) of each observed pair.
+        targets : array of shape (n_pairs,), optional
+            The target similarity s of each pair (default 1: implicit feedback).
+        prior : tuple (Q, R), optional
+            Low-rank prior p_ij = <q_i, r_j> (App. B); Q (n_left, kP), R (n_right, kP).
+
+        Returns
+        -------
+        self
+        """
+        t0 = time.perf_counter()
+        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, prior, True)
+        self._seed = seed_from_random_state(self.random_state)
+        rng = np.random.default_rng(self._seed)
+        nt = get_num_threads(self.n_threads)
+        self._start(XL, XR, P, Q, R, k, hs, d, dt, rng, nt)
+        self._train(XL, XR, P, s, int(self.n_epochs), rng, nt, pool=True)
+        self.n_iter_ = int(self.n_epochs)
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def partial_fit(self, left_features, right_features, pairs, targets=None, *, prior=None):
+        """One pass over a new chunk of pairs (streaming).  The first call
+        initialises the model; later calls need the same catalogues (feature
+        matrices of the same shapes).  Item weights of the estimators accumulate
+        over all pairs seen so far; SOGram keeps its running estimates."""
+        first = not hasattr(self, "params_")
+        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, prior, first)
+        nt = get_num_threads(self.n_threads)
+        if first:
+            self._seed = seed_from_random_state(self.random_state)
+            self._start(XL, XR, P, Q, R, k, hs, d, dt, np.random.default_rng(self._seed), nt)
+            self.n_iter_ = 0
+        else:
+            if self.params_["E_left"].dtype != dt:
+                raise ValueError("partial_fit: dtype differs from the first call")
+            if Q is not None:
+                self._Q, self._R = Q, R
+        # one stream per call, a function of (seed, call number): reproducible and serialisable
+        rng = np.random.default_rng([self._seed, self.n_iter_ + 1])
+        self._train(XL, XR, P, s, 1, rng, nt, pool=first)
+        self.n_iter_ += 1
+        return self
+
+    # ------------------------------------------------------------------ use
+    def _check_fitted(self):
+        if not hasattr(self, "params_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("This TwoTower instance is not fitted yet; call fit first")
+
+    def _transform(self, side, X):
+        self._check_fitted()
+        if X is None:
+            return getattr(self, f"{side}_embedding_")
+        dt = self.params_["E_left"].dtype
+        check_output_memory(X, int(self.n_components), dt.itemsize, "n_components")  # before the O(nnz) checks
+        Xc = check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"),
+                             min_samples=0)  # 0 rows: a (0, n_components) result
+        nt = get_num_threads(self.n_threads)
+        with blas_limits(nt):
+            return self._embed_all(side, Xc, nt)
+
+    @dask_rows("left_features", n_features="n_features_left_")
+    def transform_left(self, left_features=None):
+        """Left tower outputs u(x): (n, k).  None: the fitted catalogue's (cached).
+
+        left_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
+        outputs are then a lazy Dask array, rows chunked as its."""
+        return self._transform("left", left_features)
+
+    @dask_rows("right_features", n_features="n_features_right_")
+    def transform_right(self, right_features=None):
+        """Right tower outputs v(y): (n, k).  None: the fitted catalogue's (cached).
+
+        right_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
+        outputs are then a lazy Dask array, rows chunked as its."""
+        return self._transform("right", right_features)
+
+    def score_pairs(self, pairs, left_features=None, right_features=None):
+        """<u_i, v_j> for each (i, j) in pairs (rows of the given or fitted catalogues)."""
+        check_pairs(pairs, None, "pairs", min_pairs=0)  # dtype and shape before any embedding
+        U = self.transform_left(left_features)
+        V = self.transform_right(right_features)
+        P = check_pairs(pairs, (U.shape[0], V.shape[0]), min_pairs=0)  # 0 pairs: a (0,) result
+        return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
+
+    def recommend(self, left_rows, k=10, exclude_seen=True):
+        """Top-k right items by score for rows of the fitted left catalogue.
+
+        exclude_seen drops the pairs observed in training.  Returns (indices,
+        scores), (len(left_rows), k); when fewer than k unseen items remain the
+        row is padded with index -1 and score -inf.  Exact search through
+        :func:`similearn.neighbors.topk` (inner product).
+        """
+        from ..neighbors import check_result_memory, topk
+
+        self._check_fitted()
+        one = np.ndim(left_rows) == 0  # a single row index
+        rows = check_indices(np.atleast_1d(left_rows) if one else left_rows, self.n_left_, "left_rows", ndim=1)
+        k = check_int(k, "k", low=1)
+        check_bool(exclude_seen, "exclude_seen")
+        check_result_memory(rows.size, k, self.params_["E_left"].dtype.itemsize)
+        nR = self.n_right_
+        U = np.ascontiguousarray(self.left_embedding_[rows])
+        seen = self._interactions[rows] if exclude_seen else None
+        extra = int(np.diff(seen.indptr).max()) if seen is not None and rows.size else 0
+        kk = min(nR, k + extra)
+        idx, sc = topk(U, self.right_embedding_, kk, metric="ip", n_threads=self.n_threads)
+        out_i = np.full((rows.size, k), -1, dtype=np.int64)
+        out_s = np.full((rows.size, k), -np.inf, dtype=sc.dtype)
+        for r in range(rows.size):
+            ii, ss = idx[r], sc[r]
+            if seen is not None:
+                keep = ~np.isin(ii, seen.indices[seen.indptr[r]:seen.indptr[r + 1]])
+                ii, ss = ii[keep], ss[keep]
+            m = min(k, ii.size)
+            out_i[r, :m], out_s[r, :m] = ii[:m], ss[:m]
+        return out_i, out_s
+
+    def _catalogue_embedding(self, side):
+        self._check_fitted()
+        cache = self.__dict__.setdefault("_embedding_cache", {})
+        if side not in cache:
+            nt = get_num_threads(self.n_threads)
+            with blas_limits(nt):
+                cache[side] = self._embed_all(side, kernel_csr(self._catalogue[side], self.params_["E_left"].dtype), nt)
+        return cache[side]
+
+    @property
+    def left_embedding_(self):
+        """(n_left, k): the left tower's outputs on the fitted catalogue (computed on first use)."""
+        return self._catalogue_embedding("left")
+
+    @property
+    def right_embedding_(self):
+        """(n_right, k): the right tower's outputs on the fitted catalogue (computed on first use)."""
+        return self._catalogue_embedding("right")
+
+    @property
+    def interactions_(self):
+        self._check_fitted()
+        return self._interactions
+
+    def estimation_error(self, left_features, right_features):
+        """||Ghat - G||_F / ||G||_F for each side (Sec. 4.2), G the exact Gramian of
+        the current towers over the catalogues, with the item weights of
+        ``gramian_weights`` (pair frequencies or uniform)."""
+        self._check_fitted()
+        dt = self.params_["E_left"].dtype
+        nt = get_num_threads(self.n_threads)
+        XL = check_features(left_features, "left_features", dt, self.normalize, self.n_features_left_)
+        XR = check_features(right_features, "right_features", dt, self.normalize, self.n_features_right_)
+        with blas_limits(nt):  # the Gramians the penalty is about (item weights per gramian_weights)
+            GL = exact_gramian(self._embed_all("left", XL, nt), self._p_left)
+            GR = exact_gramian(self._embed_all("right", XR, nt), self._p_right)
+        return gramian_error(self.gramian_left_, GL), gramian_error(self.gramian_right_, GR)
+
+

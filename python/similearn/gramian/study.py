@@ -1,0 +1,117 @@
+"""The Gramian-error study of Krichene et al., "Efficient training on very large
+corpora via Gramian estimation" (ICLR 2019), Sec. 4.2 / Fig. 2: the estimation error
+of several Gramian estimators along one common training trajectory.
+
+It drives a :class:`~similearn.gramian.TwoTower` through the training module's
+public step (:func:`similearn.gramian.training.python_step`) and the estimators'
+public ``sample`` / ``update`` / ``observe``.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from sklearn.base import clone
+
+from .._config import blas_limits, get_num_threads
+from .._validation import check_int, seed_from_random_state
+from . import towers, training
+from .estimators import exact_gramian, gramian_error
+from .model import TwoTower
+
+__all__ = ["gramian_error_trajectory"]
+
+
+def gramian_error_trajectory(model, left_features, right_features, pairs, estimators, *, n_steps=1000,
+                             eval_every=100, targets=None, random_state=None):
+    """Estimation error of several Gramian estimators along one training trajectory (Sec. 4.2).
+
+    ``model`` (an unfitted :class:`TwoTower`) is trained for ``n_steps`` steps with its
+    own ``penalty``: that is the common trajectory theta(t).  At every step each
+    estimator of ``estimators`` draws its own Gramian batch B' and updates from the
+    embeddings of the current parameters, exactly as it would during training; every
+    ``eval_every`` steps the exact Gramians G_u(theta(t)), G_v(theta(t)) are computed
+    over the catalogues (weights: the pairs' item frequencies) and each estimate's
+    error ||Ghat - G||_F / ||G||_F recorded.
+
+    Parameters
+    ----------
+    estimators : dict name -> (left, right) estimators of :mod:`similearn.gramian`
+        (not initialised; ``initialize`` is called here with the model's dtype).
+
+    Returns
+    -------
+    dict with "step" (the evaluated steps), "time" (seconds of training so far),
+    and for each name an array (n_evals, 2) of the left / right errors.
+
+    Cost: each evaluation embeds both catalogues, O((n_left + n_right) cost(tower)).
+    """
+    if not isinstance(model, TwoTower):
+        raise TypeError("model must be a TwoTower")
+    n_steps = check_int(n_steps, "n_steps", low=1)
+    eval_every = check_int(eval_every, "eval_every", low=1)
+    if not isinstance(estimators, dict) or not estimators:
+        raise ValueError("estimators must be a non-empty dict name -> (left, right)")
+    m = clone(model)
+    k, hs, d, dt, XL, XR, P, s, Q, R = m._setup(left_features, right_features, pairs, targets, None, True)
+    m._seed = seed_from_random_state(m.random_state)
+    nt = get_num_threads(m.n_threads)
+    m._start(XL, XR, P, Q, R, k, hs, d, dt, np.random.default_rng(m._seed), nt)  # the model at step 0
+    rng = np.random.default_rng(seed_from_random_state(random_state))
+    st = training.start(m, XL, XR, P, s, rng, nt, True)
+    try:
+        return _trajectory(m, st, estimators, n_steps, eval_every)
+    finally:
+        st.close()
+
+
+def _trajectory(m, st, estimators, n_steps, eval_every):
+    k, dt, nt = st.k, st.dtype, st.n_threads
+    XL, XR, P = st.XL, st.XR, st.P
+    pl, pr = m._p_left, m._p_right
+    ests, ids_seen = {}, set()
+    for name, pair in estimators.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"estimators[{name!r}] must be a (left, right) pair of estimators")
+        if id(pair[0]) in ids_seen or id(pair[1]) in ids_seen or pair[0] is pair[1]:
+            raise ValueError(f"estimators[{name!r}]: every side needs its own estimator object")
+        ids_seen.update((id(pair[0]), id(pair[1])))
+        for est, side, X, p, col in ((pair[0], "left", XL, pl, 0), (pair[1], "right", XR, pr, 1)):
+            emb = towers.embed_all(m.params_, side, X, nt, k) if est.needs_embeddings else None
+            est.initialize(p, k, embeddings=emb, dtype=dt, pool=P[:, col])
+        ests[name] = pair
+    out = {"step": [], "time": []}
+    for name in ests:
+        out[name] = []
+    n, bs = P.shape[0], st.batch_size
+    st.shuffle()
+    pos, t_train = 0, 0.0
+    with blas_limits(1):
+        for step in range(1, n_steps + 1):
+            for left, right in ests.values():
+                for est, side, X in ((left, "left", XL), (right, "right", XR)):
+                    ids = est.sample(st.rng, st.gramian_batch_size)
+                    est.update(ids, towers.forward(m.params_, side, X, ids, nt))
+            if pos + bs > n:
+                st.shuffle()
+                pos = 0
+            seen = []  # SAGram's cache sees the gradient batch's (pre-step) embeddings, as in training
+            for left, right in ests.values():
+                for est, side, X, rows in ((left, "left", XL, st.PL), (right, "right", XR, st.PR)):
+                    if est.needs_embeddings:
+                        r = rows[pos:pos + bs]
+                        seen.append((est, r, towers.forward(m.params_, side, X, r, nt)))
+            t0 = time.perf_counter()
+            training.python_step(m, st, slice(pos, pos + bs))
+            t_train += time.perf_counter() - t0
+            for est, r, E in seen:
+                est.observe(r, E)
+            pos += bs
+            if step % eval_every == 0 or step == n_steps:
+                GL = exact_gramian(towers.embed_all(m.params_, "left", XL, nt, k), pl)
+                GR = exact_gramian(towers.embed_all(m.params_, "right", XR, nt, k), pr)
+                out["step"].append(step)
+                out["time"].append(t_train)
+                for name, (left, right) in ests.items():
+                    out[name].append((gramian_error(left.gramian_, GL), gramian_error(right.gramian_, GR)))
+    return {key: np.asarray(val) for key, val in out.items()}

@@ -1,0 +1,465 @@
+"""Training of the two-tower model: one state, one step, two engines.
+
+The step (Krichene et al., "Efficient training on very large corpora via Gramian
+estimation", ICLR 2019, Alg. 1 / Alg. 2): draw a Gramian batch B' per side, embed it
+with the current parameters and update the estimates (Alg. 1 line 8, Alg. 2 line
+6); then the gradient step on a batch B of observed pairs, the penalty's estimates
+held constant (Eq. 7: its gradient w.r.t. u_i is 2 lam Ghat_v u_i, one GEMM per
+batch).  :func:`python_step` is its definition.  Two engines run it:
+
+- :class:`FusedEngine`: the whole epoch of *linear* towers in one C++ loop
+  (``linear_epoch`` in csrc/twotower.cpp): the same draws, kernels and roundings as
+  :func:`python_step`, without Python between steps; used when it supports the model;
+- :class:`PythonEngine`: :func:`python_step` batch after batch (hidden layers, SAGram,
+  the exact Gramians, the low-rank prior of App. B, the GOR of App. C).
+
+The result is bitwise the same whichever engine runs (tested).  The engine is chosen
+by capability: the first of :data:`ENGINES` whose ``supports`` says yes.
+
+The training state (:class:`TrainState`) lives for one ``fit`` / ``partial_fit``
+call; what persists between calls (parameters, optimiser state, estimates) lives on
+the model.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import _kernels
+from ..base import progress
+from . import towers
+from .estimators import SAGram, SampledGramian, SOGram, exact_gramian
+
+__all__ = ["OPTIMIZERS", "OptimizerSettings", "TrainState", "python_step", "PythonEngine", "FusedEngine",
+           "ENGINES", "select_engine", "start", "run_epochs", "estimator_state", "estimator_from_state"]
+
+OPTIMIZERS = {"sgd": 0, "adagrad": 1, "adam": 2}
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """The optimiser of every trained array, as the kernels take it (csrc/embedding.hpp).
+
+    Adam's betas and the epsilons are fixed here, once: beta1 0.9, beta2 0.999,
+    eps 1e-10 for Adagrad (its accumulators start at 0) and 1e-8 for Adam.
+    """
+
+    code: int  # 0 sgd, 1 adagrad, 2 adam
+    lr: float
+    l2: float
+    beta1: float = 0.9
+    beta2: float = 0.999
+    eps: float = 1e-8
+
+    @classmethod
+    def of(cls, name, lr, l2):
+        return cls(code=OPTIMIZERS[name], lr=float(lr), l2=float(l2), eps=1e-10 if name == "adagrad" else 1e-8)
+
+    @property
+    def n_state(self):
+        """Arrays of optimiser state per trained array (0 SGD, 1 Adagrad, 2 Adam)."""
+        return self.code
+
+    def step_args(self, t, n_threads):
+        """The trailing arguments of ``sparse_step`` / ``dense_step`` at step ``t``."""
+        return (self.code, self.lr, self.beta1, self.beta2, self.eps, t, self.l2, n_threads)
+
+
+@dataclass
+class TrainState:
+    """Everything one training call needs besides the model's persistent state."""
+
+    XL: object  # the catalogues, CSR as the kernels read them
+    XR: object
+    P: np.ndarray  # (n_pairs, 2) observed pairs
+    s: np.ndarray  # (n_pairs,) targets
+    rng: np.random.Generator
+    n_threads: int
+    lam: float  # penalty_weight
+    k: int
+    est: tuple  # (left, right) Gramian estimators, or (None, None)
+    batch_size: int
+    gramian_batch_size: int
+    opt: OptimizerSettings
+    dtype: np.dtype
+    items: bool  # gramian_weights="items" with an active penalty: its gradient goes to B'
+    pool: object = None  # one worker thread for the right tower's half of a step
+    side_threads: int = 1  # kernel threads of each tower's half when the halves run in parallel
+    # this epoch's pairs in order (a batch is a contiguous slice)
+    PL: np.ndarray = None
+    PR: np.ndarray = None
+    S: np.ndarray = None
+    # buffers reused by every step
+    Mu: np.ndarray = field(default=None, repr=False)
+    Mv: np.ndarray = field(default=None, repr=False)
+    empty_rows: np.ndarray = field(default=None, repr=False)
+    empty_d: np.ndarray = field(default=None, repr=False)
+
+    def shuffle(self):
+        """A new epoch's order of the pairs."""
+        order = self.rng.permutation(self.P.shape[0])
+        self.PL, self.PR, self.S = self.P[order, 0], self.P[order, 1], self.s[order]
+
+    def both(self, fn):
+        """(fn("left"), fn("right")): the towers' independent halves of a step, on two
+        threads when the state has a pool (numpy's GEMMs and the kernels release the
+        GIL); each side's arithmetic is the same either way."""
+        if self.pool is None:
+            return fn("left"), fn("right")
+        fut = self.pool.submit(fn, "right")
+        left = fn("left")
+        return left, fut.result()
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
+
+# ---------------------------------------------------------------------- estimators
+def make_estimator(m):
+    """A fresh Gramian estimator for one side of model ``m`` (None: exact or no penalty)."""
+    pen = m.penalty
+    if pen == "sogram":
+        return SOGram(alpha=float(m.gramian_rate))
+    if pen == "sagram":
+        return SAGram(variant=m.sagram_variant)
+    if pen in ("uniform", "linear", "sqrt"):
+        return SampledGramian(proposal=pen)
+    return None
+
+
+def estimator_state(est):
+    """A serialisable description of a Gramian estimator (class, params, state)."""
+    params = {k: getattr(est, k) for k in ("alpha", "variant", "project", "proposal") if hasattr(est, k)}
+    return {"class": type(est).__name__, "params": params, "state": dict(vars(est))}
+
+
+def estimator_from_state(d):
+    cls = {"SOGram": SOGram, "SAGram": SAGram, "SampledGramian": SampledGramian}[d["class"]]
+    est = cls(**d["params"])
+    vars(est).update(d["state"])
+    return est
+
+
+def start_estimators(m, XL, XR, P, n_threads, pool):
+    """(Re)initialise the estimators of ``m`` with the item weights of all pairs seen so far."""
+    m._counts_left += np.bincount(P[:, 0], minlength=m.n_left_)
+    m._counts_right += np.bincount(P[:, 1], minlength=m.n_right_)
+    k = int(m.n_components)
+    dt = m.params_["E_left"].dtype
+    if m.gramian_weights == "items":  # every catalogue item equally
+        pl, pr = np.full(m.n_left_, 1.0 / m.n_left_), np.full(m.n_right_, 1.0 / m.n_right_)
+        pool = False
+    else:
+        pl = m._counts_left / m._counts_left.sum()
+        pr = m._counts_right / m._counts_right.sum()
+    m._p_left, m._p_right = pl, pr
+    if m.penalty in ("none", "exact"):
+        return None, None
+    old = m.estimator_state_
+    ests = []
+    for col, (side, X, p, Qs) in enumerate((("left", XL, pl, m._Q), ("right", XR, pr, m._R))):
+        est = make_estimator(m)
+        emb = towers.embed_all(m.params_, side, X, n_threads, k) if est.needs_embeddings else None
+        est.initialize(p, k, prior=Qs, embeddings=emb, dtype=dt, pool=P[:, col] if pool else None)
+        if old is not None:  # keep the running estimates across partial_fit calls
+            prev = estimator_from_state(old[side])
+            if type(prev) is type(est) and prev.gramian_.shape == est.gramian_.shape:
+                if isinstance(est, SOGram):
+                    est.gramian_ = prev.gramian_
+                    if est.cross_ is not None and prev.cross_ is not None:
+                        est.cross_ = prev.cross_
+                est.n_updates_ = prev.n_updates_
+        ests.append(est)
+    return ests[0], ests[1]
+
+
+def start(m, XL, XR, P, s, rng, n_threads, pool):
+    """The state of one training call of model ``m`` (estimators initialised)."""
+    k = int(m.n_components)
+    dt = m.params_["E_left"].dtype
+    est = start_estimators(m, XL, XR, P, n_threads, pool)
+    lam = float(m.penalty_weight)
+    st = TrainState(
+        XL=XL, XR=XR, P=P, s=s, rng=rng, n_threads=n_threads, lam=lam, k=k, est=est,
+        batch_size=int(min(m.batch_size, P.shape[0])),
+        gramian_batch_size=int(m.gramian_batch_size) if m.gramian_batch_size is not None else int(m.batch_size),
+        opt=OptimizerSettings.of(m.optimizer, m._learning_rate(), m.l2), dtype=dt,
+        items=m.gramian_weights == "items" and m.penalty != "none" and lam != 0,
+        side_threads=n_threads, Mu=np.empty((k, k), dtype=dt), Mv=np.empty((k, k), dtype=dt),
+        empty_rows=np.empty(0, dtype=np.int64), empty_d=np.empty((0, m.params_["E_left"].shape[1]), dtype=dt))
+    if n_threads >= 2 and m.params_["W_left"]:  # hidden layers: the two towers' work on two threads
+        from concurrent.futures import ThreadPoolExecutor
+
+        st.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="similearn-tower")
+        st.side_threads = max(1, n_threads // 2)
+    if m.penalty == "none":
+        m.cross_left_ = m.cross_right_ = None
+    return st
+
+
+# ---------------------------------------------------------------------- the penalty
+def penalty_mats(m, st):
+    """(Mu, Mv, Nu, Nv) for the pair_loss kernel from the current estimates
+    (Mu = 2 lam Ghat_v: the batch's penalty gradient is the GEMM U Mu; App. B adds
+    Nu = 2 lam Hhat_v; App. C's GOR uses 4 lam Ghat_u where <G_u, G_u> > 1/k)."""
+    lam, k = st.lam, st.k
+    if m.penalty == "none" or lam == 0:
+        return None, None, None, None
+    Gu, Gv = m.gramian_left_, m.gramian_right_
+    dt = Gu.dtype
+    Mu, Mv = st.Mu, st.Mv
+    if m.regularizer == "gor":
+        au = float(Gu.ravel() @ Gu.ravel()) > 1.0 / k
+        av = float(Gv.ravel() @ Gv.ravel()) > 1.0 / k
+        np.multiply(Gu, dt.type(4 * lam * au), out=Mu)
+        np.multiply(Gv, dt.type(4 * lam * av), out=Mv)
+        return Mu, Mv, None, None
+    np.multiply(Gv, dt.type(2 * lam), out=Mu)
+    np.multiply(Gu, dt.type(2 * lam), out=Mv)
+    if m._Q is None:
+        return Mu, Mv, None, None
+    return (Mu, Mv, np.ascontiguousarray(2 * lam * m.cross_right_, dtype=dt),
+            np.ascontiguousarray(2 * lam * m.cross_left_, dtype=dt))
+
+
+def penalty_value(m, st):
+    """The penalty's current estimate: lam <Ghat_u, Ghat_v> (- 2 lam <Hhat_u, Hhat_v>), or the GOR's."""
+    lam, k = st.lam, st.k
+    if m.penalty == "none" or lam == 0:
+        return 0.0
+    Gu, Gv = m.gramian_left_.ravel(), m.gramian_right_.ravel()
+    if m.regularizer == "gor":
+        return lam * (max(float(Gu @ Gu), 1.0 / k) + max(float(Gv @ Gv), 1.0 / k))
+    v = lam * float(Gu @ Gv)
+    if m._Q is not None:
+        v -= 2 * lam * float(m.cross_left_.ravel() @ m.cross_right_.ravel())
+    return v
+
+
+# ---------------------------------------------------------------------- the step
+def _gramian_step(m, st, gb):
+    """The Gramian half of a step: B' per side, the estimates' update (or the exact Gramians)."""
+    P, nts = m.params_, st.side_threads
+    X = {"left": st.XL, "right": st.XR}
+    est = dict(zip(("left", "right"), st.est))
+    items = st.items
+    if est["left"] is not None:
+        ids = {side: est[side].sample(st.rng, st.gramian_batch_size) for side in ("left", "right")}  # draw order
+
+        def update(side):
+            out = towers.forward(P, side, X[side], ids[side], nts, keep=items)
+            E = out[0] if items else out
+            est[side]._update(ids[side], E)
+            if items:
+                gb[side] = (ids[side], E, out[1], 1.0 / ids[side].size)
+
+        st.both(update)
+        m.gramian_left_, m.gramian_right_ = est["left"].gramian_, est["right"].gramian_
+        m.cross_left_, m.cross_right_ = est["left"].cross_, est["right"].cross_
+    elif m.penalty == "exact":
+        nt = st.n_threads
+        if items:  # B' = the whole catalogue, each item weighted 1/N
+            for side in ("left", "right"):
+                r = np.arange(X[side].shape[0], dtype=np.int64)
+                E, acts_all = towers.forward(P, side, X[side], r, nt, keep=True)
+                gb[side] = (r, E, acts_all, 1.0 / r.size)
+            UL, UR = gb["left"][1], gb["right"][1]
+        else:
+            UL, UR = towers.embed_all(P, "left", X["left"], nt, st.k), towers.embed_all(P, "right", X["right"], nt,
+                                                                                        st.k)
+        m.gramian_left_ = np.ascontiguousarray(exact_gramian(UL, m._p_left), dtype=st.dtype)
+        m.gramian_right_ = np.ascontiguousarray(exact_gramian(UR, m._p_right), dtype=st.dtype)
+        if m._Q is not None:
+            m.cross_left_ = np.ascontiguousarray(UL.T @ (m._p_left[:, None] * m._Q), dtype=st.dtype)
+            m.cross_right_ = np.ascontiguousarray(UR.T @ (m._p_right[:, None] * m._R), dtype=st.dtype)
+
+
+def python_step(m, st, batch):
+    """One step of model ``m`` on the pairs ``batch`` (a slice of this epoch's order):
+    the Gramian updates from B', then the gradient step.  Returns the batch's mean
+    data loss.  This is the definition :class:`FusedEngine` reproduces in C++."""
+    nt, nts = st.n_threads, st.side_threads
+    P = m.params_
+    X = {"left": st.XL, "right": st.XR}
+    est = dict(zip(("left", "right"), st.est))
+    items = st.items
+    gb = {}  # "items": the Gramian batch (rows, outputs, activations, 1/|B'| or 1/N) of each side
+    _gramian_step(m, st, gb)
+    rows = {"left": st.PL[batch], "right": st.PR[batch]}  # contiguous slices of this epoch's order
+    (U, actsL), (V, actsR) = st.both(lambda side: towers.forward(P, side, X[side], rows[side], nts, keep=True))
+    Mu, Mv, Nu, Nv = penalty_mats(m, st)
+    if items:  # the penalty's gradient goes to the Gramian batch (below), not to B
+        Mp, Np = {"left": Mu, "right": Mv}, {"left": Nu, "right": Nv}
+        Mu = Mv = Nu = Nv = None
+    Qb = Rb = None
+    if Nu is not None:
+        Qb, Rb = np.ascontiguousarray(m._Q[rows["left"]]), np.ascontiguousarray(m._R[rows["right"]])
+    dU, dV = np.empty_like(U), np.empty_like(V)
+    data, _ = _kernels.pair_loss(U, V, st.S[batch], None, Mu, Mv, Nu, Nv, Qb, Rb, dU, dV, nt)
+    m.t_ += 1
+    ss = m._opt_state
+    out = {"left": U, "right": V}
+    acts = {"left": actsL, "right": actsR}
+    grad_out = {"left": dU, "right": dV}
+    shared = m.shared_embeddings
+
+    def finish(side):  # cache refresh, backward, the side's optimiser steps
+        args = st.opt.step_args(m.t_, nts)
+        if est[side] is not None:
+            est[side]._observe(rows[side], out[side])
+        grads = {}
+        dH = towers.backward(P, side, acts[side], grad_out[side], grads)
+        r, r2, dH2 = rows[side], st.empty_rows, st.empty_d  # the step's sources: B (and B')
+        if items:  # + the Gramian batch's penalty gradient: (M u'_j) / |B'| for each of its items
+            gr, gE, gacts, scale = gb[side]
+            gg = {}
+            # SciPy's BLAS (as in the fused loop), then the 1/|B'| scaling: the same roundings there
+            dG = _kernels.blas_gemm(np.ascontiguousarray(gE), Mp[side], False, False)
+            if Np[side] is not None:  # App. B: - Hhat_other q_j for each item of B'
+                Qs = m._Q if side == "left" else m._R
+                dG -= _kernels.blas_gemm(np.ascontiguousarray(Qs[gr]), Np[side], False, True)
+            dG *= gE.dtype.type(scale)
+            r2, dH2 = gr, towers.backward(P, side, gacts, dG, gg)
+            for nm in gg:
+                grads[nm] += gg[nm]
+            if shared:  # the shared table's step takes one source per side: B then B'
+                r, dH = np.concatenate([r, r2]), np.concatenate([dH, dH2])
+        if not shared:  # B and B' as the kernel's two sources (the fused loop's order)
+            Xs = X[side]
+            s1, s2 = (ss["E_" + side] + [None, None])[:2]
+            _kernels.sparse_step(P["E_" + side], s1, s2, Xs.indptr, Xs.indices, Xs.data, r, dH,
+                                 Xs.indptr, Xs.indices, Xs.data, r2, dH2, *args)
+        for i, (W, bias) in enumerate(zip(P["W_" + side], P["b_" + side])):
+            for nm, arr in ((f"W_{side}_{i}", W), (f"b_{side}_{i}", bias)):
+                s1, s2 = (ss[nm] + [None, None])[:2]
+                _kernels.dense_step(arr, s1, s2, np.ascontiguousarray(grads[nm], dtype=arr.dtype), *args)
+        return r, dH
+
+    (rL, dHL), (rR, dHR) = st.both(finish)
+    if shared:  # one table: both bags' gradients in one step
+        XL, XR = X["left"], X["right"]
+        s1, s2 = (ss["E_left"] + [None, None])[:2]
+        _kernels.sparse_step(P["E_left"], s1, s2, XL.indptr, XL.indices, XL.data, rL, dHL,
+                             XR.indptr, XR.indices, XR.data, rR, dHR, *st.opt.step_args(m.t_, nt))
+    return data
+
+
+# ---------------------------------------------------------------------- engines
+class PythonEngine:
+    """:func:`python_step` batch after batch: every model."""
+
+    name = "python"
+
+    @staticmethod
+    def supports(m):
+        return True
+
+    @staticmethod
+    def epoch(m, st):
+        """One pass over the pairs -> (summed data loss, summed penalty value)."""
+        n, bs = st.P.shape[0], st.batch_size
+        tot_data = tot_pen = 0.0
+        for start_ in range(0, n, bs):
+            batch = slice(start_, min(n, start_ + bs))
+            nb = batch.stop - batch.start
+            tot_data += python_step(m, st, batch) * nb
+            tot_pen += penalty_value(m, st) * nb
+        return tot_data, tot_pen
+
+
+class FusedEngine:
+    """The epoch of linear towers in one C++ loop (``linear_epoch``)."""
+
+    name = "fused"
+    STEPS_PER_CALL = 64  # steps per call of the C++ loop (Ctrl-C is also checked between calls)
+
+    @staticmethod
+    def supports(m):
+        """Linear towers with SOGram, a sampling baseline or no penalty, the Gramian
+        regularizer, no prior, and not the shared table with item weights."""
+        return (not m.params_["W_left"] and m.regularizer == "gramian" and m._Q is None
+                and m.penalty in ("sogram", "uniform", "linear", "sqrt", "none")
+                and not (m.gramian_weights == "items" and m.shared_embeddings))
+
+    @classmethod
+    def epoch(cls, m, st):
+        """One pass over the pairs -> (summed data loss, summed penalty value)."""
+        XL, XR, rng, nt = st.XL, st.XR, st.rng, st.n_threads
+        estL, estR = st.est
+        dt, gbs, bs = st.dtype, st.gramian_batch_size, st.batch_size
+        Pm, ss = m.params_, m._opt_state
+        lam = st.lam if estL is not None else 0.0
+        if estL is not None:
+            GL, GR = estL.gramian_, estR.gramian_
+            sogram = isinstance(estL, SOGram)
+            a = float(estL.alpha) if sogram else 0.0
+            w_all, decay = (a / gbs, 1.0 - a) if sogram else (0.0, 0.0)
+        else:
+            GL, GR = m.gramian_left_, m.gramian_right_
+            w_all, decay = 0.0, 1.0
+        sL = (ss["E_left"] + [None, None])[:2]
+        sR = sL if m.shared_embeddings else (ss["E_right"] + [None, None])[:2]
+        n = st.PL.size
+        tot_data = tot_pen = 0.0
+        per = cls.STEPS_PER_CALL * bs
+        for c0 in range(0, n, per):
+            c1 = min(n, c0 + per)
+            n_steps = -(-(c1 - c0) // bs)
+            gL = gR = wL = wR = None
+            if estL is not None:  # the Gramian batches of every step, drawn in python_step's order
+                ids = [est.sample(rng, gbs) for _ in range(n_steps) for est in (estL, estR)]
+                gL, gR = np.concatenate(ids[0::2]), np.concatenate(ids[1::2])
+                if not sogram:
+                    wL = np.ascontiguousarray(estL.p_[gL] / (estL.q_[gL] * gbs), dtype=dt)
+                    wR = np.ascontiguousarray(estR.p_[gR] / (estR.q_[gR] * gbs), dtype=dt)
+            data, pen = _kernels.linear_epoch(
+                XL.indptr, XL.indices, XL.data, Pm["E_left"], sL[0], sL[1], st.PL[c0:c1], gL, wL, GL,
+                XR.indptr, XR.indices, XR.data, Pm["E_right"], sR[0], sR[1], st.PR[c0:c1], gR, wR, GR,
+                st.S[c0:c1], bs, gbs, w_all, decay, lam, bool(m.shared_embeddings), m.gramian_weights == "items",
+                st.opt.code, st.opt.lr, st.opt.beta1, st.opt.beta2, st.opt.eps, m.t_ + 1, st.opt.l2, nt)
+            m.t_ += n_steps
+            nb = np.full(n_steps, bs, dtype=np.float64)
+            nb[-1] = (c1 - c0) - bs * (n_steps - 1)
+            tot_data += float(data @ nb)
+            tot_pen += float(pen @ nb)
+            if estL is not None:
+                estL.n_updates_ += n_steps
+                estR.n_updates_ += n_steps
+        if estL is not None:
+            m.gramian_left_, m.gramian_right_ = GL, GR
+            m.cross_left_ = m.cross_right_ = None
+        return tot_data, tot_pen
+
+
+ENGINES = (FusedEngine, PythonEngine)  # by preference; the first that supports the model runs
+
+
+def select_engine(m):
+    """The first engine of :data:`ENGINES` that supports model ``m``."""
+    return next(e for e in ENGINES if e.supports(m))
+
+
+def run_epochs(m, st, n_epochs):
+    """``n_epochs`` passes over the pairs, recording losses and epoch times on ``m``."""
+    engine = select_engine(m)
+    n = st.P.shape[0]
+    with progress(n_epochs, m.verbose, "TwoTower", unit="epoch") as bar:
+        for _ in range(n_epochs):
+            t_epoch = time.perf_counter()
+            st.shuffle()
+            tot_data, tot_pen = engine.epoch(m, st)
+            mdata, mpen = tot_data / n, tot_pen / n
+            if not np.isfinite(mdata + mpen):
+                raise FloatingPointError("TwoTower diverged (non-finite loss); lower learning_rate")
+            m.epoch_times_.append(time.perf_counter() - t_epoch)
+            m.loss_history_.append(float(mdata + mpen))
+            m.loss_parts_history_["data"].append(float(mdata))
+            m.loss_parts_history_["penalty"].append(float(mpen))
+            bar.set_postfix(loss=mdata + mpen)
+            bar.update()
+    if st.est[0] is not None:
+        m.estimator_state_ = {"left": estimator_state(st.est[0]), "right": estimator_state(st.est[1])}
