@@ -30,7 +30,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from similearn.gramian_torch import GramianPenalty  # noqa: E402
+from similearn.gramian.torch import GramianPenalty  # noqa: E402
 
 WORLD = 2
 K = 4
