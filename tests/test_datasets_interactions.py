@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import similearn.datasets._interactions as inter
-from similearn.datasets._interactions import (MOVIELENS_URL, load_edge_list, load_movielens,
-                                              train_test_split_pairs)
+import similearn.datasets._edge_list as edge_list_mod
+import similearn.datasets._movielens as movielens_mod
+import similearn.datasets._numeric_table as inter
+from similearn.datasets import load_edge_list, load_movielens, train_test_split_pairs
+from similearn.datasets._movielens import MOVIELENS_URL
 
 GENRES_100K = ["unknown", "Action", "Adventure", "Animation", "Children's", "Comedy", "Crime", "Documentary",
                "Drama", "Fantasy", "Film-Noir", "Horror", "Musical", "Mystery", "Romance", "Sci-Fi", "Thriller",
@@ -231,7 +233,7 @@ def test_movielens_default_path_download_and_extracted(tmp_path, monkeypatch):
         path.parent.mkdir(parents=True, exist_ok=True)
         return _write_zip(path, ML_1M, "ml-1m/")
 
-    monkeypatch.setattr(inter, "fetch", fake_fetch)
+    monkeypatch.setattr(movielens_mod, "fetch", fake_fetch)
     b = load_movielens("1m", data_home=home, download=True)
     assert calls == [(MOVIELENS_URL + "ml-1m.zip", home / "ml-1m.zip", None)]
     assert b.path == str(home / "ml-1m.zip")
@@ -484,7 +486,7 @@ def test_edge_list_missing_and_download(tmp_path, monkeypatch):
         path.write_bytes(gzip.compress(b"# FromNodeId ToNodeId\n3 7\n7 3\n"))
         return path
 
-    monkeypatch.setattr(inter, "fetch", fake_fetch)
+    monkeypatch.setattr(edge_list_mod, "fetch", fake_fetch)
     b = load_edge_list(f, download=True, download_url=url, sha256="a" * 64)
     assert calls == [(url, f, "a" * 64)]
     np.testing.assert_array_equal(b.pairs, [[0, 1], [1, 0]])

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from similearn._group_sampling import _sample_distinct
 from similearn.triplets import (
-    _sample_distinct,
     clusters_from_pairs,
     triplets_from_labels,
     triplets_from_pairs,

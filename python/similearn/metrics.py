@@ -49,19 +49,16 @@ average over no query is NaN.
 """
 from __future__ import annotations
 
-import numbers
-import warnings
-from collections.abc import Iterable
-
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import UndefinedMetricWarning
 
 from . import _kernels
 from ._config import get_num_threads
+from ._label_forms import _parse_labels
 from ._memory import check_memory
-from ._targets import bad_label, check_label_values, check_pairs
-from ._validation import check_codes, check_dense, check_finite, check_int, check_k, check_length, check_same_dtype
+from ._ranking_metrics import _Accumulator, _ap_auc_from_groups, _check_ks, _dense_block, _topk_metrics
+from ._targets import check_pairs, pair_matrix
+from ._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 from ._dask import is_dask_array
 from .neighbors import _check_metric, _check_self, _topk_raw
 
@@ -81,65 +78,7 @@ _HAMMING_BYTES_PER_PAIR = 8
 _DENSE_LABELS_MAX = 512
 
 
-# --------------------------------------------------------------------------- labels
-
-def _is_set_like(e):
-    return isinstance(e, Iterable) and not isinstance(e, (str, bytes)) and not (
-        isinstance(e, np.ndarray) and e.ndim == 0)
-
-
-def _parse_labels(labels, n, name):
-    """Return (form, value): ("single", 1-D ndarray), ("indicator", csr) or ("sets", list of sets)."""
-    if sp.issparse(labels):
-        if labels.ndim != 2:
-            raise ValueError(f"{name} must be a 2-D indicator matrix, got shape {labels.shape}")
-        Y = sp.csr_matrix(labels)
-        check_length(Y.shape[0], n, name, "rows", f"there are {n} items")
-        if Y.dtype.kind not in "biuf":
-            raise TypeError(f"{name} must be a numeric 0/1 indicator matrix, got dtype {Y.dtype}")
-        check_finite(Y, name)
-        if Y.nnz and not ((Y.data == 0) | (Y.data == 1)).all():
-            raise ValueError(f"{name} must be a 0/1 indicator matrix")
-        return "indicator", Y
-    if isinstance(labels, (list, tuple)):
-        set_like = [_is_set_like(e) for e in labels]
-        if set_like and all(set_like):
-            check_length(len(labels), n, name, "label sets", f"there are {n} items")
-            try:
-                sets = [frozenset(e) for e in labels]
-            except TypeError as exc:
-                raise TypeError(f"{name}: label sets must hold hashable labels ({exc})") from None
-            for i, e in enumerate(sets):
-                why = next((w for w in map(bad_label, e) if w is not None), None)
-                if why is not None:
-                    raise ValueError(f"{name} contains {why} labels (in the label set of item {i}); drop or impute "
-                                     "them first")
-            return "sets", sets
-        if any(set_like):
-            raise TypeError(f"{name} mixes label sets and scalar labels; pass either one label per item "
-                            "or one label set (iterable of labels) per item")
-    a = np.asarray(labels) if not isinstance(labels, np.ndarray) else labels
-    if a.ndim == 1 and a.dtype == object:
-        set_like = [_is_set_like(e) for e in a]
-        if set_like and all(set_like):
-            return _parse_labels(list(a), n, name)
-        if any(set_like):
-            raise TypeError(f"{name} mixes label sets and scalar labels; pass either one label per item "
-                            "or one label set (iterable of labels) per item")
-    if a.ndim == 2:
-        check_length(a.shape[0], n, name, "rows", f"there are {n} items")
-        if a.dtype.kind not in "biuf":
-            raise TypeError(f"a 2-D {name} is a 0/1 indicator matrix and must be numeric, got dtype {a.dtype}")
-        check_finite(a, name)
-        if a.size and not ((a == 0) | (a == 1)).all():
-            raise ValueError(f"{name} must be a 0/1 indicator matrix (2-D), or 1-D labels")
-        return "indicator", sp.csr_matrix(a.astype(np.int8))
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be 1-D labels, a 2-D 0/1 indicator matrix or a list of label sets, "
-                         f"got shape {a.shape}")
-    check_length(a.shape[0], n, name, "labels", f"there are {n} items")
-    return "single", check_label_values(a, name, continuous=True, other_hashables=True)
-
+# --------------------------------------------------------------------------- relevance
 
 class _Relevance:
     """Builds the (block, n_database) uint8 relevance matrix of a block of queries."""
@@ -232,29 +171,7 @@ class _Relevance:
         return (common > 0).reshape(b, k).view(np.uint8)
 
 
-# --------------------------------------------------------------------------- metrics kernels
-
-def _check_ks(ks, n_candidates):
-    if isinstance(ks, numbers.Integral) and not isinstance(ks, (bool, np.bool_)):
-        ks = (ks,)
-    try:
-        ks = list(ks)
-    except TypeError:
-        raise TypeError(f"ks must be an integer or a sequence of integers, got {type(ks).__name__}") from None
-    if not ks:
-        raise ValueError("ks must contain at least one cutoff k")
-    out = []
-    for k in ks:
-        k = check_int(k, "ks")
-        if k < 1:
-            raise ValueError(f"every k in ks must be >= 1, got ks={ks}")
-        if k > n_candidates:
-            raise ValueError(f"ks={ks} contains k={k}, larger than the number of candidates per query "
-                             f"({n_candidates})")
-        if k not in out:
-            out.append(k)
-    return out
-
+# --------------------------------------------------------------------------- query blocks
 
 def _block_rows(block_size, nq, per_row_bytes):
     if block_size is not None:
@@ -264,137 +181,6 @@ def _block_rows(block_size, nq, per_row_bytes):
     check_memory(min(bs, nq) * int(per_row_bytes), f"block_size={bs}", "the working arrays of a block of queries",
                  "lower block_size")
     return bs
-
-
-def _ap_auc_from_groups(Ce, Ne, starts, n_rel, n_tot):
-    """Tie-aware AP and ROC AUC from tie groups.
-
-    Groups of query r are ``Ce[starts[r]:starts[r+1]]``, best score first; ``Ce``
-    and ``Ne`` (float64, 1-D, overwritten) are the cumulative numbers of relevant /
-    all candidates at the end of each group.  Returns float64 ``ap``, ``auc``
-    (NaN where undefined).
-
-    AP = (1/R) sum_g p_g Ce_g / Ne_g, with p_g the relevant items of group g.
-    AUC = Mann-Whitney U / (R (n - R)), U = sum over relevant items of their
-    ascending mid-rank minus R (R + 1) / 2: a relevant item of group g has the
-    descending mid-rank (Ne_{g-1} + 1 + Ne_g) / 2, i.e. ascending n + 1 - that.
-    """
-    p = Ce.copy()                            # relevant items in each group
-    p[1:] -= Ce[:-1]
-    p[starts] = Ce[starts]
-    np.divide(Ce, Ne, out=Ce)                # precision at the end of each group
-    Ce *= p
-    ap_sum = np.add.reduceat(Ce, starts)
-    mid = Ce                                 # reuse: descending mid-ranks
-    mid[1:] = Ne[:-1]
-    mid[starts] = 0.0
-    mid += Ne
-    mid += 1.0
-    mid *= 0.5
-    mid *= p
-    desc_rank_sum = np.add.reduceat(mid, starts)
-    R = n_rel.astype(np.float64)
-    N = (n_tot - n_rel).astype(np.float64)
-    U = R * (n_tot + 1.0) - desc_rank_sum - 0.5 * R * (R + 1.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ap = np.where(n_rel > 0, ap_sum / R, np.nan)
-        auc = np.where((n_rel > 0) & (N > 0), U / (R * N), np.nan)
-    return ap, auc
-
-
-def _topk_metrics(rs_k, n_rel, ks):
-    """P@k and AP@k from ranked relevance ``rs_k`` (b, max(ks)) and totals ``n_rel``."""
-    kmax = rs_k.shape[1]
-    Ck = np.cumsum(rs_k, axis=1, dtype=np.int64)
-    S = np.cumsum((Ck / np.arange(1, kmax + 1)) * rs_k, axis=1)
-    out = {}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for k in ks:
-            apk = S[:, k - 1] / np.minimum(k, n_rel)
-            out[k] = (np.where(n_rel > 0, apk, np.nan), Ck[:, k - 1] / k)
-    return out
-
-
-def _dense_block(work, ks):
-    """Per-query metrics of one block from ``work = [rs, s]``: ranked relevance and
-    ranked scores, both (b, n).  The list is emptied so that both arrays are freed
-    as soon as they are no longer needed (peak about 32 bytes per entry)."""
-    s = work.pop()
-    rs = work.pop()
-    b, n = rs.shape
-    rs_k = rs[:, :max(ks)].copy()
-    ends = np.empty((b, n), dtype=bool)
-    np.not_equal(s[:, 1:], s[:, :-1], out=ends[:, :-1])
-    ends[:, -1] = True
-    del s
-    C = np.cumsum(rs, axis=1, dtype=np.int64 if n >= 2**31 - 1 else np.int32)
-    del rs
-    n_rel = C[:, -1].astype(np.int64)
-    f = np.flatnonzero(ends)
-    del ends
-    starts = np.searchsorted(f, np.arange(b, dtype=np.int64) * n)
-    Ce = C.ravel()[f].astype(np.float64)
-    del C
-    Ne = np.remainder(f, n).astype(np.float64)
-    del f
-    Ne += 1.0
-    ap, auc = _ap_auc_from_groups(Ce, Ne, starts, n_rel, np.full(b, n, np.int64))
-    return n_rel, ap, auc, _topk_metrics(rs_k, n_rel, ks)
-
-
-class _Accumulator:
-    def __init__(self, nq, ks):
-        self.ks = ks
-        self.n_rel = np.empty(nq, np.int64)
-        self.n_tot = np.empty(nq, np.int64)
-        self.ap = np.empty(nq)
-        self.auc = np.empty(nq)
-        self.apk = {k: np.empty(nq) for k in ks}
-        self.pk = {k: np.empty(nq) for k in ks}
-
-    def put(self, start, stop, n_rel, n_tot, ap, auc, tk):
-        self.n_rel[start:stop] = n_rel
-        self.n_tot[start:stop] = n_tot
-        self.ap[start:stop] = ap
-        self.auc[start:stop] = auc
-        for k in self.ks:
-            self.apk[k][start:stop], self.pk[k][start:stop] = tk[k]
-
-    def per_query(self):
-        d = {"map": self.ap, "auc": self.auc}
-        for k in self.ks:
-            d[f"map@{k}"] = self.apk[k]
-        for k in self.ks:
-            d[f"p@{k}"] = self.pk[k]
-        d["n_relevant"] = self.n_rel
-        d["n_candidates"] = self.n_tot
-        return d
-
-    def summary(self):
-        nq = self.n_rel.shape[0]
-        ok = self.n_rel > 0
-        ok_auc = ok & (self.n_rel < self.n_tot)
-        n_ok, n_ok_auc = int(ok.sum()), int(ok_auc.sum())
-
-        def mean(a, m, cnt):
-            return float(np.mean(a[m])) if cnt else float("nan")
-
-        out = {"map": mean(self.ap, ok, n_ok), "auc": mean(self.auc, ok_auc, n_ok_auc)}
-        for k in self.ks:
-            out[f"map@{k}"] = mean(self.apk[k], ok, n_ok)
-        for k in self.ks:
-            out[f"p@{k}"] = float(np.mean(self.pk[k]))
-        out["n_queries"] = n_ok
-        out["n_skipped"] = nq - n_ok
-        out["n_skipped_auc"] = nq - n_ok_auc
-        if n_ok_auc < nq:
-            msg = (f"{nq - n_ok} of {nq} queries have no relevant database item: they are left out of 'map', "
-                   f"'map@k' and 'auc' and count as 0 in 'p@k'")
-            if n_ok_auc < n_ok:
-                msg += (f"; {n_ok - n_ok_auc} more queries have only relevant items and are left out of "
-                        f"'auc'")
-            warnings.warn(msg, UndefinedMetricWarning, stacklevel=3)
-        return out
 
 
 # --------------------------------------------------------------------------- public API
@@ -620,16 +406,8 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
 
 
 # --------------------------------------------------------------------------- interactions
-def _pair_matrix(P, n_left, n_right):
-    """Binary (n_left, n_right) int8 CSR with a 1 at each pair of the validated int64 (n, 2) P."""
-    M = sp.csr_matrix((np.ones(P.shape[0], np.int8), (P[:, 0], P[:, 1])), shape=(n_left, n_right))
-    M.sum_duplicates()
-    M.data[:] = 1
-    return M
-
-
 def _pairs_csr(pairs, n_left, n_right, name):
-    return _pair_matrix(check_pairs(pairs, (n_left, n_right), name, min_pairs=0), n_left, n_right)
+    return pair_matrix(check_pairs(pairs, (n_left, n_right), name, min_pairs=0), n_left, n_right)
 
 
 def interaction_map_at_k(left_vectors, right_vectors, relevant_pairs, k=10, *, n_candidates=None,

@@ -29,10 +29,11 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
+from ._group_sampling import _PairDrawer, _group_layout, _map_other_group, _map_same_group, _sample_distinct
+from ._hard_triplets import _cycle_fill, _hard_negatives_dense, _hard_negatives_sparse, _hard_positives
 from ._memory import check_memory
-from ._targets import check_labels, check_pair_labels, check_pairs, check_similar_fraction, check_triplets
+from ._targets import check_labels, check_pair_labels, check_pairs, check_triplets
 from ._validation import check_X, check_indices, check_int, seed_from_random_state
-from .neighbors import topk
 
 __all__ = [
     "pairs_from_labels",
@@ -43,311 +44,20 @@ __all__ = [
 ]
 
 _METRICS = ("cosine", "ip", "euclidean")
-# Score blocks materialised by the NumPy/SciPy paths hold at most this many entries.
-_BLOCK_ENTRIES = 1 << 22
 # Peak bytes per generated pair / triplet (output, sampled offsets, sort keys and
 # permutations, index temporaries), for the memory check before drawing them.
 _BYTES_PER_PAIR = 64
 _BYTES_PER_TRIPLET = 96
-# Classes with at least this many members are searched against a copy of the
-# other-class rows; smaller classes against the whole data with k + class size.
-_COMPLEMENT_MIN_CLASS = 64
-
-
-# ---------------------------------------------------------------------------
-# small vectorised helpers
-# ---------------------------------------------------------------------------
 
 
 def _make_rng(random_state):
     return np.random.default_rng(seed_from_random_state(random_state))
 
 
-def _sample_distinct(m, k, rng):
-    """Per-row draws from ``[0, m[i])`` without replacement.
-
-    Parameters
-    ----------
-    m : ndarray of shape (n_rows,), int64, every entry >= 1
-        Population size of each row.
-    k : int >= 0
-        Number of draws per row.
-
-    Returns
-    -------
-    ndarray of shape (n_rows, k), int64
-        When ``m[i] >= k`` row ``i`` is a uniformly random k-subset of
-        ``[0, m[i])`` in an exchangeable order (so its first ``t`` columns are a
-        uniform t-subset too).  When ``m[i] < k`` the row cycles through a random
-        permutation of ``[0, m[i])``: every value appears ``k // m[i]`` or
-        ``k // m[i] + 1`` times.
-
-    Notes
-    -----
-    Rows with ``m < 2k`` permute their whole (small) population with random
-    keys; larger populations draw with replacement and redraw duplicates (the
-    expected number of duplicates is below k / 4, so a few rounds suffice).
-    O(n_rows * k log k) time, O(n_rows * k) memory.
-    """
-    m = np.asarray(m, dtype=np.int64)
-    n_rows = m.shape[0]
-    out = np.empty((n_rows, k), dtype=np.int64)
-    if n_rows == 0 or k == 0:
-        return out
-    small = m < 2 * k
-    rows = np.flatnonzero(small)
-    if rows.size:
-        width = int(m[rows].max())
-        step = max(1, _BLOCK_ENTRIES // max(width, k))
-        cols_w = np.arange(width)
-        cols_k = np.arange(k)
-        for s in range(0, rows.size, step):
-            r = rows[s:s + step]
-            mr = m[r][:, None]
-            keys = rng.random((r.size, width))
-            keys[cols_w[None, :] >= mr] = 2.0  # padding sorts last
-            perm = np.argsort(keys, axis=1)
-            out[r] = np.take_along_axis(perm, cols_k[None, :] % mr, axis=1)
-    rows = np.flatnonzero(~small)
-    if rows.size:
-        mr = m[rows]
-        v = rng.integers(0, mr[:, None], size=(rows.size, k), dtype=np.int64)
-        todo = np.arange(rows.size)
-        while todo.size and k > 1:
-            sub = v[todo]
-            o = np.argsort(sub, axis=1, kind="stable")
-            sv = np.take_along_axis(sub, o, axis=1)
-            dup = np.zeros(sub.shape, dtype=bool)
-            dup[:, 1:] = sv[:, 1:] == sv[:, :-1]
-            # flag all but the earliest position of every repeated value: the
-            # choice depends only on the equality pattern, so the result stays
-            # uniform over subsets and exchangeable over positions
-            rr, cc = np.nonzero(dup)
-            if rr.size == 0:
-                break
-            pos = o[rr, cc]
-            v[todo[rr], pos] = rng.integers(0, mr[todo[rr]], dtype=np.int64)
-            todo = np.unique(todo[rr])
-        out[rows] = v
-    return out
-
-
-def _group_layout(groups, n_groups):
-    """Samples sorted by group (then index): order, group sizes, group starts and
-    each sample's position inside its group.  O(n log n)."""
-    order = np.argsort(groups, kind="stable").astype(np.int64, copy=False)
-    sizes = np.bincount(groups, minlength=n_groups).astype(np.int64)
-    starts = np.zeros(n_groups, dtype=np.int64)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    rank = np.empty(groups.shape[0], dtype=np.int64)
-    rank[order] = np.arange(groups.shape[0], dtype=np.int64) - starts[groups[order]]
-    return order, sizes, starts, rank
-
-
-def _map_same_group(off, anchors, groups, layout):
-    """Offset ``off`` in [0, size - 1) -> a member of the anchor's group other than
-    the anchor itself."""
-    order, _, starts, rank = layout
-    off = off + (off >= rank[anchors])
-    return order[starts[groups[anchors]] + off]
-
-
-def _map_other_group(off, anchors, groups, layout):
-    """Offset ``off`` in [0, n - size) -> a sample outside the anchor's group."""
-    order, sizes, starts, _ = layout
-    g = groups[anchors]
-    return order[off + sizes[g] * (off >= starts[g])]
-
-
-def _cycle_fill(sel, counts):
-    """Rows of ``sel`` (n, k) hold ``counts[i] >= 1`` valid leading entries; repeat
-    them cyclically over the k columns."""
-    k = sel.shape[1]
-    if k == 0 or (counts >= k).all():
-        return sel
-    cols = np.arange(k)[None, :] % np.maximum(counts, 1)[:, None]
-    return np.take_along_axis(sel, cols, axis=1)
-
-
-def _take_best(S, kk):
-    """Column indices of the ``kk`` largest entries of each row of ``S`` (n, m),
-    best first, ties to the lower column; entries equal to -inf come last.
-
-    O(n * m) plus a sort of the candidates tied with each row's kk-th value."""
-    n, m = S.shape
-    kk = min(kk, m)
-    out = np.zeros((n, kk), dtype=np.int64)
-    if n == 0 or kk == 0:
-        return out
-    if kk < m:
-        kth = -np.partition(-S, kk - 1, axis=1)[:, kk - 1]
-        r, c = np.nonzero(S >= kth[:, None])
-    else:
-        r, c = np.divmod(np.arange(n * m, dtype=np.int64), m)
-    v = S[r, c]
-    o = np.lexsort((c, -v, r))
-    r, c = r[o], c[o]
-    first = np.searchsorted(r, np.arange(n))
-    rank = np.arange(r.size) - first[r]
-    keep = rank < kk
-    out[r[keep], rank[keep]] = c[keep]
-    return out
-
-
-def _row_norms(X):
-    if sp.issparse(X):
-        return np.sqrt(np.asarray(X.multiply(X).sum(axis=1), dtype=np.float64).ravel())
-    return np.sqrt(np.einsum("ij,ij->i", X, X, dtype=np.float64))
-
-
-def _scores(Q, M, metric, qn, mn):
-    """Closeness scores (n_q, n_m), larger = closer, float64.
-
-    "ip": q.x; "cosine": q.x / (|q| |x|) (0 for zero vectors); "euclidean":
-    2 q.x - |x|^2, which orders candidates as -||q - x|| does (the |q|^2 term is
-    constant per row).  ``qn``/``mn`` are row norms (unused for "ip")."""
-    P = Q @ M.T
-    P = P.toarray() if sp.issparse(P) else np.asarray(P)
-    P = P.astype(np.float64, copy=False)
-    if metric == "cosine":
-        denom = qn[:, None] * mn[None, :]
-        return np.divide(P, denom, out=np.zeros_like(P), where=denom > 0)
-    if metric == "euclidean":
-        return 2.0 * P - (mn * mn)[None, :]
-    return P
-
-
-# ---------------------------------------------------------------------------
-# hard negatives / positives
-# ---------------------------------------------------------------------------
-
-
-def _hard_negatives_dense(X, anchors, groups, sizes, k, metric):
-    """The min(k, n - size) nearest other-class rows of every anchor (best first,
-    ties to the lower index), padded with zeros; uses :func:`topk`."""
-    n = X.shape[0]
-    out = np.zeros((anchors.size, k), dtype=np.int64)
-    a_size = sizes[groups[anchors]]
-    big = a_size >= _COMPLEMENT_MIN_CLASS
-    # large classes: exact search over a copy of the other-class rows
-    for g in np.unique(groups[anchors[big]]):
-        sel = np.flatnonzero(big & (groups[anchors] == g))
-        other = np.flatnonzero(groups != g)
-        db = np.ascontiguousarray(X[other])
-        kk = min(k, other.size)
-        step = max(1, _BLOCK_ENTRIES // max(kk, 1))
-        for s in range(0, sel.size, step):
-            rows = sel[s:s + step]
-            idx, _ = topk(np.ascontiguousarray(X[anchors[rows]]), db, kk, metric)
-            out[rows, :kk] = other[idx]
-    # small classes: search everything with k + class size, drop same-class hits
-    small = np.flatnonzero(~big)
-    small = small[np.argsort(a_size[small], kind="stable")]
-    step = max(1, _BLOCK_ENTRIES // (k + _COMPLEMENT_MIN_CLASS))
-    for s in range(0, small.size, step):
-        rows = small[s:s + step]
-        ks = int(min(n, k + a_size[rows].max()))
-        idx, _ = topk(np.ascontiguousarray(X[anchors[rows]]), X, ks, metric)
-        other = groups[idx] != groups[anchors[rows]][:, None]
-        pos = np.cumsum(other, axis=1) - 1
-        keep = other & (pos < k)
-        r, c = np.nonzero(keep)
-        out[rows[r], pos[r, c]] = idx[r, c]
-    return out
-
-
-def _hard_negatives_sparse(X, anchors, groups, k, metric):
-    """Sparse-X version of :func:`_hard_negatives_dense`: blocks of anchors times
-    all rows with SciPy sparse products, O(block * n) memory per block."""
-    n = X.shape[0]
-    norms = _row_norms(X) if metric != "ip" else None
-    out = np.zeros((anchors.size, k), dtype=np.int64)
-    step = max(1, _BLOCK_ENTRIES // n)
-    for s in range(0, anchors.size, step):
-        a = anchors[s:s + step]
-        S = _scores(X[a], X, metric, None if norms is None else norms[a], norms)
-        S[groups[a][:, None] == groups[None, :]] = -np.inf
-        best = _take_best(S, k)
-        out[s:s + step, :best.shape[1]] = best
-    return out
-
-
-def _hard_positives(X, anchors, groups, layout, k, metric):
-    """The min(k, size - 1) farthest same-class rows of every anchor (farthest
-    first, ties to the lower index), padded with zeros.  O(sum_c a_c s_c d)."""
-    order, sizes, starts, _ = layout
-    norms = _row_norms(X) if metric != "ip" else None
-    out = np.zeros((anchors.size, k), dtype=np.int64)
-    ga = groups[anchors]
-    by_group = np.argsort(ga, kind="stable")
-    bounds = np.flatnonzero(np.diff(ga[by_group])) + 1
-    for rows in np.split(by_group, bounds):
-        if rows.size == 0:
-            continue
-        g = ga[rows[0]]
-        members = order[starts[g]:starts[g] + sizes[g]]
-        M = X[members]
-        mn = None if norms is None else norms[members]
-        step = max(1, _BLOCK_ENTRIES // members.size)
-        for s in range(0, rows.size, step):
-            r = rows[s:s + step]
-            a = anchors[r]
-            S = -_scores(X[a], M, metric, None if norms is None else norms[a], mn)
-            S[a[:, None] == members[None, :]] = -np.inf  # never the anchor itself
-            best = _take_best(S, k)
-            out[r, :best.shape[1]] = members[best]
-    return out
-
-
-# ---------------------------------------------------------------------------
-# public API
-# ---------------------------------------------------------------------------
-
-
 def _check_choice(value, name, choices):
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
     return value
-
-
-class _PairDrawer:
-    """Draws labelled pairs from encoded labels; the class layout is computed once,
-    so repeated draws (one per epoch) cost O(n_pairs) each."""
-
-    def __init__(self, groups, similar_fraction):
-        self.groups = groups
-        self.frac = check_similar_fraction(similar_fraction)
-        self.layout = _group_layout(groups, int(groups.max()) + 1)
-        sizes = self.layout[1]
-        self.eligible = np.flatnonzero(sizes[groups] >= 2)
-        if self.frac != "natural" and self.frac > 0 and self.eligible.size == 0:
-            raise ValueError("y has no class with two or more samples, so no similar pair exists; "
-                             "use similar_fraction=0 or give more samples per class")
-
-    def __call__(self, n_pairs, rng):
-        groups, layout = self.groups, self.layout
-        n, sizes = groups.shape[0], layout[1]
-        if self.frac == "natural":
-            i = rng.integers(0, n, n_pairs)
-            j = rng.integers(0, n - 1, n_pairs)
-            j += j >= i
-            lab = (groups[i] == groups[j]).astype(np.int64)
-            order = np.argsort(-lab, kind="stable")
-            return np.ascontiguousarray(np.c_[i, j][order]), lab[order]
-        n_sim = int(round(self.frac * n_pairs))
-        n_dis = n_pairs - n_sim
-        out = []
-        if n_sim:
-            a = self.eligible[rng.integers(0, self.eligible.size, n_sim)]
-            off = rng.integers(0, sizes[groups[a]] - 1)
-            out.append(np.c_[a, _map_same_group(off, a, groups, layout)])
-        if n_dis:
-            a = rng.integers(0, n, n_dis)
-            off = rng.integers(0, n - sizes[groups[a]])
-            out.append(np.c_[a, _map_other_group(off, a, groups, layout)])
-        pairs = np.ascontiguousarray(np.vstack(out), dtype=np.int64)
-        labels = np.r_[np.ones(n_sim, dtype=np.int64), np.zeros(n_dis, dtype=np.int64)]
-        return pairs, labels
 
 
 def pairs_from_labels(y, n_pairs, similar_fraction=0.5, random_state=None):
@@ -449,7 +159,7 @@ def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="
     Notes
     -----
     Random sampling is vectorised: O(n log n + n_anchors * n_per_anchor log
-    n_per_anchor) time (about a second for 10^6 samples).  Hard negatives cost an
+    n_per_anchor) time.  Hard negatives cost an
     exact search, O(n_anchors * n_samples * n_features); hard positives
     O(sum over classes of anchors_c * size_c * n_features).
     """

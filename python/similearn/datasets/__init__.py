@@ -2,9 +2,13 @@
 file first (checksummed when a checksum is known), into ``get_data_home()``.
 """
 from ._fetch import fetch, get_data_home, sha256sum
-from ._documents import load_20newsgroups, load_hashing_mat, load_reuters21578, vectorize_documents
+from ._bag_of_words import vectorize_documents
+from ._documents import load_20newsgroups, load_reuters21578
+from ._edge_list import load_edge_list
+from ._hashing_mat import load_hashing_mat
+from ._movielens import load_movielens
 from ._npy import dask_from_npy
-from ._interactions import load_edge_list, load_movielens, train_test_split_pairs
+from ._pair_split import train_test_split_pairs
 from ._synthetic import (make_interactions, make_planted_metric, make_planted_stiefel, make_text_pairs,
                          make_tfidf_like, make_topic_documents)
 from ._text import load_quora_pairs, load_sts

@@ -1,11 +1,11 @@
-"""Loaders for document-hashing benchmarks: 20 Newsgroups, Reuters-21578 and the
-``.mat`` TF-IDF files used by VDSH/NASH-style semantic hashing code, plus a
-small bag-of-words helper.
+"""Loaders of the raw-text document corpora of the hashing benchmarks:
+20 Newsgroups and Reuters-21578, with their standard splits and labels.
 
 The loaders read local files (a folder or the original ``.tar.gz`` archive,
 read in place without extracting); with ``download=True`` a missing archive is
 first fetched (see :func:`similearn.datasets.fetch`).  Results are
-:class:`sklearn.utils.Bunch` objects (dict with attribute access).
+:class:`sklearn.utils.Bunch` objects (dict with attribute access).  Bag-of-words
+matrices of the texts: :func:`similearn.datasets.vectorize_documents`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import os
 import re
 import tarfile
 from collections import Counter
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,8 +24,6 @@ from ._fetch import check_choice as _check_choice, check_download, fetch, resolv
 __all__ = [
     "load_20newsgroups",
     "load_reuters21578",
-    "load_hashing_mat",
-    "vectorize_documents",
     "NEWSGROUPS_URL",
     "REUTERS_URL",
 ]
@@ -503,219 +501,3 @@ def load_reuters21578(path=None, subset="train", split="modapte", topics="top10"
         DESCR=_REUTERS_DESCR,
         path=str(path),
     )
-
-
-# ---------------------------------------------------------------------------
-# .mat TF-IDF files (VDSH / NASH style)
-# ---------------------------------------------------------------------------
-
-def _mat_features(mat, name, path):
-    v = mat[name]
-    if sp.issparse(v):
-        X = sp.csr_matrix(v)
-    else:
-        a = np.asarray(v)
-        if a.ndim != 2 or a.dtype.kind not in "biuf":
-            raise ValueError(f"{path}: variable {name!r} must be a 2-D numeric matrix, got shape {a.shape} "
-                             f"and dtype {a.dtype}")
-        X = sp.csr_matrix(a)
-    if X.dtype.kind not in "biuf":
-        raise ValueError(f"{path}: variable {name!r} must be numeric, got dtype {X.dtype}")
-    return X.astype(np.float32 if X.dtype == np.float32 else np.float64, copy=False)
-
-
-def _mat_labels(mat, name, n_rows, x_name, path):
-    """("ids", int64 1-D) or ("matrix", CSR int8 0/1) from a label variable."""
-    v = mat[name]
-    shape = v.shape
-    if len(shape) == 2 and (shape[1] == 1 or (shape[0] == 1 and n_rows != 1)):
-        a = v.toarray() if sp.issparse(v) else np.asarray(v)
-        a = a.ravel()
-        kind = "ids"
-    elif len(shape) == 1:
-        a, kind = np.asarray(v), "ids"
-    elif len(shape) == 2:
-        a, kind = v, "matrix"
-    else:
-        raise ValueError(f"{path}: variable {name!r} must be a label vector or an (n, n_classes) matrix, "
-                         f"got shape {shape}")
-    n = a.shape[0]
-    if n != n_rows:
-        raise ValueError(f"{path}: variable {name!r} has {n} rows but {x_name!r} has {n_rows}")
-    if a.dtype.kind not in "biuf":
-        raise ValueError(f"{path}: variable {name!r} must be numeric, got dtype {a.dtype}")
-    if kind == "ids":
-        if a.size and (not np.all(np.isfinite(a)) or np.any(a != np.round(a)) or a.min() < 0):
-            raise ValueError(f"{path}: class ids in {name!r} must be non-negative integers")
-        return kind, a.astype(np.int64)
-    M = sp.csr_matrix(a)
-    M.eliminate_zeros()
-    if M.nnz and not np.all(M.data == 1):
-        raise ValueError(f"{path}: label matrix {name!r} must hold only 0 and 1")
-    M = M.astype(np.int8)
-    M.sort_indices()
-    return kind, M
-
-
-def load_hashing_mat(path):
-    """Load a ``.mat`` TF-IDF benchmark file as used by VDSH/NASH-style code.
-
-    Parameters
-    ----------
-    path : str or path-like
-        A MATLAB v4/v5/v7 file (not v7.3/HDF5) with variables ``train`` and
-        ``test`` (n x V document-term matrices, sparse or dense), ``gnd_train``
-        and ``gnd_test`` (labels), and optionally ``cv`` with ``gnd_cv``
-        (validation set).  Labels are either (n, n_classes) 0/1 matrices (dense
-        or sparse) or class-id vectors (shape (n,), (n, 1), or (1, n) as
-        ``scipy.io.savemat`` writes 1-D arrays).
-
-    Returns
-    -------
-    data : sklearn.utils.Bunch
-        X_train : scipy.sparse.csr_matrix of shape (n_train, V)
-            float32 if stored as single precision, else float64.
-        X_test : scipy.sparse.csr_matrix of shape (n_test, V)
-        y_train, y_test : ndarray of shape (n,), int64, or scipy.sparse.csr_matrix of shape (n, n_classes), int8
-            Class ids when every label matrix of the file has exactly one 1 per
-            row (or labels are stored as ids), else 0/1 indicator matrices.  The
-            choice is made for the whole file, so all splits get the same kind.
-            Stored ids are kept as they are (1-based ids stay 1-based).
-        X_val, y_val :
-            Only when the file has ``cv``/``gnd_cv``; as above.
-        n_classes : int
-            Number of columns of the label matrices; for ids only, the largest
-            id + 1.
-        path : str
-
-    Raises
-    ------
-    FileNotFoundError
-        Missing file.
-    ValueError
-        A missing variable (``cv`` without ``gnd_cv`` or the reverse too), a
-        v7.3 file, label rows not matching the rows of the features, train /
-        test / cv with different numbers of columns, label matrices with
-        different numbers of columns or values other than 0/1, negative or
-        non-integer class ids, ids not below the number of matrix columns.
-    """
-    import scipy.io  # lazy: not needed by the rest of the package
-
-    path = Path(os.fspath(path)).expanduser()
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found")
-    try:
-        mat = scipy.io.loadmat(path)
-    except NotImplementedError as exc:  # MATLAB v7.3 files are HDF5
-        raise ValueError(f"{path}: cannot read this .mat file ({exc}); save it with -v7 or earlier") from None
-    present = sorted(k for k in mat if not k.startswith("__"))
-    splits = [("train", "train", "gnd_train"), ("test", "test", "gnd_test")]
-    if "cv" in mat or "gnd_cv" in mat:
-        splits.append(("val", "cv", "gnd_cv"))
-    for _, x_name, y_name in splits:
-        for name in (x_name, y_name):
-            if name not in mat:
-                raise ValueError(f"{path}: variable {name!r} not found (variables: {present})")
-
-    out = Bunch()
-    n_features = None
-    labels = {}
-    for key, x_name, y_name in splits:
-        X = _mat_features(mat, x_name, path)
-        if n_features is None:
-            n_features = X.shape[1]
-        elif X.shape[1] != n_features:
-            raise ValueError(f"{path}: variable {x_name!r} has {X.shape[1]} columns but 'train' has {n_features}")
-        out["X_" + key] = X
-        labels[key] = (y_name,) + _mat_labels(mat, y_name, X.shape[0], x_name, path)
-
-    n_cols = None
-    for y_name, kind, y in labels.values():
-        if kind == "matrix":
-            if n_cols is None:
-                n_cols = (y_name, y.shape[1])
-            elif y.shape[1] != n_cols[1]:
-                raise ValueError(f"{path}: label matrix {y_name!r} has {y.shape[1]} columns but "
-                                 f"{n_cols[0]!r} has {n_cols[1]}")
-    as_ids = all(kind == "ids" or np.all(np.diff(y.indptr) == 1) for _, kind, y in labels.values())
-    for y_name, kind, y in labels.values():
-        if kind == "ids" and n_cols is not None and y.size and y.max() >= n_cols[1]:
-            raise ValueError(f"{path}: class ids in {y_name!r} go up to {y.max()} but label matrix "
-                             f"{n_cols[0]!r} has only {n_cols[1]} columns")
-    if not as_ids:
-        for y_name, kind, y in labels.values():
-            if kind == "ids":
-                raise ValueError(f"{path}: {y_name!r} holds class ids but the other label matrices are "
-                                 f"multi-label; store all labels the same way")
-    for key, (y_name, kind, y) in labels.items():
-        if as_ids and kind == "matrix":
-            y = y.indices.astype(np.int64)
-        out["y_" + key] = y
-    if n_cols is not None:
-        n_classes = n_cols[1]
-    else:
-        n_classes = max((int(y.max()) + 1 for _, _, y in labels.values() if y.size), default=0)
-    out["n_classes"] = n_classes
-    out["path"] = str(path)
-    return out
-
-
-# ---------------------------------------------------------------------------
-# Bag of words
-# ---------------------------------------------------------------------------
-
-def vectorize_documents(train_texts, test_texts=None, *, max_features=10000, kind="counts", min_df=1,
-                        stop_words="english"):
-    """Bag-of-words matrices for hashing benchmarks (vocabulary fit on the training texts).
-
-    Parameters
-    ----------
-    train_texts : list of str
-        The vocabulary (and, for ``kind="tfidf"``, the IDF weights) is learnt
-        from these.
-    test_texts : list of str, optional
-        Transformed with the training vocabulary.
-    max_features : int or None, default=10000
-        Keep the most frequent terms (by count over ``train_texts``).
-    kind : {"counts", "tfidf"}, default="counts"
-        Raw term counts (``CountVectorizer``) or L2-normalised TF-IDF
-        (``TfidfVectorizer`` defaults: smooth IDF, raw term frequency).
-    min_df : int or float, default=1
-        Drop terms in fewer documents than this (a float is a fraction).
-    stop_words : "english", list of str or None, default="english"
-        Passed to scikit-learn (its built-in English list for ``"english"``).
-
-    Returns
-    -------
-    X_train : scipy.sparse.csr_matrix of shape (n_train, n_terms), float32
-    X_test : scipy.sparse.csr_matrix of shape (n_test, n_terms), float32, or None
-        None when ``test_texts`` is None.
-    vocabulary : list of str, length n_terms
-        Term of each column.
-
-    Notes
-    -----
-    Documents left without any kept term are all-zero rows; they are not
-    dropped (filter them with ``X.getnnz(axis=1) > 0`` if needed).  Tokens are
-    lower-cased runs of two or more word characters (scikit-learn's default).
-
-    Raises
-    ------
-    TypeError
-        ``train_texts`` or ``test_texts`` is a single string.
-    ValueError
-        Bad ``kind``; no term left (scikit-learn's "empty vocabulary").
-    """
-    from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer  # lazy: slow import
-
-    _check_choice("kind", kind, ("counts", "tfidf"))
-    for name, texts in (("train_texts", train_texts), ("test_texts", test_texts)):
-        if isinstance(texts, (str, bytes)):
-            raise TypeError(f"{name} must be a list of documents, not a single string")
-    cls = CountVectorizer if kind == "counts" else TfidfVectorizer
-    vec = cls(max_features=max_features, min_df=min_df, stop_words=stop_words, dtype=np.float32)
-    X_train = sp.csr_matrix(vec.fit_transform(list(train_texts)), dtype=np.float32)
-    X_test = None
-    if test_texts is not None:
-        X_test = sp.csr_matrix(vec.transform(list(test_texts)), dtype=np.float32)
-    return X_train, X_test, [str(t) for t in vec.get_feature_names_out()]
