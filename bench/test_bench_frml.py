@@ -34,10 +34,12 @@ def _state(D, m, n=2000, seed=0):
 def _run(X, L, rel, steps, step0=0, gamma=1, strategy=0, eta=1.0, nt=1):
     G = np.ascontiguousarray(L.T @ L)
     Z = np.zeros((X.shape[0], L.shape[1]))
-    st = np.array([-1.0, 0, 0, 0])
+    st = _core.FrmlRunState()
+    params = _core.FrmlParams(batch=5, gamma=gamma, lam=0.1, loss=0, seed=1)
+    cfg = _core.FrmlRunConfig(step0=step0, n_steps=steps, eta0=eta, decay=0.0, power=0.0, strategy=strategy,
+                              refresh_gram=500, cache_bytes=256 << 20, n_threads=nt)
     with blas_limits(1):
-        return _core.frml_run_f64(X, L, G, Z, st, rel.kernel, rel.queries, 5, gamma, 0.1, 0, 1, step0, steps, eta,
-                                  0.0, 0.0, strategy, 500, 256 << 20, nt)
+        return _core.frml_run_f64(X, L, G, Z, st, rel.kernel, rel.queries, params, cfg)
 
 
 @pytest.mark.parametrize("D,m", [(250, 50), (500, 50), (1000, 50), (1000, 25), (1000, 100)])

@@ -18,7 +18,7 @@ What is timed, and what is not
 
   - ``gram_update``: ``_core.gram_update_f32(G, E, None, alpha/|B|, 1 - alpha)``,
     the SOGram rank-|B| update of one side (Alg. 2), O(|B| k^2);
-  - ``pair_loss``: ``_core.pair_loss_f32(U, V, s, None, Mu, Mv, ..., dU, dV, 1)``,
+  - ``pair_loss``: ``_core.pair_loss_f32(U, V, s, w=None, Mu=Mu, Mv=Mv, ..., dU=dU, dV=dV, n_threads=1)``,
     the batch's data loss and gradients with the penalty GEMMs U Mu, V Mv
     (Mu = 2 lam Ghat_v), O(|B| k^2).
 
@@ -134,7 +134,8 @@ def _kernel_call(impl, B, k, reps):
 
     def run():
         for _ in range(reps):
-            out = _core.pair_loss_f32(U, V, s, None, Mu, Mv, None, None, None, None, dU, dV, 1)
+            out = _core.pair_loss_f32(U, V, s, w=None, Mu=Mu, Mv=Mv, Nu=None, Nv=None, Qb=None, Rb=None, dU=dU, dV=dV,
+                                      n_threads=1)
         return np.asarray([out[0], out[1], dU[0, 0], dV[0, 0]])
     return run
 

@@ -1,7 +1,5 @@
 #include "parallel.hpp"
 
-#include <pybind11/pybind11.h>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -10,11 +8,13 @@
 #include <thread>
 #include <vector>
 
-namespace py = pybind11;
-
 namespace sl {
 
 namespace {
+
+InterruptCheck host_check = nullptr;  // set_interrupt_check(); none: never interrupted
+
+bool interrupt_requested() { return host_check != nullptr && host_check(); }
 
 // What checkpoint() does on this thread: the innermost parallel_for() running a
 // task here sets it for the duration of the call (inline on the calling thread:
@@ -41,6 +41,8 @@ class ScopeGuard {
 struct Abandoned {};
 
 }  // namespace
+
+void set_interrupt_check(InterruptCheck check) { host_check = check; }
 
 int hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
@@ -113,25 +115,20 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
       cv.wait_for(lk, std::chrono::milliseconds(50));
       if (running.load() == 0 || interrupted) continue;
       lk.unlock();
-      {
-        py::gil_scoped_acquire gil;
-        if (PyErr_CheckSignals() != 0) interrupted = true;
+      if (interrupt_requested()) {
+        interrupted = true;
+        stop.store(true);
       }
-      if (interrupted) stop.store(true);
       lk.lock();
     }
   }
   for (auto& t : threads) t.join();
-  if (interrupted) {
-    py::gil_scoped_acquire gil;
-    throw py::error_already_set();  // KeyboardInterrupt (or whatever the handler raised)
-  }
+  if (interrupted) throw Interrupted{};
   if (error) std::rethrow_exception(error);
 }
 
 void SignalPoll::check() {
-  py::gil_scoped_acquire gil;
-  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  if (interrupt_requested()) throw Interrupted{};
 }
 
 }  // namespace sl

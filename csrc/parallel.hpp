@@ -4,8 +4,12 @@
 // `n_threads` std::threads (dynamic scheduling through an atomic counter, so the
 // assignment of tasks to threads never changes a result as long as each task is
 // independent), while the calling thread sleeps and, every few tens of
-// milliseconds, briefly takes the GIL to run PyErr_CheckSignals().  On Ctrl-C
-// the remaining tasks are skipped and KeyboardInterrupt is raised in Python.
+// milliseconds, runs the host's interrupt check (set_interrupt_check: the Python
+// bindings install Python's Ctrl-C check; without a host nothing interrupts).  On an
+// interrupt the remaining tasks are skipped and sl::Interrupted is thrown (the
+// bindings turn it into the KeyboardInterrupt Python's handler raised).
+//
+// This file does not depend on Python: the C++ core runs without it.
 //
 // With one worker (n_threads == 1, or a single task) the tasks run inline on the
 // calling thread, which then polls between tasks and at every checkpoint() a task
@@ -23,17 +27,28 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 
 namespace sl {
 
+// The host's interrupt check: returns true when the running call must stop (e.g. the
+// user pressed Ctrl-C).  Called on the thread that called the kernel, at most every
+// 50 ms.  Set once, before any kernel runs (not thread-safe against running kernels).
+using InterruptCheck = bool (*)();
+void set_interrupt_check(InterruptCheck check);
+
+// Thrown (on the calling thread) when the interrupt check said stop.
+struct Interrupted : std::exception {
+  const char* what() const noexcept override { return "interrupted"; }
+};
+
 // Number of hardware threads (>= 1).
 int hardware_threads();
 
-// Run fn(task, thread_index) for task in [0, n_tasks).  Must be called WITHOUT the
-// GIL.  thread_index is in [0, min(n_threads, n_tasks)).  Exceptions thrown by a
-// task are re-thrown in the caller (first one wins; a KeyboardInterrupt wins over
-// them).
+// Run fn(task, thread_index) for task in [0, n_tasks).  Called from Python: WITHOUT
+// the GIL (the interrupt check takes it).  thread_index is in [0, min(n_threads, n_tasks)).  Exceptions thrown by a
+// task are re-thrown in the caller (first one wins; an interrupt wins over them).
 void parallel_for(std::int64_t n_tasks, int n_threads,
                   const std::function<void(std::int64_t task, int thread)>& fn);
 
@@ -46,15 +61,13 @@ inline int n_workers(std::int64_t n_tasks, int n_threads) {
 // Interruption point for long parallel_for tasks: call it between blocks of a few
 // tens of microseconds or more of work (a thread-local read and a relaxed load, or
 // a clock read).  Inside a task run inline on the calling thread it polls for
-// Ctrl-C (at most every 50 ms) and throws pybind11::error_already_set
-// (KeyboardInterrupt); inside a task on a worker thread it throws an internal
+// an interrupt (at most every 50 ms) and throws sl::Interrupted; inside a task on a worker thread it throws an internal
 // exception that parallel_for() swallows once the call is being stopped; outside
 // parallel_for() it does nothing.
 void checkpoint();
 
-// For long serial loops run WITHOUT the GIL: call tick() once per iteration (it is
-// cheap); about every 50 ms it takes the GIL and runs PyErr_CheckSignals(), and
-// throws pybind11::error_already_set (KeyboardInterrupt) when a handler raised.
+// For long serial loops: call tick() once per iteration (it is cheap); about every
+// 50 ms it runs the interrupt check and throws sl::Interrupted when it says stop.
 // The clock is read every `gate` ticks, the gate doubling while reads are under
 // 0.5 ms apart and falling back to 1 when they are over 2 ms apart (at most 1024):
 // iterations of a few microseconds pay next to nothing, long ones get a read each,

@@ -16,6 +16,15 @@ def _fn(name, dtype):
     return getattr(_core, f"{name}_{'f32' if dtype == np.float32 else 'f64'}")
 
 
+def _params(gamma, loss, seed, batch=1, lam=0.0):
+    return _core.FrmlParams(batch=batch, gamma=gamma, lam=lam, loss=loss, seed=seed)
+
+
+def _config(step0, n_steps, eta0, strategy, cache_bytes, n_threads):
+    return _core.FrmlRunConfig(step0=step0, n_steps=n_steps, eta0=eta0, decay=0.0, power=0.0, strategy=strategy,
+                               refresh_gram=500, cache_bytes=cache_bytes, n_threads=n_threads)
+
+
 def _problem(rng, n=40, D=7, m=3, n_classes=3, dtype=np.float64):
     X = rng.standard_normal((n, D)).astype(dtype)
     y = rng.integers(0, n_classes, n)
@@ -69,8 +78,8 @@ def test_sampler_matches_oracle(dtype, kind, cached, loss, gamma, rng):
     n = X.shape[0]
     rel, orel = _rel_pair(kind, rng, n, y)
     Z = np.ascontiguousarray(X.astype(np.float64) @ L.astype(np.float64))
-    idx, val = _fn("frml_sample", dtype)(X, L, Z.astype(dtype) if cached else None, rel.kernel, rel.queries, gamma,
-                                         {"warp": 0, "auc": 1}[loss], 11, 5, 60, 2)
+    idx, val = _fn("frml_sample", dtype)(X, L, Z.astype(dtype) if cached else None, rel.kernel, rel.queries,
+                                         _params(gamma, {"warp": 0, "auc": 1}[loss], 11), 5, 60, 2)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     for i in range(60):
         ref = O.sample(Z, orel, 11, 5 + i, gamma, loss)
@@ -84,7 +93,7 @@ def test_warp_weight_and_truncation(rng):
     X, y, L = _problem(rng, n=60)
     rel = relevance_from_labels(np.unique(y, return_inverse=True)[1])
     for gamma in (1, 4, 25):
-        idx, val = _core.frml_sample_f64(X, L * 0.01, None, rel.kernel, rel.queries, gamma, 0, 3, 0, 40, 1)
+        idx, val = _core.frml_sample_f64(X, L * 0.01, None, rel.kernel, rel.queries, _params(gamma, 0, 3), 0, 40, 1)
         for (q, p, neg, checks), (w, hinge, dpos) in zip(idx, val):
             nn = rel.n_neg[q]
             assert checks <= nn // gamma
@@ -98,9 +107,9 @@ def test_warp_weight_and_truncation(rng):
 def test_sampler_threads_and_chunks_do_not_change_draws(rng):
     X, y, L = _problem(rng, n=50)
     rel = relevance_from_labels(np.unique(y, return_inverse=True)[1])
-    a = _core.frml_sample_f64(X, L, None, rel.kernel, rel.queries, 1, 0, 5, 0, 30, 1)
-    b = _core.frml_sample_f64(X, L, None, rel.kernel, rel.queries, 1, 0, 5, 0, 30, 2)
-    c = _core.frml_sample_f64(X, L, None, rel.kernel, rel.queries, 1, 0, 5, 10, 20, 2)
+    a = _core.frml_sample_f64(X, L, None, rel.kernel, rel.queries, _params(1, 0, 5), 0, 30, 1)
+    b = _core.frml_sample_f64(X, L, None, rel.kernel, rel.queries, _params(1, 0, 5), 0, 30, 2)
+    c = _core.frml_sample_f64(X, L, None, rel.kernel, rel.queries, _params(1, 0, 5), 10, 20, 2)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[0][10:], c[0])
 
@@ -212,9 +221,9 @@ def test_run_matches_oracle_loop(strategy, kind, rng):
     L1 = L0.copy()
     G = np.ascontiguousarray(L1.T @ L1)
     Z = np.zeros((36, 3))
-    st = np.array([-1.0, 0, 0, 0])
-    out = _core.frml_run_f64(X, L1, G, Z, st, rel.kernel, rel.queries, 3, 2, 0.1, 0, 9, 0, 12, 0.05, 0.0, 0.0,
-                             strategy, 500, 1 << 20, 1)
+    st = _core.FrmlRunState()
+    out = _core.frml_run_f64(X, L1, G, Z, st, rel.kernel, rel.queries, _params(2, 0, 9, batch=3, lam=0.1),
+                             _config(0, 12, 0.05, strategy, 1 << 20, 1))
     np.testing.assert_allclose(L1, ref, rtol=1e-9, atol=1e-10)
     assert out["checks"] == sum(r["checks"] for r in recs)
     assert out["violators"] == sum(r["neg"] >= 0 for r in recs)
@@ -231,11 +240,11 @@ def test_run_in_chunks_equals_one_run_and_is_thread_independent(rng):
         L1 = L.copy()
         G = np.ascontiguousarray(L1.T @ L1)
         Z = np.zeros((300, 6))
-        st = np.array([-1.0, 0, 0, 0])
+        st = _core.FrmlRunState()
         step = 0
         for k in chunks:
-            _core.frml_run_f64(X, L1, G, Z, st, rel.kernel, rel.queries, 5, 1, 0.1, 0, 3, step, k, 0.5, 0.0, 0.0,
-                               0, 500, 1 << 24, nt)
+            _core.frml_run_f64(X, L1, G, Z, st, rel.kernel, rel.queries, _params(1, 0, 3, batch=5, lam=0.1),
+                               _config(step, k, 0.5, 0, 1 << 24, nt))
             step += k
         return L1
     a = go([200], 1)

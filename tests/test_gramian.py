@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 import gramian_oracle as O
-from similearn import _core
+from similearn import _core, _kernels
 from similearn.gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error, item_weights
 
 DTYPES = [(np.float64, "f64", 1e-10), (np.float32, "f32", 2e-5)]
@@ -110,7 +110,9 @@ def test_pair_loss_matches_oracle(dt, sfx, tol, b, k, kP, with_prior):
     args = (Nu, Nv, Qb, Rb) if with_prior else (None, None, None, None)
     for nt in (1, 2, 3):
         dU, dV = np.empty_like(U), np.empty_like(V)
-        data, pen = getattr(_core, "pair_loss_" + sfx)(U, V, s, None, Mu, Mv, *args, dU, dV, nt)
+        Nu, Nv, Qb, Rb = args
+        data, pen = getattr(_core, "pair_loss_" + sfx)(U, V, s, w=None, Mu=Mu, Mv=Mv, Nu=Nu, Nv=Nv, Qb=Qb, Rb=Rb,
+                                                       dU=dU, dV=dV, n_threads=nt)
         if b == 0:
             assert data == 0 and pen == 0
             continue
@@ -129,7 +131,8 @@ def test_pair_loss_without_penalty_and_weights(dt, sfx, tol):
     U, V = rng.standard_normal((9, 4)).astype(dt), rng.standard_normal((9, 4)).astype(dt)
     s, w = rng.standard_normal(9).astype(dt), rng.random(9).astype(dt)
     dU, dV = np.empty_like(U), np.empty_like(V)
-    data, pen = getattr(_core, "pair_loss_" + sfx)(U, V, s, w, None, None, None, None, None, None, dU, dV, 1)
+    data, pen = getattr(_core, "pair_loss_" + sfx)(U, V, s, w=w, Mu=None, Mv=None, Nu=None, Nv=None, Qb=None,
+                                                   Rb=None, dU=dU, dV=dV, n_threads=1)
     r = np.sum(U * V, 1) - s
     assert pen == 0 and abs(data - np.mean(w * r * r)) < 1e2 * tol
     assert _rel(dU, 2 * (w * r)[:, None] * V / 9) < 10 * tol
@@ -148,7 +151,8 @@ def test_bag_forward_and_sparse_steps_match_oracle(dt, sfx, tol, rows, opt, name
     indptr, ind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
     rows = np.array(rows + [5], np.int64)
     E = rng.standard_normal((13, 4)).astype(dt)
-    out = getattr(_core, "bag_forward_" + sfx)(indptr, ind, X.data, rows, E, 2)
+    Xk = _kernels.csr(indptr, ind, X.data, 13)
+    out = getattr(_core, "bag_forward_" + sfx)(Xk, rows, E, 2)
     assert _rel(out, O.bag_forward(indptr, ind, X.data, rows, E.astype(float))) < tol
     # two sources (the shared-table case): the gradient is the sum of both bags' gradients
     rows2 = np.array([2, 3], np.int64)
@@ -161,8 +165,8 @@ def test_bag_forward_and_sparse_steps_match_oracle(dt, sfx, tol, rows, opt, name
     eps = 1e-10 if opt == 1 else 1e-8
     ref, ref_state = O.sparse_step(E, state, g, touched, name, 0.1, 3, ada_eps=eps, eps=eps)
     P = E.copy()
-    n = getattr(_core, "sparse_step_" + sfx)(P, s1, s2, indptr, ind, X.data, rows, dA, indptr, ind, X.data, rows2,
-                                             dA2, opt, 0.1, 0.9, 0.999, eps, 3, 0.0, 2)
+    n = getattr(_core, "sparse_step_" + sfx)(P, [a for a in (s1, s2) if a is not None], Xk, rows, dA, Xk, rows2, dA2,
+                                             _core.OptimStep(opt, 0.1, 0.9, 0.999, eps, 3, 0.0), 2)
     assert n == touched.size
     assert _rel(P, ref) < 10 * tol
     untouched = np.setdiff1d(np.arange(13), touched)
@@ -185,7 +189,8 @@ def test_dense_step_matches_oracle_and_l2(dt, sfx, tol, opt):
     l2 = 0.01
     ref, _ = O.sparse_step(P0, state, (g + l2 * P0).astype(float), np.arange(5), name, 0.05, 1)
     P = P0.copy()
-    getattr(_core, "dense_step_" + sfx)(P, s1, s2, g, opt, 0.05, 0.9, 0.999, 1e-10 if opt == 1 else 1e-8, 1, l2, 1)
+    getattr(_core, "dense_step_" + sfx)(P, [a for a in (s1, s2) if a is not None], g,
+                                        _core.OptimStep(opt, 0.05, 0.9, 0.999, 1e-10 if opt == 1 else 1e-8, 1, l2), 1)
     assert _rel(P, ref) < 10 * tol
 
 
@@ -384,22 +389,28 @@ def test_estimator_id_and_weight_checks():
 
 @pytest.mark.parametrize("dt,sfx,tol", DTYPES)
 def test_kernels_reject_corrupt_csr(dt, sfx, tol):
-    """The bindings check every CSR slice they read: a bad column index or indptr raises
-    instead of reading or writing outside the table."""
+    """The bindings check every CSR they read (once, when the Csr argument is built):
+    a bad column index or indptr raises instead of reading or writing outside the
+    table; so do rows outside the matrix and a matrix wider than the table."""
     E = np.zeros((4, 2), dt)
     indptr = np.array([0, 1, 2], np.int64)
     data = np.ones(2, dt)
     rows = np.array([0, 1], np.int64)
     with pytest.raises(IndexError):
-        getattr(_core, "bag_forward_" + sfx)(indptr, np.array([0, 1 << 40], np.int64), data, rows, E, 1)
+        _kernels.csr(indptr, np.array([0, 1 << 40], np.int64), data, 4)
     with pytest.raises(ValueError):
-        getattr(_core, "bag_forward_" + sfx)(np.array([0, 5, 2], np.int64), np.array([0, 1], np.int64), data, rows,
-                                             E, 1)
+        _kernels.csr(np.array([0, 5, 2], np.int64), np.array([0, 1], np.int64), data, 4)
     with pytest.raises(IndexError):
-        getattr(_core, "sparse_step_" + sfx)(E, None, None, indptr, np.array([0, 7], np.int64), data, rows,
-                                             np.zeros((2, 2), dt), indptr, np.array([0, 7], np.int64), data,
-                                             np.empty(0, np.int64), np.zeros((0, 2), dt), 0, 0.1, 0.9, 0.999, 1e-8,
-                                             1, 0.0, 1)
+        _kernels.csr(indptr, np.array([0, 7], np.int64), data, 4)
+    X = _kernels.csr(indptr, np.array([0, 3], np.int64), data, 4)
+    with pytest.raises(IndexError):
+        getattr(_core, "bag_forward_" + sfx)(X, np.array([0, 2], np.int64), E, 1)
+    with pytest.raises(ValueError):
+        getattr(_core, "bag_forward_" + sfx)(_kernels.csr(indptr, np.array([0, 3], np.int64), data, 9), rows, E, 1)
+    with pytest.raises(IndexError):
+        getattr(_core, "sparse_step_" + sfx)(E, [], X, np.array([0, 5], np.int64), np.zeros((2, 2), dt), X,
+                                             np.empty(0, np.int64), np.zeros((0, 2), dt),
+                                             _core.OptimStep(0, 0.1, 0.9, 0.999, 1e-8, 1, 0.0), 1)
 
 
 @pytest.mark.parametrize("dt,sfx,tol", DTYPES)
@@ -411,14 +422,14 @@ def test_threaded_kernels_are_deterministic(dt, sfx, tol):
     indptr, ind = X.indptr.astype(np.int64), X.indices.astype(np.int64)
     E = rng.standard_normal((3000, 32)).astype(dt)
     rows = rng.integers(0, 4000, 3000).astype(np.int64)  # ~180k entries x 32 = 5.8M touched
-    outs = [getattr(_core, "bag_forward_" + sfx)(indptr, ind, X.data, rows, E, nt) for nt in (1, 2, 3)]
+    Xk = _kernels.csr(indptr, ind, X.data, 3000)
+    outs = [getattr(_core, "bag_forward_" + sfx)(Xk, rows, E, nt) for nt in (1, 2, 3)]
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
     dA = rng.standard_normal((3000, 32)).astype(dt)
     res = []
     for nt in (1, 2, 3):
         P, a = E.copy(), np.zeros_like(E)
-        getattr(_core, "sparse_step_" + sfx)(P, a, None, indptr, ind, X.data, rows, dA, indptr, ind, X.data,
-                                             np.empty(0, np.int64), np.zeros((0, 32), dt), 1, 0.1, 0.9, 0.999,
-                                             1e-10, 1, 0.0, nt)
+        getattr(_core, "sparse_step_" + sfx)(P, [a], Xk, rows, dA, Xk, np.empty(0, np.int64), np.zeros((0, 32), dt),
+                                             _core.OptimStep(1, 0.1, 0.9, 0.999, 1e-10, 1, 0.0), nt)
         res.append(P)
     assert all(np.array_equal(res[0], r) for r in res[1:])

@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 import nash_oracle as O
-from similearn import _core
+from similearn import _core, _kernels
 from similearn.datasets import make_topic_documents
 from similearn.hashing import LSHHasher
 from similearn.metrics import precision_at_k_hamming
@@ -23,6 +23,15 @@ TOL = {np.float32: dict(rtol=2e-4, atol=2e-5), np.float64: dict(rtol=1e-10, atol
 
 def kern(name, dt):
     return getattr(_core, f"nash_{name}_{SFX[dt]}")
+
+
+def _csr(X, data):
+    """X (scipy CSR) with values ``data`` as the kernels take it (checked once)."""
+    return _kernels.csr(X.indptr.astype(np.int64), X.indices.astype(np.int64), data, X.shape[1])
+
+
+def _ADAM_STEP(t):
+    return _core.OptimStep(2, 0.01, 0.9, 0.999, 1e-8, t, 0.0)
 
 
 def counts(n, V, density, seed, empty_rows=()):
@@ -57,7 +66,7 @@ def test_input_layer_kernels_match_oracle(dt, shape):
     b = rng.standard_normal(H).astype(dt)
     data = X.data.astype(dt)
     for bias in (b, None):
-        out = kern("csr_matmul", dt)(X.indptr, X.indices, data, rows, sc, W, bias, 2)
+        out = kern("csr_matmul", dt)(_csr(X, data), rows, sc, W, bias, 2)
         np.testing.assert_allclose(out, O.csr_rows_matmul(X, rows, sc, W, bias), **TOL[dt])
     # the fused gradient + Adam step of the input layer, exact and lazy
     dA = rng.standard_normal((B, H)).astype(dt)
@@ -70,8 +79,7 @@ def test_input_layer_kernels_match_oracle(dt, shape):
     results = []
     for lazy, threads in ((False, 1), (False, 3), (True, 2)):
         p, m, v = W.copy(), m0.copy(), v0.copy()
-        kern("adam_input", dt)(p, m, v, X.indptr, X.indices, data, rows, sc, dA, lazy, 0.01, 0.9, 0.999, 1e-8, 3,
-                               threads)
+        kern("adam_input", dt)(p, m, v, _csr(X, data), rows, sc, dA, lazy, _ADAM_STEP(3), threads)
         sel = present if lazy else np.arange(V)
         for a, b in ((p, pw), (m, mw), (v, vw)):
             np.testing.assert_allclose(a[sel], b[sel], **TOL[dt])
@@ -86,11 +94,11 @@ def test_input_layer_kernels_match_oracle(dt, shape):
 def test_input_layer_zero_rows_and_bad_rows():
     X = counts(4, 10, 0.5, 0)
     W = np.ones((10, 3), np.float32)
-    out = _core.nash_csr_matmul_f32(X.indptr, X.indices, X.data.astype(np.float32), np.empty(0, np.int64),
+    out = _core.nash_csr_matmul_f32(_csr(X, X.data.astype(np.float32)), np.empty(0, np.int64),
                                     np.empty(0, np.float32), W, None, 1)
     assert out.shape == (0, 3)
     with pytest.raises(IndexError):
-        _core.nash_csr_matmul_f32(X.indptr, X.indices, X.data.astype(np.float32), np.array([4]),
+        _core.nash_csr_matmul_f32(_csr(X, X.data.astype(np.float32)), np.array([4]),
                                   np.ones(1, np.float32), W, None, 1)
 
 
@@ -108,8 +116,7 @@ def test_decoder_kernel_matches_oracle(dt, shape):
                 dzp=np.empty((B, l), dt))
     outs = []
     for threads in (1, 2):
-        tot = kern("decoder", dt)(zp, E, eb, X.indptr, X.indices, X.data.astype(dt), rows, 1.0 / B, bufs["logits"],
-                                  bufs["rec"], bufs["dE"], bufs["deb"], bufs["dzp"], threads)
+        tot = kern("decoder", dt)(zp, E, eb, _csr(X, X.data.astype(dt)), rows, 1.0 / B, **bufs, n_threads=threads)
         outs.append({k: v.copy() for k, v in bufs.items() if k != "logits"})
         rec, dE, deb, dzp = O.decoder(zp.astype(float), E.astype(float), eb.astype(float),
                                       X[rows].toarray(), 1.0 / B)
@@ -132,8 +139,9 @@ def test_decoder_extreme_logits_stay_finite():
     zp = np.array([[1, 0], [-1, 0]], np.float32)
     bufs = [np.empty(2 * V, np.float32), np.empty(2, np.float32), np.empty((V, l), np.float32),
             np.empty(V, np.float32), np.empty((2, l), np.float32)]
-    tot = _core.nash_decoder_f32(zp, E, np.zeros(V, np.float32), X.indptr, X.indices, X.data.astype(np.float32),
-                                 np.arange(2, dtype=np.int64), 0.5, *bufs, 1)
+    tot = _core.nash_decoder_f32(zp, E, np.zeros(V, np.float32), _csr(X, X.data.astype(np.float32)),
+                                 np.arange(2, dtype=np.int64), 0.5, **dict(zip(("logits", "rec", "dE", "deb", "dzp"),
+                                                                               bufs)), n_threads=1)
     rec, dE, deb, dzp = O.decoder(zp.astype(float), E.astype(float), np.zeros(V), X[:2].toarray(), 0.5)
     assert np.isfinite(tot) and all(np.isfinite(b).all() for b in bufs[1:])
     np.testing.assert_allclose(bufs[1], rec, rtol=1e-5)
@@ -148,7 +156,7 @@ def test_adam_kernels_match_oracle(dt):
     m0, v0 = (0.1 * rng.standard_normal((R, H))).astype(dt), rng.random((R, H)).astype(dt)
     for t in (1, 2, 50):
         p, m, v = p0.copy(), m0.copy(), v0.copy()
-        getattr(_core, "dense_step_" + SFX[dt])(p, m, v, g, 2, 0.01, 0.9, 0.999, 1e-8, t, 0.0, 2)  # NASH's dense Adam
+        getattr(_core, "dense_step_" + SFX[dt])(p, [m, v], g, _ADAM_STEP(t), 2)  # NASH's dense Adam
         pw, mw, vw = O.adam(p0.astype(float), m0.astype(float), v0.astype(float), g.astype(float), t, 0.01)
         for a, b in ((p, pw), (m, mw), (v, vw)):
             np.testing.assert_allclose(a, b, **TOL[dt])

@@ -21,6 +21,11 @@ from . import _core
 
 __all__ = ["suffix", "variant"]
 
+# The argument classes and their constructors: building one checks an argument
+# (part of validation), it runs no kernel.
+ARGUMENTS = ("csr", "OptimStep", "FrmlRelevance", "FrmlParams", "FrmlRunConfig", "FrmlRunState", "LinearConfig",
+             "linear_side")
+
 
 def suffix(dtype):
     """``"f32"`` for float32, ``"f64"`` for every other dtype."""
@@ -47,6 +52,19 @@ def _typed(name, pos, key):
     call.__doc__ = f"``_core.{name}_f32`` or ``_f64`` by the dtype of ``{key}``; the formula is in csrc/."
     return call
 
+# ---- argument classes (csrc/bind.hpp) --------------------------------------------------------------
+
+
+def csr(indptr, indices, data, n_cols):
+    """A CSR matrix checked once for the kernels (``Csr_f32`` / ``Csr_f64`` by the dtype of
+    ``data``): offsets from 0 to nnz, non-decreasing; column ids in [0, n_cols).  O(nnz),
+    paid once per public call (``similearn._validation.kernel_csr``); the kernels that
+    read rows of it then check only those row ids."""
+    return (_core.Csr_f32 if data.dtype == np.float32 else _core.Csr_f64)(indptr, indices, data, int(n_cols))
+
+
+OptimStep = _core.OptimStep  # one optimiser step: opt (0 sgd, 1 adagrad, 2 adam), lr, beta1, beta2, eps, t, l2
+
 # ---- exact search (csrc/topk.cpp, csrc/gemm_kernel.cpp) -------------------------------------------
 topk = _typed("topk", 0, "queries")
 topk_keys = _typed("topk_keys", 0, "queries")
@@ -69,6 +87,10 @@ cayley_apply = _core.cayley_apply
 bb_products = _core.bb_products
 
 # ---- FRML (csrc/frml.cpp) ---------------------------------------------------------------------------
+FrmlRelevance = _core.FrmlRelevance  # relevance sets of every query (keyword arguments)
+FrmlParams = _core.FrmlParams  # batch, gamma, lam, loss, seed
+FrmlRunConfig = _core.FrmlRunConfig  # a run's steps, schedule, strategy, cache, threads
+FrmlRunState = _core.FrmlRunState  # what a run carries from one call to the next
 frml_sample = _typed("frml_sample", 0, "X")
 frml_retract = _typed("frml_retract", 0, "L")
 frml_run = _typed("frml_run", 0, "X")
@@ -78,18 +100,25 @@ ssne_epoch = _typed("ssne_epoch", 0, "X")
 ssne_transform = _typed("ssne_transform", 0, "X")
 
 # ---- NASH (csrc/nash.cpp) ---------------------------------------------------------------------------
-nash_csr_matmul = _typed("nash_csr_matmul", 5, "W")
+nash_csr_matmul = _typed("nash_csr_matmul", 3, "W")
 nash_decoder = _typed("nash_decoder", 0, "zp")
 nash_adam_input = _typed("nash_adam_input", 0, "p")
 
-# ---- embedding tables and optimisers (csrc/embedding.cpp) -------------------------------------------
-bag_forward = _typed("bag_forward", 4, "E")
+# ---- embedding tables and their optimisers (csrc/embedding.cpp): shared by TwoTower and NASH ------------
+bag_forward = _typed("bag_forward", 2, "E")
 sparse_step = _typed("sparse_step", 0, "P")
 dense_step = _typed("dense_step", 0, "P")
 fill_uniform = _typed("fill_uniform", 0, "P")
 
 # ---- two-tower training and Gramian estimators (csrc/twotower.cpp, csrc/gramian.cpp) ----------------
-linear_epoch = _typed("linear_epoch", 3, "EL")
+linear_epoch = _typed("linear_epoch", 2, "targets")
+LinearConfig = _core.LinearConfig  # the fused epoch's settings (keyword arguments)
+
+
+def linear_side(*, X, E, state, rows, G, gids=None, gw=None):
+    """One tower's arguments of ``linear_epoch`` (``LinearSide_f32`` / ``_f64`` by E's dtype)."""
+    cls = _core.LinearSide_f32 if E.dtype == np.float32 else _core.LinearSide_f64
+    return cls(X=X, E=E, state=state, rows=rows, G=G, gids=gids, gw=gw)
 gram_update = _typed("gram_update", 0, "G")
 cross_update = _typed("cross_update", 0, "H")
 sagram_estimate = _typed("sagram_estimate", 0, "G")

@@ -14,7 +14,6 @@ the :mod:`similearn` package (and the README's "Input contract").
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -432,17 +431,12 @@ def seed_from_random_state(random_state, name="random_state"):
     return int(rs.randint(0, _SEED_BOUND, dtype=np.uint64))
 
 
-class KernelCsr(NamedTuple):
-    """The kernels' view of a CSR matrix: int64 offsets and indices, values in the model's dtype."""
-    indptr: np.ndarray
-    indices: np.ndarray
-    data: np.ndarray
-    shape: tuple
-
-
 def kernel_csr(X, dtype, scale=1.0, name="X"):
-    """A validated CSR ``X`` as :class:`KernelCsr` with values in ``dtype`` times ``scale``.
+    """A validated CSR ``X`` as the kernels take it, values in ``dtype`` times ``scale``.
 
+    Returns the compiled ``Csr`` argument (``similearn._kernels.csr``: attributes
+    ``indptr``, ``indices``, ``data``, ``shape``), whose structure is checked once
+    here, O(nnz): call this once per public method and hand the result down.
     Index arrays are shared with X when already int64 (no SciPy constructor, which
     would narrow them to int32); the value array is new whenever ``scale`` changes
     the values, so the caller's matrix is left alone.
@@ -452,4 +446,7 @@ def kernel_csr(X, dtype, scale=1.0, name="X"):
     if data.size and not np.isfinite(data).all():
         raise ValueError(f"{name} has entries beyond the {np.dtype(dtype).name} range (up to "
                          f"{np.abs(X.data).max() * scale:.3g} after scaling); rescale {name} or use dtype='float64'")
-    return KernelCsr(X.indptr.astype(np.int64, copy=False), X.indices.astype(np.int64, copy=False), data, X.shape)
+    from . import _kernels
+
+    return _kernels.csr(np.ascontiguousarray(X.indptr, dtype=np.int64), np.ascontiguousarray(X.indices, dtype=np.int64),
+                        np.ascontiguousarray(data), X.shape[1])

@@ -57,6 +57,8 @@ from .metrics import retrieval_scores
 __all__ = ["FRML", "relevance_from_labels", "relevance_from_sets"]
 
 _EMPTY = np.zeros(1, dtype=np.int64)
+_NO_GROUPS = dict.fromkeys(("perm", "gstart", "gcount", "group", "grank"), _EMPTY)  # the unused arrays of a mode
+_NO_SETS = dict.fromkeys(("pip", "pidx", "nip", "nidx", "eip", "eidx"), _EMPTY)
 _LOSSES = {"warp": 0, "auc": 1}
 _STRATEGIES = {"auto": 0, "direct": 1, "cached": 2}
 _MAX_N = 2**32 - 1
@@ -73,7 +75,7 @@ class Relevance:
 
     def __init__(self, kernel, n_pos, n_neg, pos_fn, neg_fn):
         self.kernel = kernel
-        self.n = int(kernel[1])
+        self.n = int(kernel.n)
         self.n_pos = n_pos
         self.n_neg = n_neg
         self.queries = np.flatnonzero((n_pos > 0) & (n_neg > 0)).astype(np.int64)
@@ -95,7 +97,8 @@ def relevance_from_labels(groups):
     gstart = (np.cumsum(gcount) - gcount).astype(np.int64)
     grank = np.empty(n, dtype=np.int64)
     grank[perm] = np.arange(n, dtype=np.int64) - gstart[g[perm]]
-    kernel = (0, n, perm, gstart, gcount, g, grank) + (_EMPTY,) * 6
+    kernel = _kernels.FrmlRelevance(mode=0, n=n, perm=perm, gstart=gstart, gcount=gcount, group=g, grank=grank,
+                                    **_NO_SETS)
     n_pos = gcount[g] - 1
     n_neg = n - gcount[g]
 
@@ -160,7 +163,8 @@ def relevance_from_sets(relevant, irrelevant, n):
         order = np.lexsort((eidx_all, erows))
         eidx = np.ascontiguousarray(eidx_all[order])
         eip = np.concatenate([[0], np.cumsum(n_pos + 1)]).astype(np.int64)
-        kernel = (2, n) + (_EMPTY,) * 5 + (pip, pidx, _EMPTY, _EMPTY, eip, eidx)
+        kernel = _kernels.FrmlRelevance(mode=2, n=n, **_NO_GROUPS, pip=pip, pidx=pidx, nip=_EMPTY, nidx=_EMPTY,
+                                        eip=eip, eidx=eidx)
         n_neg = n - 1 - n_pos
 
         def neg_fn(q):
@@ -176,7 +180,8 @@ def relevance_from_sets(relevant, irrelevant, n):
             q, x = divmod(int(both[0]), n)
             raise ValueError(f"item {x} is both relevant and irrelevant for query {q} ({both.size} such pairs); "
                              "relevant and irrelevant sets must be disjoint")
-        kernel = (1, n) + (_EMPTY,) * 5 + (pip, pidx, nip, nidx, _EMPTY, _EMPTY)
+        kernel = _kernels.FrmlRelevance(mode=1, n=n, **_NO_GROUPS, pip=pip, pidx=pidx, nip=nip, nidx=nidx,
+                                        eip=_EMPTY, eidx=_EMPTY)
         n_neg = np.diff(nip)
 
         def neg_fn(q):
@@ -496,7 +501,9 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         b = int(self.batch_size)
         LtL = np.ascontiguousarray(L.T @ L)
         Z = np.zeros((n, m), dtype=X.dtype)
-        state = np.array([-1.0, 0.0, 0.0, 0.0])
+        state = _kernels.FrmlRunState()
+        params = _kernels.FrmlParams(batch=b, gamma=int(self.gamma), lam=float(self.lam), loss=_LOSSES[self.loss],
+                                     seed=int(seed) & 0xFFFFFFFFFFFFFFFF)
         run = _kernels.frml_run
         total = int(self.max_iter)
         n_steps_total = -(-total // b)
@@ -511,12 +518,12 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         best = (-np.inf, L.copy(), 0)
         bad = 0
         step = 0
-        kernel_seed = int(seed) & 0xFFFFFFFFFFFFFFFF
         while step < n_steps_total:
             k = min(steps_per_chunk, n_steps_total - step)
-            out = run(X, L, LtL, Z, state, rel.kernel, rel.queries, b, int(self.gamma), float(self.lam),
-                      _LOSSES[self.loss], kernel_seed, step, k, eta, decay, power, _STRATEGIES[self._strategy], 500,
-                      int(self.cache_size * 2**20), nt)
+            cfg = _kernels.FrmlRunConfig(step0=step, n_steps=k, eta0=eta, decay=decay, power=power,
+                                         strategy=_STRATEGIES[self._strategy], refresh_gram=500,
+                                         cache_bytes=int(self.cache_size * 2**20), n_threads=nt)
+            out = run(X, L, LtL, Z, state, rel.kernel, rel.queries, params, cfg)
             step += k
             for key in stats:
                 stats[key] += out[key]

@@ -323,7 +323,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """First affine map, applied to the sparse rows: (W[0], b[0]) or the head (Wh, bh)."""
         P = self._P
         W, b = (P["W"][0], P["b"][0]) if P["W"] else (P["Wh"], P["bh"])
-        return _kernels.nash_csr_matmul(X.indptr, X.indices, X.data, rows, scale, W, b, nt)
+        return _kernels.nash_csr_matmul(X, rows, scale, W, b, nt)
 
     def _forward_backward(self, X, rows, scale, u, eps, yb, ws, nt):
         """Loss parts and gradients of one batch (gradients in ws["grads"]).
@@ -369,8 +369,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         zp = np.ascontiguousarray(zp, dtype=dt)
         gr = ws["grads"]
         rec = ws["rec"][:B]
-        rec_sum = _kernels.nash_decoder(zp, P["E"], P["eb"], X.indptr, X.indices, X.data, rows, w, ws["logits"],
-                                       rec, gr["E"], gr["eb"], ws["dzp"][:B], nt)
+        rec_sum = _kernels.nash_decoder(zp, P["E"], P["eb"], X, rows, w, logits=ws["logits"], rec=rec, dE=gr["E"],
+                                        deb=gr["eb"], dzp=ws["dzp"][:B], n_threads=nt)
         dzp = ws["dzp"][:B]
         gamma = float(self.prior)
         lg = np.log(gamma / (1 - gamma))
@@ -432,16 +432,15 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         P, gr, M, Vm = self._P, ws["grads"], ws["m"], ws["v"]
         lr = float(self.learning_rate)
         b1, b2, eps = _ADAM
-        adam = _kernels.dense_step  # opt 2: Adam
+        step = _kernels.OptimStep(2, lr, b1, b2, eps, t, 0.0)  # opt 2: Adam (the shared optimiser kernels)
         in_key = ("W", 0) if P["W"] else ("Wh", None)
         for key, idx, p in self._iter_params():
             if (key, idx) == in_key:
-                _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X.indptr, X.indices, X.data, rows, scale,
-                                             dA, self.optimizer == "lazy_adam", lr, b1, b2,
-                                             eps, t, nt)
+                _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA,
+                                         self.optimizer == "lazy_adam", step, nt)
             else:
                 g = gr[key] if idx is None else gr[key][idx]
-                adam(p, M[key, idx], Vm[key, idx], g, 2, lr, b1, b2, eps, t, 0.0, nt)
+                _kernels.dense_step(p, [M[key, idx], Vm[key, idx]], g, step, nt)
 
     def _iter_params(self):
         for key, val in self._P.items():

@@ -60,9 +60,9 @@ def named_params(P, shared):
 
 
 def forward(P, side, X, rows, n_threads, keep=False):
-    """Tower output for ``rows`` of the CSR ``X`` (b x k); with ``keep``, also the
+    """Tower output for ``rows`` of ``X`` (a checked ``_kernels.csr``) (b x k); with ``keep``, also the
     activations ``backward`` needs."""
-    h = _kernels.bag_forward(X.indptr, X.indices, X.data, rows, P["E_" + side], n_threads)
+    h = _kernels.bag_forward(X, rows, P["E_" + side], n_threads)
     acts = [h]
     Ws, bs = P["W_" + side], P["b_" + side]
     for i, (W, b) in enumerate(zip(Ws, bs)):

@@ -62,9 +62,9 @@ class OptimizerSettings:
         """Arrays of optimiser state per trained array (0 SGD, 1 Adagrad, 2 Adam)."""
         return self.code
 
-    def step_args(self, t, n_threads):
-        """The trailing arguments of ``sparse_step`` / ``dense_step`` at step ``t``."""
-        return (self.code, self.lr, self.beta1, self.beta2, self.eps, t, self.l2, n_threads)
+    def step(self, t):
+        """The kernels' step object at step ``t`` (``_kernels.OptimStep``)."""
+        return _kernels.OptimStep(self.code, self.lr, self.beta1, self.beta2, self.eps, t, self.l2)
 
 
 @dataclass
@@ -299,7 +299,8 @@ def python_step(m, st, batch):
     if Nu is not None:
         Qb, Rb = np.ascontiguousarray(m._Q[rows["left"]]), np.ascontiguousarray(m._R[rows["right"]])
     dU, dV = np.empty_like(U), np.empty_like(V)
-    data, _ = _kernels.pair_loss(U, V, st.S[batch], None, Mu, Mv, Nu, Nv, Qb, Rb, dU, dV, nt)
+    data, _ = _kernels.pair_loss(U, V, st.S[batch], w=None, Mu=Mu, Mv=Mv, Nu=Nu, Nv=Nv, Qb=Qb, Rb=Rb, dU=dU, dV=dV,
+                                 n_threads=nt)
     m.t_ += 1
     ss = m._opt_state
     out = {"left": U, "right": V}
@@ -308,7 +309,7 @@ def python_step(m, st, batch):
     shared = m.shared_embeddings
 
     def finish(side):  # cache refresh, backward, the side's optimiser steps
-        args = st.opt.step_args(m.t_, nts)
+        step = st.opt.step(m.t_)
         if est[side] is not None:
             est[side]._observe(rows[side], out[side])
         grads = {}
@@ -330,21 +331,16 @@ def python_step(m, st, batch):
                 r, dH = np.concatenate([r, r2]), np.concatenate([dH, dH2])
         if not shared:  # B and B' as the kernel's two sources (the fused loop's order)
             Xs = X[side]
-            s1, s2 = (ss["E_" + side] + [None, None])[:2]
-            _kernels.sparse_step(P["E_" + side], s1, s2, Xs.indptr, Xs.indices, Xs.data, r, dH,
-                                 Xs.indptr, Xs.indices, Xs.data, r2, dH2, *args)
+            _kernels.sparse_step(P["E_" + side], ss["E_" + side], Xs, r, dH, Xs, r2, dH2, step, nts)
         for i, (W, bias) in enumerate(zip(P["W_" + side], P["b_" + side])):
             for nm, arr in ((f"W_{side}_{i}", W), (f"b_{side}_{i}", bias)):
-                s1, s2 = (ss[nm] + [None, None])[:2]
-                _kernels.dense_step(arr, s1, s2, np.ascontiguousarray(grads[nm], dtype=arr.dtype), *args)
+                _kernels.dense_step(arr, ss[nm], np.ascontiguousarray(grads[nm], dtype=arr.dtype), step, nts)
         return r, dH
 
     (rL, dHL), (rR, dHR) = st.both(finish)
     if shared:  # one table: both bags' gradients in one step
         XL, XR = X["left"], X["right"]
-        s1, s2 = (ss["E_left"] + [None, None])[:2]
-        _kernels.sparse_step(P["E_left"], s1, s2, XL.indptr, XL.indices, XL.data, rL, dHL,
-                             XR.indptr, XR.indices, XR.data, rR, dHR, *st.opt.step_args(m.t_, nt))
+        _kernels.sparse_step(P["E_left"], ss["E_left"], XL, rL, dHL, XR, rR, dHR, st.opt.step(m.t_), nt)
     return data
 
 
@@ -401,8 +397,10 @@ class FusedEngine:
         else:
             GL, GR = m.gramian_left_, m.gramian_right_
             w_all, decay = 0.0, 1.0
-        sL = (ss["E_left"] + [None, None])[:2]
-        sR = sL if m.shared_embeddings else (ss["E_right"] + [None, None])[:2]
+        sL = ss["E_left"]
+        sR = sL if m.shared_embeddings else ss["E_right"]
+        cfg = _kernels.LinearConfig(b=bs, gb=gbs, w_all=w_all, decay=decay, lam=lam, shared=bool(m.shared_embeddings),
+                                    items=m.gramian_weights == "items")
         n = st.PL.size
         tot_data = tot_pen = 0.0
         per = cls.STEPS_PER_CALL * bs
@@ -416,11 +414,9 @@ class FusedEngine:
                 if not sogram:
                     wL = np.ascontiguousarray(estL.p_[gL] / (estL.q_[gL] * gbs), dtype=dt)
                     wR = np.ascontiguousarray(estR.p_[gR] / (estR.q_[gR] * gbs), dtype=dt)
-            data, pen = _kernels.linear_epoch(
-                XL.indptr, XL.indices, XL.data, Pm["E_left"], sL[0], sL[1], st.PL[c0:c1], gL, wL, GL,
-                XR.indptr, XR.indices, XR.data, Pm["E_right"], sR[0], sR[1], st.PR[c0:c1], gR, wR, GR,
-                st.S[c0:c1], bs, gbs, w_all, decay, lam, bool(m.shared_embeddings), m.gramian_weights == "items",
-                st.opt.code, st.opt.lr, st.opt.beta1, st.opt.beta2, st.opt.eps, m.t_ + 1, st.opt.l2, nt)
+            left = _kernels.linear_side(X=XL, E=Pm["E_left"], state=sL, rows=st.PL[c0:c1], G=GL, gids=gL, gw=wL)
+            right = _kernels.linear_side(X=XR, E=Pm["E_right"], state=sR, rows=st.PR[c0:c1], G=GR, gids=gR, gw=wR)
+            data, pen = _kernels.linear_epoch(left, right, st.S[c0:c1], cfg, st.opt.step(m.t_ + 1), nt)
             m.t_ += n_steps
             nb = np.full(n_steps, bs, dtype=np.float64)
             nb[-1] = (c1 - c0) - bs * (n_steps - 1)

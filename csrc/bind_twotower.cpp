@@ -1,0 +1,267 @@
+// Bindings of the embedding tables and their optimisers (embedding.hpp: shared by
+// TwoTower and NASH), and of the two-tower model: the fused epoch of linear towers
+// (twotower.hpp), the Gramian estimators and the batch loss (gramian.hpp).
+#include "bind.hpp"
+
+#include "gramian.hpp"
+#include "twotower.hpp"
+
+namespace sl {
+namespace bind {
+namespace {
+
+template <class T>
+void def_embedding_t(py::module_& m, const std::string& sfx) {
+  m.def(
+      ("bag_forward_" + sfx).c_str(),
+      [](const Csr<T>& X, const carray<i64>& rows, const carray<T>& E, int n_threads) {
+        const auto R = X.rows(rows, E.shape(0));
+        const i64 d = E.shape(1);
+        carray<T> out({R.n, d});
+        {
+          py::gil_scoped_release nogil;
+          embedding::bag_forward<T>(R, E.data(), d, out.mutable_data(), n_threads);
+        }
+        return out;
+      },
+      py::arg("X"), py::arg("rows").noconvert(), py::arg("E").noconvert(), py::arg("n_threads"));
+  m.def(
+      ("sparse_step_" + sfx).c_str(),
+      [](carray<T>& P, const py::list& state, const Csr<T>& X1, const carray<i64>& rows1, const carray<T>& dA1,
+         const Csr<T>& X2, const carray<i64>& rows2, const carray<T>& dA2, const embedding::Step& step,
+         int n_threads) {
+        need(P.ndim() == 2, "P must be 2-D");
+        const i64 F = P.shape(0), d = P.shape(1);
+        const auto s = opt_state<T>(state, step.opt, P.size());
+        const auto R1 = X1.rows(rows1, F), R2 = X2.rows(rows2, F);
+        need(dA1.ndim() == 2 && dA2.ndim() == 2 && dA1.shape(0) == R1.n && dA1.shape(1) == d &&
+                 dA2.shape(0) == R2.n && dA2.shape(1) == d,
+             "dA must be (len(rows), embedding dim)");
+        i64 n_rows = 0;
+        {
+          py::gil_scoped_release nogil;
+          n_rows = embedding::sparse_step<T>(P.mutable_data(), s.s1, s.s2, F, d, R1, dA1.data(), R2, dA2.data(),
+                                             step, n_threads);
+        }
+        return n_rows;
+      },
+      py::arg("P").noconvert(), py::arg("state"), py::arg("X1"), py::arg("rows1").noconvert(),
+      py::arg("dA1").noconvert(), py::arg("X2"), py::arg("rows2").noconvert(), py::arg("dA2").noconvert(),
+      py::arg("step"), py::arg("n_threads"));
+  m.def(
+      ("dense_step_" + sfx).c_str(),
+      [](carray<T>& P, const py::list& state, const carray<T>& g, const embedding::Step& step, int n_threads) {
+        need(g.size() == P.size(), "gradient and parameter sizes differ");
+        const auto s = opt_state<T>(state, step.opt, P.size());
+        py::gil_scoped_release nogil;
+        embedding::dense_step<T>(P.mutable_data(), s.s1, s.s2, g.data(), P.size(), step, n_threads);
+      },
+      py::arg("P").noconvert(), py::arg("state"), py::arg("g").noconvert(), py::arg("step"), py::arg("n_threads"));
+  m.def(
+      ("fill_uniform_" + sfx).c_str(),
+      [](carray<T>& P, std::uint64_t seed, double low, double high, int n_threads) {
+        need(high >= low, "fill_uniform: high must be >= low");
+        py::gil_scoped_release nogil;
+        embedding::fill_uniform<T>(P.mutable_data(), P.size(), seed, low, high, n_threads);
+      },
+      py::arg("P").noconvert(), py::arg("seed"), py::arg("low"), py::arg("high"), py::arg("n_threads"));
+}
+
+// One tower's arguments of the fused epoch (twotower.hpp Side).
+template <class T>
+struct LinearSide {
+  Csr<T> X;
+  carray<T> E;
+  py::list state;
+  carray<i64> rows;
+  carray<T> G;
+  std::optional<carray<i64>> gids;
+  oarray<T> gw;
+};
+
+// The chunk-independent part of twotower.hpp Config.
+struct LinearConfig {
+  i64 b, gb;
+  double w_all, decay, lam;
+  bool shared, items;
+};
+
+template <class T>
+twotower::Side<T> side_view(LinearSide<T>& a, int opt, i64 n_steps, i64 gb) {
+  const i64 F = a.E.shape(0);
+  const auto R = a.X.rows(a.rows, F);
+  if (a.gids) {
+    need(a.gids->shape(0) == n_steps * gb, "linear_epoch: Gramian ids size");
+    a.X.rows(*a.gids, F);
+  }
+  need(!a.gw || (a.gids && a.gw->shape(0) == n_steps * gb), "linear_epoch: Gramian weights size");
+  const auto s = opt_state<T>(a.state, opt, a.E.size());
+  return twotower::Side<T>{R.indptr, R.indices, R.data, F, a.E.mutable_data(), s.s1, s.s2, R.rows,
+                           a.gids ? a.gids->data() : nullptr, opt_ptr(a.gw), a.G.mutable_data()};
+}
+
+template <class T>
+void def_twotower_t(py::module_& m, const std::string& sfx) {
+  py::class_<LinearSide<T>>(m, ("LinearSide_" + sfx).c_str(),
+                            "One tower of the fused epoch: its catalogue X, table E (F x k) and optimiser state, "
+                            "the chunk's pair rows, its Gramian estimate G (k x k), the Gramian batch ids and "
+                            "weights (None: no penalty / weight w_all).")
+      .def(py::init([](Csr<T> X, carray<T> E, py::list state, carray<i64> rows, carray<T> G,
+                       std::optional<carray<i64>> gids, oarray<T> gw) {
+             return LinearSide<T>{std::move(X), std::move(E), std::move(state), std::move(rows), std::move(G),
+                                  std::move(gids), std::move(gw)};
+           }),
+           py::kw_only(), py::arg("X"), py::arg("E").noconvert(), py::arg("state"), py::arg("rows").noconvert(),
+           py::arg("G").noconvert(), py::arg("gids").noconvert() = py::none(), py::arg("gw").noconvert() = py::none());
+  m.def(
+      ("linear_epoch_" + sfx).c_str(),
+      [](LinearSide<T>& left, LinearSide<T>& right, const carray<T>& targets, const LinearConfig& c,
+         const embedding::Step& step, int n_threads) {
+        const i64 k = left.E.shape(1), n = left.rows.shape(0), b = c.b;
+        need(left.E.ndim() == 2 && right.E.ndim() == 2 && right.E.shape(1) == k, "linear_epoch: E shapes disagree");
+        for (const auto* G : {&left.G, &right.G})
+          need(G->ndim() == 2 && G->shape(0) == k && G->shape(1) == k, "linear_epoch: G must be k x k");
+        need(right.rows.shape(0) == n && targets.shape(0) == n && b >= 1, "linear_epoch: rows / targets / b");
+        need(!c.shared || left.E.data() == right.E.data(), "linear_epoch: shared needs one table");
+        need(!(c.items && c.shared), "linear_epoch: items with a shared table is not supported");
+        need(bool(left.gids) == bool(right.gids), "linear_epoch: Gramian ids go together");
+        const i64 n_steps = (n + b - 1) / b;
+        auto L = side_view(left, step.opt, n_steps, c.gb);
+        auto R = side_view(right, step.opt, n_steps, c.gb);
+        if (c.shared) {  // one table, one optimiser state
+          R.s1 = L.s1;
+          R.s2 = L.s2;
+        }
+        const twotower::Config cfg{k, b, n, left.gids ? c.gb : 0, c.w_all, c.decay, c.lam, c.shared,
+                                   c.items && bool(left.gids)};
+        carray<double> data_out(n_steps), pen_out(n_steps);
+        {
+          py::gil_scoped_release nogil;
+          twotower::linear_epoch<T>(L, R, targets.data(), cfg, step, data_out.mutable_data(), pen_out.mutable_data(),
+                                    n_threads);
+        }
+        return py::make_tuple(data_out, pen_out);
+      },
+      py::arg("left"), py::arg("right"), py::arg("targets").noconvert(), py::arg("config"), py::arg("step"),
+      py::arg("n_threads"));
+  m.def(
+      ("gram_update_" + sfx).c_str(),
+      [](carray<T>& G, const carray<T>& E, const oarray<T>& w, double w_all, double decay) {
+        const i64 k = G.shape(0), b = E.shape(0);
+        need(G.ndim() == 2 && G.shape(1) == k && E.shape(1) == k, "G must be k x k and E b x k");
+        need(!w || w->shape(0) == b, "w must have one entry per row of E");
+        py::gil_scoped_release nogil;
+        gramian::gram_update<T>(G.mutable_data(), k, E.data(), b, opt_ptr(w), w_all, decay);
+      },
+      py::arg("G").noconvert(), py::arg("E").noconvert(), py::arg("w"), py::arg("w_all"), py::arg("decay"));
+  m.def(
+      ("cross_update_" + sfx).c_str(),
+      [](carray<T>& H, const carray<T>& E, const carray<T>& Q, const oarray<T>& w, double w_all, double decay) {
+        const i64 k = H.shape(0), kP = H.shape(1), b = E.shape(0);
+        need(E.shape(1) == k && Q.shape(0) == b && Q.shape(1) == kP, "H k x kP, E b x k, Q b x kP expected");
+        need(!w || w->shape(0) == b, "w must have one entry per row of E");
+        py::gil_scoped_release nogil;
+        gramian::cross_update<T>(H.mutable_data(), k, kP, E.data(), Q.data(), b, opt_ptr(w), w_all, decay);
+      },
+      py::arg("H").noconvert(), py::arg("E").noconvert(), py::arg("Q").noconvert(), py::arg("w"),
+      py::arg("w_all"), py::arg("decay"));
+  m.def(
+      ("sagram_estimate_" + sfx).c_str(),
+      [](carray<T>& G, const carray<T>& S, const carray<T>& C, const carray<i64>& ids, const carray<T>& E,
+         const carray<T>& p, bool saga, oarray<T>& H, const oarray<T>& Tm, const oarray<T>& Qp) {
+        const i64 k = S.shape(0), b = E.shape(0), N = C.shape(0);
+        need(S.ndim() == 2 && S.shape(1) == k && G.shape(0) == k && G.shape(1) == k && C.shape(1) == k &&
+                 E.shape(1) == k && ids.shape(0) == b && p.shape(0) == N,
+             "sagram_estimate: shapes disagree");
+        check_ids(ids.data(), b, N, "ids out of range");
+        const i64 kP = Qp ? Qp->shape(1) : 0;
+        need(!H || (Tm && Qp && H->shape(0) == k && H->shape(1) == kP && Tm->shape(0) == k && Tm->shape(1) == kP &&
+                    Qp->shape(0) == N),
+             "sagram_estimate: prior shapes disagree");
+        py::gil_scoped_release nogil;
+        gramian::sagram_estimate<T>(G.mutable_data(), S.data(), k, C.data(), ids.data(), E.data(), b, p.data(),
+                                        saga, opt_mut(H), opt_ptr(Tm), opt_ptr(Qp), kP);
+      },
+      py::arg("G").noconvert(), py::arg("S").noconvert(), py::arg("C").noconvert(), py::arg("ids").noconvert(),
+      py::arg("E").noconvert(), py::arg("p").noconvert(), py::arg("saga"), py::arg("H"), py::arg("T"),
+      py::arg("Qp"));
+  m.def(
+      ("sagram_refresh_" + sfx).c_str(),
+      [](carray<T>& S, carray<T>& C, const carray<i64>& ids, const carray<T>& E, const carray<T>& p, oarray<T>& Tm,
+         const oarray<T>& Qp) {
+        const i64 k = S.shape(0), b = E.shape(0), N = C.shape(0);
+        need(S.shape(1) == k && C.shape(1) == k && E.shape(1) == k && ids.shape(0) == b && p.shape(0) == N,
+             "sagram_refresh: shapes disagree");
+        check_ids(ids.data(), b, N, "ids out of range");
+        const i64 kP = Qp ? Qp->shape(1) : 0;
+        need(!Tm || (Qp && Tm->shape(0) == k && Tm->shape(1) == kP && Qp->shape(0) == N),
+             "sagram_refresh: prior shapes disagree");
+        py::gil_scoped_release nogil;
+        gramian::sagram_refresh<T>(S.mutable_data(), C.mutable_data(), k, ids.data(), E.data(), b, p.data(),
+                                       opt_mut(Tm), opt_ptr(Qp), kP);
+      },
+      py::arg("S").noconvert(), py::arg("C").noconvert(), py::arg("ids").noconvert(), py::arg("E").noconvert(),
+      py::arg("p").noconvert(), py::arg("T"), py::arg("Qp"));
+  m.def(
+      ("psd_project_" + sfx).c_str(),
+      [](carray<T>& G) {
+        need(G.ndim() == 2 && G.shape(0) == G.shape(1), "G must be square");
+        py::gil_scoped_release nogil;
+        return gramian::psd_project<T>(G.mutable_data(), G.shape(0));
+      },
+      py::arg("G").noconvert());
+  m.def(
+      ("pair_loss_" + sfx).c_str(),
+      [](const carray<T>& U, const carray<T>& V, const carray<T>& s, const oarray<T>& w, const oarray<T>& Mu,
+         const oarray<T>& Mv, const oarray<T>& Nu, const oarray<T>& Nv, const oarray<T>& Qb, const oarray<T>& Rb,
+         carray<T>& dU, carray<T>& dV, int n_threads) {
+        const i64 b = U.shape(0), k = U.shape(1);
+        need(V.shape(0) == b && V.shape(1) == k && s.shape(0) == b && dU.shape(0) == b && dU.shape(1) == k &&
+                 dV.shape(0) == b && dV.shape(1) == k,
+             "pair_loss: U, V, s, dU, dV shapes disagree");
+        need(!w || w->shape(0) == b, "pair_loss: w must have one entry per pair");
+        need(bool(Mu) == bool(Mv), "pair_loss: Mu and Mv go together");
+        need(!Mu || (Mu->shape(0) == k && Mu->shape(1) == k && Mv->shape(0) == k && Mv->shape(1) == k),
+             "pair_loss: Mu, Mv must be k x k");
+        const i64 kP = Nu ? Nu->shape(1) : 0;
+        need(!Nu || (Mu && Nv && Qb && Rb && Nu->shape(0) == k && Nv->shape(0) == k && Nv->shape(1) == kP &&
+                     Qb->shape(0) == b && Qb->shape(1) == kP && Rb->shape(0) == b && Rb->shape(1) == kP),
+             "pair_loss: prior shapes disagree");
+        gramian::LossParts r;
+        {
+          py::gil_scoped_release nogil;
+          r = gramian::pair_loss<T>(U.data(), V.data(), b, k, s.data(), opt_ptr(w), opt_ptr(Mu), opt_ptr(Mv),
+                                        opt_ptr(Nu), opt_ptr(Nv), opt_ptr(Qb), opt_ptr(Rb), kP, dU.mutable_data(),
+                                        dV.mutable_data(), n_threads);
+        }
+        return py::make_tuple(r.data, r.penalty);
+      },
+      py::arg("U").noconvert(), py::arg("V").noconvert(), py::arg("s").noconvert(), py::kw_only(), py::arg("w"),
+      py::arg("Mu"),
+      py::arg("Mv"), py::arg("Nu"), py::arg("Nv"), py::arg("Qb"), py::arg("Rb"), py::arg("dU").noconvert(),
+      py::arg("dV").noconvert(), py::arg("n_threads"));
+}
+
+}  // namespace
+
+void def_embedding(py::module_& m) {
+  def_embedding_t<float>(m, "f32");
+  def_embedding_t<double>(m, "f64");
+}
+
+void def_twotower(py::module_& m) {
+  py::class_<LinearConfig>(m, "LinearConfig",
+                           "The fused epoch's settings: batch b, Gramian batch gb, Gramian row weight w_all, decay "
+                           "(1 - alpha for SOGram, 0 for sampling), penalty weight lam, shared table, items.")
+      .def(py::init([](i64 b, i64 gb, double w_all, double decay, double lam, bool shared, bool items) {
+             need(b >= 1 && gb >= 1, "LinearConfig: b and gb must be >= 1");
+             return LinearConfig{b, gb, w_all, decay, lam, shared, items};
+           }),
+           py::kw_only(), py::arg("b"), py::arg("gb"), py::arg("w_all"), py::arg("decay"), py::arg("lam"),
+           py::arg("shared"), py::arg("items"));
+  def_twotower_t<float>(m, "f32");
+  def_twotower_t<double>(m, "f64");
+}
+
+}  // namespace bind
+}  // namespace sl
