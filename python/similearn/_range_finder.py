@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._config import blas_limits
+from ._config import blas_threads
 
 __all__ = ["randomized_range_svd", "SLAB_ROWS", "slab_tree_sum"]
 
@@ -120,7 +120,7 @@ def _range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dty
                 return Z
         except np.linalg.LinAlgError:
             pass
-        with blas_limits(1):
+        with blas_threads(1):
             return np.linalg.qr(Z)[0]
 
     Q = rs.standard_normal((D, ell))

@@ -46,7 +46,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_limits, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
@@ -492,7 +492,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         nt = get_num_threads(self.n_threads)
         # small products do not pay for BLAS threads (and suffer badly from them on a
         # loaded machine): one BLAS thread below ~16M multiply-adds per product
-        with blas_limits(nt if n * r * d >= 2**24 else 1):
+        with blas_threads(nt if n * r * d >= 2**24 else 1):
             if not on_dask:
                 return self._fit(_InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
             from ._dask.film import ByteCounter, DaskRowBlocks

@@ -45,7 +45,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_limits, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
@@ -449,7 +449,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         L = np.ascontiguousarray(self._init_L(Xs, m, rng, scale), dtype=dtype)
         self.scale_ = float(scale)
         nt = get_num_threads(self.n_threads)
-        with blas_limits(1):
+        with blas_threads(1):
             self._run(Xs, L, rel, val, seed, nt)
         self.stats_["fit_time"] = time.perf_counter() - t0
         return self

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _kernels
-from ._config import scipy_blas_single_threaded
+from ._config import blas_threads
 from ._validation import call_user, check_dense, check_int
 
 __all__ = ["stiefel_minimize", "StiefelResult", "cayley_retraction", "random_stiefel", "projected_gradient"]
@@ -303,5 +303,5 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
 def stiefel_minimize(fun, P0, **kwargs):
     # the small r x 2d products of the retraction run on one thread of SciPy's BLAS,
     # so they never compete with a multi-threaded ``fun`` (NumPy's BLAS is untouched)
-    with scipy_blas_single_threaded():
+    with blas_threads(1, only_similearn=True):
         return _stiefel_minimize(fun, P0, **kwargs)

@@ -38,7 +38,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_limits, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
@@ -302,7 +302,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         ep = 0
         v = np.zeros(M)  # per-unit mean squared gradient (adaptive steps)
         t_batches = 0
-        with blas_limits(nt):
+        with blas_threads(nt):
             for ep in range(1, int(self.n_epochs) + 1):
                 Pe, Se = (P, S) if draw is None else draw()
                 order = rng.permutation(Se.shape[0])
@@ -349,7 +349,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         Wt = np.ascontiguousarray(np.vstack([self.coef_, self.intercept_[None, :]]).T, dtype=X.dtype)
         fn = _kernels.ssne_transform
         nt = get_num_threads(self.n_threads)
-        with blas_limits(1):
+        with blas_threads(1):
             return fn(X, Wt, nt)
 
     @dask_rows("X")
