@@ -12,7 +12,7 @@ from sklearn.utils import check_random_state
 
 from ._config import blas_threads
 
-__all__ = ["randomized_range_svd", "SLAB_ROWS", "slab_tree_sum"]
+__all__ = ["randomized_range_svd", "range_svd", "gram_rows", "SLAB_ROWS", "slab_tree_sum"]
 
 # Rows per slab of FILM's sums over rows (the Gram products of the range finder and
 # V^T M of every iteration).  Both the in-memory and the Dask fit add the slabs'
@@ -54,7 +54,7 @@ def _tree_node(part, n_rows, slab, lo, hi):
     return left
 
 
-def _gram_rows(X, Z, block_rows=None):
+def gram_rows(X, Z, block_rows=None):
     """X^T (X Z) for X (m x D, dense or CSR, m >= 1) and Z (D x ell) float64: the slabs'
     X_s^T (X_s Z) added by :func:`slab_tree_sum` (``block_rows``, default
     :data:`SLAB_ROWS`), so that only a (block_rows x ell) intermediate exists.
@@ -94,14 +94,14 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
 
         blocks = DaskRowBlocks(X, "X", min_samples=1)
         try:
-            return _range_svd(blocks.gram, X.shape[1], rank, n_oversamples, n_iter, random_state, dtype)
+            return range_svd(blocks.gram, X.shape[1], rank, n_oversamples, n_iter, random_state, dtype)
         finally:
             blocks.release()
     n, D = X.shape
-    return _range_svd(lambda Z: _gram_rows(X, Z, block_rows), D, rank, n_oversamples, n_iter, random_state, dtype)
+    return range_svd(lambda Z: gram_rows(X, Z, block_rows), D, rank, n_oversamples, n_iter, random_state, dtype)
 
 
-def _range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dtype=np.float64):
+def range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dtype=np.float64):
     """The randomized range finder of :func:`randomized_range_svd` on a Gram operator
     ``gram(Z) = X^T (X Z)`` ((D x ell) float64 -> (D x ell) float64): n_iter + 2 calls,
     the orthonormalisations and the (ell x ell) Rayleigh-Ritz eigenproblem run here."""

@@ -52,8 +52,8 @@ from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, v
 from ._memory import check_memory, check_output_memory
 from ._targets import check_labels, check_triplets
 from ._validation import check_int, check_X
-from . import _range_finder
-from ._range_finder import _gram_rows, _range_svd, randomized_range_svd, slab_tree_sum
+from ._film_operators import DenseOperator, InMemoryRows, InMemoryV
+from ._range_finder import randomized_range_svd, range_svd
 from .base import SaveLoadMixin
 from .manifold import random_stiefel, stiefel_minimize
 
@@ -88,89 +88,6 @@ def triplet_matrices(triplets, n, dtype=np.float64):
 def _csr_parts(A):
     return (np.ascontiguousarray(A.indptr, dtype=np.int64), np.ascontiguousarray(A.indices, dtype=np.int64),
             np.ascontiguousarray(A.data))
-
-
-class DenseOperator:
-    """The two dense products of a FILM iteration with V (n x r), behind one interface.
-
-    The K-free gradient (ALGORITHMS.md "FILM"; film.txt Sec. 3.2, Eq. 28) touches V only
-    through W = V P (n x d) and V^T M (r x d); everything else (the sparse C / C^T
-    kernels, k, z, Lambda, s) works on n x d and r x d arrays.  An operator provides
-
-    * ``shape`` (n, r) and ``dtype`` (float32 or float64, the working precision);
-    * ``matmul(P)``: W = V P, P (r x d) float64 -> (n x d) C-contiguous ndarray of ``dtype``;
-    * ``rmatmul(M)``: V^T M, M (n x d) ndarray of ``dtype`` -> (r x d) ndarray.
-
-    :class:`InMemoryV` holds V in memory; :class:`similearn._dask.film.DaskV` keeps V's
-    row blocks on Dask workers and runs both products as block maps / reductions.
-    """
-
-    shape = (0, 0)
-    dtype = np.dtype(np.float64)
-
-    def matmul(self, P):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def rmatmul(self, M):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def release(self):
-        """Free the operator's storage early (the Dask one drops V's blocks); optional."""
-
-
-class InMemoryV(DenseOperator):
-    """V (n x r) in memory: W = V P by similearn's GEMM kernel (``n_threads``), V^T M by
-    NumPy's BLAS.  O(n r d) each."""
-
-    def __init__(self, V, n_threads=None):
-        V = np.ascontiguousarray(V)
-        if V.dtype not in (np.float32, np.float64):
-            V = V.astype(np.float64)
-        self.V = V
-        self.shape = V.shape
-        self.dtype = V.dtype
-        self.n_threads = get_num_threads(n_threads)
-        self._gemm = _kernels.gemm_nn
-
-    def matmul(self, P):
-        return self._gemm(self.V, np.ascontiguousarray(P, dtype=self.dtype), self.n_threads)
-
-    def rmatmul(self, M):
-        # V^T M as the slabs' V_s^T M_s added in the canonical tree (the Dask fit adds
-        # the same products in the same order: similearn._range_finder)
-        V = self.V
-        return slab_tree_sum(V.shape[0], lambda r0, r1: V[r0:r1].T @ M[r0:r1], _range_finder.SLAB_ROWS)
-
-
-class _InMemoryRows:
-    """X in memory (a validated ndarray or CSR matrix) seen as FILM's fit sees it, the
-    interface :class:`similearn._dask.film.DaskRowBlocks` gives a Dask X:
-    ``gram(Z)`` = X^T (X Z) for the range finder, ``v_operator(Us, dtype, n_threads)``
-    = V = X Us as a :class:`DenseOperator`, ``rows_times(rows, Us, dtype)`` = X[rows] Us
-    (M-FILM's rows of V).  ``counter`` is None: nothing is shipped."""
-
-    counter = None
-
-    def __init__(self, X):
-        self.X = X
-
-    def gram(self, Z):
-        return _gram_rows(self.X, Z, _range_finder.SLAB_ROWS)
-
-    def v_operator(self, Us, dtype, n_threads=None):
-        # V = X U diag(1/sigma), built slab by slab straight into the working dtype
-        X = self.X
-        V = np.empty((X.shape[0], Us.shape[1]), dtype=dtype)
-        slab = _range_finder.SLAB_ROWS
-        for r0 in range(0, X.shape[0], slab):
-            V[r0:r0 + slab] = np.asarray(X[r0:r0 + slab] @ Us)
-        return InMemoryV(V, n_threads)
-
-    def rows_times(self, rows, Us, dtype):
-        return np.ascontiguousarray(np.asarray(self.X[rows] @ Us), dtype=dtype)
-
-    def release(self):
-        pass
 
 
 class FilmObjective:
@@ -494,7 +411,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         # loaded machine): one BLAS thread below ~16M multiply-adds per product
         with blas_threads(nt if n * r * d >= 2**24 else 1):
             if not on_dask:
-                return self._fit(_InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
+                return self._fit(InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
             from ._dask.film import ByteCounter, DaskRowBlocks
 
             src = DaskRowBlocks(X, "X", counter=ByteCounter(), n_threads=nt)  # one validating pass over X
@@ -507,7 +424,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         timings = {}
         t0 = time.perf_counter()
         # = randomized_range_svd(X, r, random_state=rs): the same draws, on X's Gram operator
-        sigma, U = _range_svd(src.gram, D, r, random_state=rs, dtype=np.float64)
+        sigma, U = range_svd(src.gram, D, r, random_state=rs, dtype=np.float64)
         keep = sigma > sigma[0] * 1e-8 if sigma[0] > 0 else np.zeros_like(sigma, dtype=bool)
         if keep.sum() < d:
             raise ValueError(f"X has numerical rank {int(keep.sum())} < n_components={d}")
