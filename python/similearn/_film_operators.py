@@ -68,6 +68,11 @@ class InMemoryV(DenseOperator):
         self.n_threads = get_num_threads(n_threads)
         self._gemm = _kernels.gemm_nn
 
+    def assign(self, V):
+        """Hold another V of the working dtype, C-contiguous (M-FILM: each batch's rows)."""
+        self.V = V
+        self.shape = V.shape
+
     def matmul(self, P):
         return self._gemm(self.V, np.ascontiguousarray(P, dtype=self.dtype), self.n_threads)
 

@@ -110,29 +110,46 @@ class FilmObjective:
 
     def __init__(self, V, triplets, margin=1.0, n_threads=None):
         op = V if isinstance(V, DenseOperator) else InMemoryV(V, n_threads)
+        self._setup(op, check_triplets(triplets, op.shape[0], distinct=True), float(margin),
+                    get_num_threads(n_threads))
+
+    @classmethod
+    def _of_valid(cls, op, T, margin, n_threads):
+        """The objective of validated data (FILM.fit checked it once): ``op`` a
+        :class:`DenseOperator`, ``T`` as ``check_triplets(..., distinct=True)`` returns
+        it, ``margin`` a float, ``n_threads`` a resolved count."""
+        obj = cls.__new__(cls)
+        obj._setup(op, T, margin, n_threads)
+        return obj
+
+    def _setup(self, op, T, margin, n_threads):
+        self.margin = margin
+        self.n_threads = n_threads
+        self._fwd = _kernels.film_forward
+        self._bwd = _kernels.film_backward
+        self._stats = _kernels.film_stats
+        self.gemm_time = 0.0
+        self.n_lambda_changes = []
+        self.load(op, T)
+
+    def load(self, op, T):
+        """Point the objective at V (``op``) and validated triplets ``T`` (rows of V) and
+        start afresh: C, C^T, t built for ``T``, every hinge active, s unset, no cached
+        W.  M-FILM loads each mini-batch (its rows of V, its triplets) into one objective."""
         self.op = op
         self.V = getattr(op, "V", None)  # the ndarray for in-memory V, else None
-        V = op  # only .shape and .dtype are used below
-        n = V.shape[0]
-        self.triplets = check_triplets(triplets, n, distinct=True)
-        self.margin = float(margin)
-        self.n_threads = get_num_threads(n_threads)
-        C, CT, t, is_anchor = triplet_matrices(self.triplets, n, V.dtype)
+        self.dtype = np.dtype(op.dtype)
+        self.triplets = T
+        C, CT, t, is_anchor = triplet_matrices(T, op.shape[0], self.dtype)
         self._c = _csr_parts(C)
         self._ct = _csr_parts(CT)
         self.t = t
         self.is_anchor = is_anchor
-        self.lam = is_anchor.astype(V.dtype)  # all hinges active at the start
-        self.tw = (self.t * self.lam).astype(V.dtype)
+        self.lam = is_anchor.astype(self.dtype)  # all hinges active at the start
+        self.tw = (self.t * self.lam).astype(self.dtype)
         self.s = None
         self.abs_margin = 0.0
-        self._fwd = _kernels.film_forward
-        self._bwd = _kernels.film_backward
-        self._stats = _kernels.film_stats
-        self.dtype = np.dtype(V.dtype)
         self._cache_key = None
-        self.gemm_time = 0.0
-        self.n_lambda_changes = []
         self._lam_prev2 = None
         self.damped = False
 
@@ -327,6 +344,8 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         return d, r
 
     def _triplets(self, X, y, triplets, n, rs):
+        """The fit's triplets, validated once: given ones checked here, generated ones
+        valid by construction (int64, in range, anchor, positive and negative distinct)."""
         if y is None and triplets is None:
             raise ValueError("pass either y (class labels) or triplets ((n_triplets, 3) row indices)")
         if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
@@ -334,10 +353,10 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         _, codes = check_labels(y, n, "y", min_classes=2)
         from .triplets import triplets_from_labels
 
-        T = triplets_from_labels(codes, n_per_anchor=self.n_triplets_per_anchor,
-                                 negatives=self.negatives, X=X if self.negatives == "hard" else None,
-                                 random_state=rs)
-        return check_triplets(T, n, distinct=True)
+        # (the public generator re-checks the encoded labels, and X for hard negatives:
+        # triplets.py has no non-validating entry yet)
+        return triplets_from_labels(codes, n_per_anchor=self.n_triplets_per_anchor, negatives=self.negatives,
+                                    X=X if self.negatives == "hard" else None, random_state=rs)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, triplets=None):
@@ -469,7 +488,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         Us = U / sigma[None, :]
         op = src.v_operator(Us, dtype, nt)  # V = X U diag(1/sigma) in the working dtype
         src.release()  # (Dask: X's blocks are no longer needed on the workers)
-        obj = FilmObjective(op, T, margin=self.margin, n_threads=nt)
+        obj = FilmObjective._of_valid(op, T, float(self.margin), nt)
         counter = src.counter
         marks = [counter.total] if counter is not None else None  # bytes shipped between accepted iterates
 
@@ -511,6 +530,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         hist = {"fun": [], "grad_norm": [], "tau": [], "time": []}
         tau = None
         prev = None
+        op = obj = None  # one operator and one objective, loaded with each batch
         t0 = time.perf_counter()
         for it in range(self.max_iter):
             sel = rs.choice(len(anchors), size=bs, replace=False)
@@ -524,7 +544,14 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             Vb = src.rows_times(rows, Us, dtype)
             if src.counter is not None:
                 hist.setdefault("dask_bytes", []).append(src.counter.by_kind["rows"] - mark)
-            obj = FilmObjective(Vb, inv.reshape(-1, 3), margin=self.margin, n_threads=nt)
+            # the batch's triplets index Vb's rows: valid as T's are (rows holds every index)
+            Tb = inv.reshape(-1, 3)
+            if obj is None:
+                op = InMemoryV(Vb, nt)
+                obj = FilmObjective._of_valid(op, Tb, float(self.margin), nt)
+            else:
+                op.assign(Vb)
+                obj.load(op, Tb)
             obj.refresh(P)
             f, G = obj.value_and_grad(P)
             R = projected_gradient(P, G)
