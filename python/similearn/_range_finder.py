@@ -1,5 +1,9 @@
-"""Randomized range finder on the Gram operator X^T X (FILM's truncated SVD, step 1 of
-ALGORITHMS.md "FILM"; film.txt Sec. 3.1 "r = rank(X)" is replaced by a rank r SVD).
+"""Randomized range finder on the Gram operator X^T X: FILM's truncated SVD (Tang & Aw,
+"FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for Sentence
+Matching", Sec. 3.1 and Algorithm 1 line 2, whose "r = rank(X)" is infeasible for
+D ~ 10^5 and is replaced by a rank r SVD): the randomized subspace iteration of Halko,
+Martinsson & Tropp, "Finding Structure with Randomness" (Algorithm 4.4), on X^T X, then
+Rayleigh-Ritz.
 
 Kept apart from :mod:`similearn.film` so that the model module holds the model: the
 in-memory Gram products, the Dask ones (:mod:`similearn._dask.film`) and the dense
@@ -109,8 +113,8 @@ def range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dtyp
     ell = min(D, rank + n_oversamples)
 
     def orth(Z):
-        # CholeskyQR2: two passes of Z <- Z R^{-1}, R = chol(Z^T Z): GEMM-rich and
-        # threaded (2.8 s -> 1.0 s for 78,000 x 310 on this machine); Householder QR,
+        # CholeskyQR2: two passes of Z <- Z R^{-1}, R = chol(Z^T Z): GEMM-rich, so it
+        # uses the BLAS threads (Householder QR does not); Householder QR,
         # single-threaded, if the Gram matrix is too ill-conditioned for Cholesky
         try:
             for _ in range(2):

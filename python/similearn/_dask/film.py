@@ -1,21 +1,21 @@
 """FILM on a Dask array X sharded by rows.
 
-Paper: "FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for Sentence
-Matching" (papers/film.txt), Sec. 3.1-3.2: the SVD X = U Sigma V^T (Eq. 6, Algorithm 1
-line 2), the gradient Eq. (28), computed without forming K as in ALGORITHMS.md "FILM"
-(the K-free gradient and M-FILM).
+Paper: Tang & Aw, "FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for
+Sentence Matching", Sec. 3.1-3.3: the SVD X = U Sigma V^T (Eq. 6, Algorithm 1 line 2),
+the gradient Eq. (28), computed without forming K (:mod:`similearn._film_objective`),
+and M-FILM (Sec. 3.3).
 
 :meth:`similearn.FILM.fit` routes a ``dask.array.Array`` X here for the three things a
 fit needs from X; the FILM math itself (the objective, the K-free gradient, the
-Stiefel solver, M-FILM's sampling) is the in-memory code of :mod:`similearn.film`,
-run on the client.
+Stiefel solver, M-FILM's sampling) is the in-memory code of :mod:`similearn.film` and
+:mod:`similearn._film_objective`, run on the client.
 
 * :class:`DaskRowBlocks` — X's row blocks (NumPy or scipy.sparse CSR), validated and
   materialised once (on the workers under a ``distributed.Client``; in this process
   under a local scheduler).  ``gram(Z)`` = X^T (X Z), the slabs' X_s^T (X_s Z) on
   the workers holding them, added in the canonical tree: the range finder of
   :func:`similearn.film.randomized_range_svd` moves only (D x ell) matrices.
-  ``v_operator`` builds V_b = X_b U diag(1/sigma) on the workers (film.txt Eq. 6's
+  ``v_operator`` builds V_b = X_b U diag(1/sigma) on the workers (the paper's Eq. 6
   V, Algorithm 1 line 2); ``rows_times`` computes the rows of V that an M-FILM batch
   needs from their X blocks.
 * :class:`DaskV` — the :class:`similearn._film_operators.DenseOperator` over V's blocks:
@@ -479,8 +479,8 @@ class DaskRowBlocks:
 # --------------------------------------------------------------------------- V's blocks
 class DaskV(DenseOperator):
     """V (n x r) as row blocks V_b on the workers: the :class:`similearn._film_operators.DenseOperator`
-    of a FILM fit on a Dask X (film.txt Sec. 3.2, the two dense products of Eq. 28's
-    K-free form; ALGORITHMS.md "FILM").
+    of a FILM fit on a Dask X (FILM paper Sec. 3.2: the two dense products of Eq. 28
+    computed without K, :mod:`similearn._film_objective`).
 
     * ``matmul(P)``: W = V P.  P (r x d) goes to the c workers holding blocks, W_b =
       V_b P runs there (similearn's GEMM kernel), the W_b are gathered in block order:
