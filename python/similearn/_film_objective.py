@@ -36,7 +36,7 @@ from ._config import get_num_threads
 from ._film_operators import DenseOperator, InMemoryV
 from ._targets import check_triplets
 
-__all__ = ["FilmObjective", "triplet_matrices"]
+__all__ = ["FilmObjective", "triplet_matrices", "valid_objective", "load_batch"]
 
 
 def _softplus(x):
@@ -92,15 +92,6 @@ class FilmObjective:
         self._setup(op, check_triplets(triplets, op.shape[0], distinct=True), float(margin),
                     get_num_threads(n_threads))
 
-    @classmethod
-    def _of_valid(cls, op, T, margin, n_threads):
-        """The objective of validated data (FILM.fit checked it once): ``op`` a
-        :class:`DenseOperator`, ``T`` as ``check_triplets(..., distinct=True)`` returns
-        it, ``margin`` a float, ``n_threads`` a resolved count."""
-        obj = cls.__new__(cls)
-        obj._setup(op, T, margin, n_threads)
-        return obj
-
     def _setup(self, op, T, margin, n_threads):
         self.margin = margin
         self.n_threads = n_threads
@@ -109,12 +100,9 @@ class FilmObjective:
         self._stats = _kernels.film_stats
         self.gemm_time = 0.0
         self.n_lambda_changes = []
-        self.load(op, T)
+        self._load(op, T)
 
-    def load(self, op, T):
-        """Point the objective at V (``op``) and validated triplets ``T`` (rows of V) and
-        start afresh: C, C^T, t built for ``T``, every hinge active, s unset, no cached
-        W.  M-FILM loads each mini-batch (its rows of V, its triplets) into one objective."""
+    def _load(self, op, T):
         self.op = op
         self.V = getattr(op, "V", None)  # the ndarray for in-memory V, else None
         self.dtype = np.dtype(op.dtype)
@@ -200,3 +188,20 @@ class FilmObjective:
         # when the gradient is asked for next, as the solver does); W and D stay valid
         self._cache = (W, D, None, z)
         return s, lam
+
+
+# -- FILM.fit's entries: data it validated once, never checked again ----------------------
+def valid_objective(op, T, margin, n_threads):
+    """:class:`FilmObjective` of validated data: ``op`` a :class:`DenseOperator`, ``T``
+    as ``check_triplets(T, op.shape[0], distinct=True)`` returns it, ``margin`` a float,
+    ``n_threads`` a resolved count."""
+    obj = FilmObjective.__new__(FilmObjective)
+    obj._setup(op, T, margin, n_threads)
+    return obj
+
+
+def load_batch(obj, op, T):
+    """Point ``obj`` at V (``op``) and validated triplets ``T`` (rows of V) and start
+    afresh: C, C^T and t built for ``T``, every hinge active, s unset, no cached W.
+    M-FILM loads each mini-batch (its rows of V, its triplets) into one objective."""
+    obj._load(op, T)

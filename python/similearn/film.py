@@ -38,7 +38,7 @@ from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, v
 from ._memory import check_memory, check_output_memory
 from ._targets import check_labels, check_triplets
 from ._validation import check_int, check_X
-from ._film_objective import FilmObjective, triplet_matrices
+from ._film_objective import FilmObjective, load_batch, triplet_matrices, valid_objective
 from ._film_operators import DenseOperator, InMemoryRows, InMemoryV  # noqa: F401  (DenseOperator: public name)
 from ._range_finder import randomized_range_svd, range_svd
 from .base import SaveLoadMixin
@@ -313,7 +313,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         Us = U / sigma[None, :]
         op = src.v_operator(Us, dtype, nt)  # V = X U diag(1/sigma) in the working dtype
         src.release()  # (Dask: X's blocks are no longer needed on the workers)
-        obj = FilmObjective._of_valid(op, T, float(self.margin), nt)
+        obj = valid_objective(op, T, float(self.margin), nt)
         counter = src.counter
         marks = [counter.total] if counter is not None else None  # bytes shipped between accepted iterates
 
@@ -357,7 +357,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         prev = None
         # one operator and one objective, built here and loaded with each batch
         op = InMemoryV(np.empty((0, Us.shape[1]), dtype=dtype), nt)
-        obj = FilmObjective._of_valid(op, np.empty((0, 3), dtype=np.int64), float(self.margin), nt)
+        obj = valid_objective(op, np.empty((0, 3), dtype=np.int64), float(self.margin), nt)
         t0 = time.perf_counter()
         for it in range(self.max_iter):
             sel = rs.choice(len(anchors), size=bs, replace=False)
@@ -372,7 +372,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             if src.counter is not None:
                 hist.setdefault("dask_bytes", []).append(src.counter.by_kind["rows"] - mark)
             op.assign(Vb)
-            obj.load(op, inv.reshape(-1, 3))  # indices into Vb's rows: valid as T's are
+            load_batch(obj, op, inv.reshape(-1, 3))  # indices into Vb's rows: valid as T's are
             obj.refresh(P)
             f, G = obj.value_and_grad(P)
             R = projected_gradient(P, G)
