@@ -19,7 +19,7 @@ What is timed, and what is not
 
   - ``similearn`` / ``similearn-lazy_adam``: ``NASH._step``, the body of
     ``fit``'s batch loop (draw ``u`` and ``eps``, forward-backward, Adam), inside
-    ``blas_limits(1)`` as in ``fit``, kernels at ``n_threads=threads``; the
+    ``blas_threads(1)`` as in ``fit``, kernels at ``n_threads=threads``; the
     per-fit set-up (``_prepare`` on the 1,280-document pool) and 3 steps are
     untimed;
   - ``torch``: ``bench/nash_torch_reference.py``'s ``make_torch_trainer``
@@ -51,7 +51,7 @@ import pytest
 import scipy.sparse as sp
 
 from similearn import NASH, LSHHasher
-from similearn._config import blas_limits
+from similearn._config import blas_threads
 
 _BENCH = os.path.dirname(os.path.abspath(__file__))
 if _BENCH not in sys.path:
@@ -116,7 +116,7 @@ def _similearn_step(X, batches, optimizer, threads):
     def step():
         rows = batches[state["i"] % len(batches)]
         state["i"] += 1
-        with blas_limits(1):
+        with blas_threads(1):
             parts = est._step(st, rows)  # exactly the body of fit's batch loop
         return parts["rec"] + parts["kl"] + parts["nkl"]
 

@@ -24,8 +24,8 @@ import sys
 import numpy as np
 import pytest
 
-from similearn import SSNE, _core
-from similearn._config import blas_limits
+from similearn import SSNE, _kernels
+from similearn._config import blas_threads
 from similearn.evaluation import knn_cv_accuracy
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
@@ -69,8 +69,8 @@ def _epoch_args(n, D, M, P, B=64, seed=0):
 def _kernel(X, pairs, s, cp, W, B=64, C=1):
     Wt = np.array(W.T, order="C")
     v = np.zeros(W.shape[1])
-    with blas_limits(1):
-        return _core.ssne_epoch_f64(X, pairs, s, cp, Wt, v, B, C, 0.05, 1e-4, True, 0.99, 0)
+    with blas_threads(1):
+        return _kernels.ssne_epoch(X, pairs, s, cp, Wt, v, B, C, 0.05, 1e-4, True, 0.99, 0)
 
 
 @pytest.mark.benchmark(group="ssne epoch growth pairs")
@@ -99,6 +99,6 @@ def test_ssne_kernel_vs_numpy(timed, impl):
         v = np.zeros(32)
 
         def run():
-            with blas_limits(1):
+            with blas_threads(1):
                 return oracle.epoch(X, W.copy(), pairs, s, 64, cp, 0.05, 1e4, C, v=v.copy())
         timed(run, rounds=2, n=2000, items=2000, unit="pairs", impl=impl)

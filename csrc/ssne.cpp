@@ -1,6 +1,6 @@
 // SSNE epoch and transform kernels (see ssne.hpp).  The dense products go through
-// SciPy's BLAS (single-threaded inside our threads); the per-pair loops are O(P)
-// per block and stay in cache.
+// SciPy's BLAS, kept at one thread by the caller (the epoch is single-threaded; transform
+// runs its own threads); the per-pair loops are O(P) per block and stay in cache.
 #include "ssne.hpp"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
-// SSNE (Batra & Shakhnarovich; ALGORITHMS.md "SSNE"): one epoch of batch-stochastic
-// block-coordinate descent with a proximal group soft-threshold step.
+// SSNE (Batra & Shakhnarovich, "Similarity Sensitive Nonlinear Embeddings", Eq. 1-3 and the
+// batch-stochastic block-coordinate descent that follows Eq. 3): one epoch of it with a
+// proximal group soft-threshold step.
 //
 // Model: phi(x) = [x; 1]; the weights are stored transposed, Wt (M x (D+1)) row-major,
 // row m = w_m (its last entry is the bias), so a column of the paper's W is contiguous.
@@ -42,6 +43,9 @@ struct EpochStats {
 // the t-th batch (a per-block step size; the fixed points of the proximal step are
 // those of J for any positive step).  v (M) persists across epochs.
 // Cost per batch O(U D M + P M).  X (n x D) row-major; Wt and v updated in place.
+// Single-threaded: batches and column steps are sequential, and one column step (a GEMV
+// of U x (D+1) and O(P) loops) is smaller than a thread hand-off; the caller keeps the
+// BLAS at one thread (similearn.ssne), so the result never depends on thread counts.
 // Runs without the GIL, polls Ctrl-C.
 template <class T>
 EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i64 n_pairs, const i64* col_perm,

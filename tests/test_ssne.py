@@ -10,12 +10,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import ssne_oracle as O
-from similearn import SSNE, _core
+from similearn import SSNE, _kernels
 from similearn.evaluation import knn_cv_accuracy
 from similearn.triplets import pairs_from_labels
 
-_EPOCH = {np.float32: _core.ssne_epoch_f32, np.float64: _core.ssne_epoch_f64}
-_TRANSFORM = {np.float32: _core.ssne_transform_f32, np.float64: _core.ssne_transform_f64}
+_EPOCH = _kernels.ssne_epoch  # the variant of X's dtype
+_TRANSFORM = _kernels.ssne_transform
 _TOL = {np.float32: 2e-4, np.float64: 1e-10}
 
 
@@ -35,7 +35,7 @@ def _kernel_epoch(X, W, pairs, s, cp, B, C, eta, thresh, v=None, t0=0):
     Wt = np.array(W.T, dtype=X.dtype, order="C")  # a copy: W.T of a one-column W is contiguous
     inv_lam = thresh / eta
     vv = np.zeros(W.shape[1]) if v is None else v
-    loss, nb = _EPOCH[X.dtype.type](X, pairs, s, cp, Wt, vv, B, C, eta, inv_lam, v is not None, 0.99, t0)
+    loss, nb = _EPOCH(X, pairs, s, cp, Wt, vv, B, C, eta, inv_lam, v is not None, 0.99, t0)
     return loss, nb, Wt.T.astype(np.float64)
 
 
@@ -77,7 +77,7 @@ def test_transform_kernel_matches_oracle_and_threads(dtype, n, D, M, rng):
     W = rng.standard_normal((D + 1, M))
     Wt = np.ascontiguousarray(W.T, dtype=dtype)
     h_ref, H_ref = O.embed(X.astype(np.float64), W.astype(dtype).astype(np.float64))
-    outs = [_TRANSFORM[dtype](X, Wt, nt) for nt in (1, 2, 3)]
+    outs = [_TRANSFORM(X, Wt, nt) for nt in (1, 2, 3)]
     H, nrm = outs[0]
     assert H.dtype == dtype and H.shape == (n, M)
     np.testing.assert_allclose(H, H_ref, rtol=_TOL[dtype] * 10, atol=_TOL[dtype] * 10)
@@ -95,7 +95,7 @@ def test_activation_is_the_papers_logistic_form(rng):
     np.testing.assert_allclose(h[:, 0], 2.0 / (1.0 + np.exp(a)) - 1.0, rtol=1e-12, atol=1e-15)
     # huge activations saturate to -+1 without overflow (kernel)
     Xb = np.array([[1e6], [-1e6]])
-    H, nrm = _core.ssne_transform_f64(Xb, np.ascontiguousarray(W.T), 1)
+    H, nrm = _TRANSFORM(Xb, np.ascontiguousarray(W.T), 1)
     np.testing.assert_array_equal(H[:, 0], [-1.0, 1.0])
 
 
@@ -275,6 +275,23 @@ def test_fit_from_explicit_real_valued_pairs(rng):
     m2 = SSNE(n_components=16, n_epochs=2, random_state=0).fit(X, np.zeros(150), pairs=P, similarity=s)
     m3 = SSNE(n_components=16, n_epochs=2, random_state=0).fit(X, pairs=P, similarity=s)
     np.testing.assert_array_equal(m2.coef_, m3.coef_)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("block_size", [1, 8])
+def test_fit_and_transform_do_not_depend_on_n_threads(dtype, block_size):
+    """fit is single-threaded, BLAS included, and transform's threads take fixed row
+    chunks: both are bit-identical for 1 and 2 threads, also with batches large enough
+    for a threaded BLAS to split the products (U up to 1,024 rows, M = 48)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((1500, 120)).astype(dtype)
+    y = rng.integers(0, 4, 1500)
+    fits = [SSNE(n_components=48, batch_size=512, block_size=block_size, n_epochs=2, n_pairs=3000,
+                 random_state=0, n_threads=nt).fit(X, y) for nt in (1, 2)]
+    np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
+    np.testing.assert_array_equal(fits[0].intercept_, fits[1].intercept_)
+    assert fits[0].loss_history_ == fits[1].loss_history_
+    np.testing.assert_array_equal(fits[0].transform(X), fits[1].transform(X))
 
 
 def test_reproducible_float32_and_sklearn_api(rng, tmp_path):

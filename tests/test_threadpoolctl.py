@@ -164,13 +164,13 @@ def test_blas_helpers_unchanged():
     with threadpool_limits(1):
         assert all(lib["num_threads"] == 1 for lib in threadpool_info() if lib["user_api"] == "blas")
     assert {lib["filepath"]: lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"} == original
-    with _config.blas_limits(1):
+    with _config.blas_threads(1):
         assert all(lib["num_threads"] == 1 for lib in ThreadpoolController().select(user_api="blas").info())
         assert similearn.get_num_threads() == 4
-    with _config.blas_single_threaded(), _config.scipy_blas_single_threaded():
+    with _config.blas_threads(1), _config.blas_threads(1, only_similearn=True):
         assert similearn.get_num_threads() == 4
-    # a cap set while blas_limits is active survives its exit
-    blas = _config.blas_limits(1)
+    # a cap set while blas_threads is active survives its exit
+    blas = _config.blas_threads(1)
     blas.__enter__()
     limiter = threadpool_limits(limits={"similearn": 1})
     blas.__exit__(None, None, None)

@@ -31,8 +31,7 @@ import os
 import sys
 import threading
 
-__all__ = ["get_num_threads", "set_num_threads", "thread_limits", "show_config", "blas_single_threaded",
-           "blas_limits"]
+__all__ = ["get_num_threads", "set_num_threads", "thread_limits", "show_config", "blas_threads"]
 
 
 def _available_cpus() -> int:
@@ -131,36 +130,41 @@ def _get_controller():
 
 
 @contextlib.contextmanager
-def blas_single_threaded():
-    """Limit the BLAS to one thread while a similearn kernel runs its own threads."""
-    with blas_limits(1):
-        yield
+def blas_threads(n, *, only_similearn=False):
+    """Context manager: the BLAS runs ``n`` threads inside the block (the one BLAS
+    threading policy of similearn; the previous counts come back on exit).
 
+    * ``only_similearn=False``: every BLAS library loaded (NumPy's and SciPy's).  For
+      dense work done by NumPy / SciPy (``n`` = the estimator's ``n_threads``), and,
+      with ``n=1``, around similearn kernels that run their own ``n_threads`` threads
+      and call the BLAS inside each of them.
+    * ``only_similearn=True``: only the BLAS that SciPy's cython_blas (and so
+      similearn's kernels) calls, leaving NumPy's (used by user callbacks such as
+      ``A @ P``) alone: two OpenBLAS copies both running threads on the same cores
+      thrash.  No such library found: nothing is limited.
 
-@contextlib.contextmanager
-def scipy_blas_single_threaded():
-    """Limit only the BLAS that SciPy's cython_blas (and so similearn's kernels) calls to
-    one thread, leaving NumPy's (used by user callbacks such as ``A @ P``) alone.  Two
-    OpenBLAS copies both running threads on the same cores thrash."""
+    Only BLAS libraries are touched: a limiter restores every library it holds on
+    exit, and restoring similearn's threadpoolctl cap here would undo a
+    ``threadpool_limits`` entered meanwhile (e.g. by another thread).
+    """
     ctl = _get_controller()
-    paths = [lib["filepath"] for lib in _blas_info() if lib.get("used_by_similearn") and "filepath" in lib]
-    sel = ctl.select(filepath=paths) if paths else None
-    if sel is None or not getattr(sel, "lib_controllers", None):
-        yield
-        return
-    with sel.limit(limits=1):
+    if only_similearn:
+        paths = [lib["filepath"] for lib in _blas_info() if lib.get("used_by_similearn") and "filepath" in lib]
+        sel = ctl.select(filepath=paths) if paths else None
+        if sel is None or not getattr(sel, "lib_controllers", None):
+            yield
+            return
+    else:
+        sel = ctl.select(user_api="blas")
+    with sel.limit(limits=int(n)):
         yield
 
 
-@contextlib.contextmanager
 def blas_limits(n):
-    """Limit the BLAS to ``n`` threads (for estimators whose dense work is NumPy/BLAS)."""
-    # Only the BLAS libraries: a limiter restores every library it holds on exit, and
-    # restoring similearn's threadpoolctl cap here would undo a threadpool_limits
-    # entered meanwhile (e.g. by another thread).
-    ctl = _get_controller().select(user_api="blas")
-    with ctl.limit(limits=int(n)):
-        yield
+    """Transitional alias of ``blas_threads(n)`` for the callers not converted yet
+    (twotower.py, nash.py, bench/test_bench_frml.py); not exported, to be removed
+    with their last call."""
+    return blas_threads(n)
 
 
 def _blas_info():
@@ -271,7 +275,7 @@ def _register_threadpoolctl() -> None:
       cap it alone;
     * ``threadpool_limits(1, user_api="blas")`` must *not* cap it: that is how
       scikit-learn keeps BLAS sequential inside its own parallel loops, and how
-      similearn itself (:func:`blas_limits`, :func:`blas_single_threaded`) makes the
+      similearn itself (:func:`blas_threads`) makes the
       BLAS single-threaded precisely *because* the kernels run their own threads --
       as "blas" every estimator would run its kernels on one thread;
     * ``user_api="openmp"`` limits OpenMP runtimes' parallel loops (scikit-learn's

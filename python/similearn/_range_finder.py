@@ -1,5 +1,9 @@
-"""Randomized range finder on the Gram operator X^T X (FILM's truncated SVD, step 1 of
-ALGORITHMS.md "FILM"; film.txt Sec. 3.1 "r = rank(X)" is replaced by a rank r SVD).
+"""Randomized range finder on the Gram operator X^T X: FILM's truncated SVD (Tang & Aw,
+"FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for Sentence
+Matching", Sec. 3.1 and Algorithm 1 line 2, whose "r = rank(X)" is infeasible for
+D ~ 10^5 and is replaced by a rank r SVD): the randomized subspace iteration of Halko,
+Martinsson & Tropp, "Finding Structure with Randomness" (Algorithm 4.4), on X^T X, then
+Rayleigh-Ritz.
 
 Kept apart from :mod:`similearn.film` so that the model module holds the model: the
 in-memory Gram products, the Dask ones (:mod:`similearn._dask.film`) and the dense
@@ -10,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._config import blas_limits
+from ._config import blas_threads
 
-__all__ = ["randomized_range_svd", "SLAB_ROWS", "slab_tree_sum"]
+__all__ = ["randomized_range_svd", "range_svd", "gram_rows", "SLAB_ROWS", "slab_tree_sum"]
 
 # Rows per slab of FILM's sums over rows (the Gram products of the range finder and
 # V^T M of every iteration).  Both the in-memory and the Dask fit add the slabs'
@@ -54,7 +58,7 @@ def _tree_node(part, n_rows, slab, lo, hi):
     return left
 
 
-def _gram_rows(X, Z, block_rows=None):
+def gram_rows(X, Z, block_rows=None):
     """X^T (X Z) for X (m x D, dense or CSR, m >= 1) and Z (D x ell) float64: the slabs'
     X_s^T (X_s Z) added by :func:`slab_tree_sum` (``block_rows``, default
     :data:`SLAB_ROWS`), so that only a (block_rows x ell) intermediate exists.
@@ -94,14 +98,14 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
 
         blocks = DaskRowBlocks(X, "X", min_samples=1)
         try:
-            return _range_svd(blocks.gram, X.shape[1], rank, n_oversamples, n_iter, random_state, dtype)
+            return range_svd(blocks.gram, X.shape[1], rank, n_oversamples, n_iter, random_state, dtype)
         finally:
             blocks.release()
     n, D = X.shape
-    return _range_svd(lambda Z: _gram_rows(X, Z, block_rows), D, rank, n_oversamples, n_iter, random_state, dtype)
+    return range_svd(lambda Z: gram_rows(X, Z, block_rows), D, rank, n_oversamples, n_iter, random_state, dtype)
 
 
-def _range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dtype=np.float64):
+def range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dtype=np.float64):
     """The randomized range finder of :func:`randomized_range_svd` on a Gram operator
     ``gram(Z) = X^T (X Z)`` ((D x ell) float64 -> (D x ell) float64): n_iter + 2 calls,
     the orthonormalisations and the (ell x ell) Rayleigh-Ritz eigenproblem run here."""
@@ -109,8 +113,8 @@ def _range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dty
     ell = min(D, rank + n_oversamples)
 
     def orth(Z):
-        # CholeskyQR2: two passes of Z <- Z R^{-1}, R = chol(Z^T Z): GEMM-rich and
-        # threaded (2.8 s -> 1.0 s for 78,000 x 310 on this machine); Householder QR,
+        # CholeskyQR2: two passes of Z <- Z R^{-1}, R = chol(Z^T Z): GEMM-rich, so it
+        # uses the BLAS threads (Householder QR does not); Householder QR,
         # single-threaded, if the Gram matrix is too ill-conditioned for Cholesky
         try:
             for _ in range(2):
@@ -120,7 +124,7 @@ def _range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dty
                 return Z
         except np.linalg.LinAlgError:
             pass
-        with blas_limits(1):
+        with blas_threads(1):
             return np.linalg.qr(Z)[0]
 
     Q = rs.standard_normal((D, ell))

@@ -1,30 +1,18 @@
 """FILM: fast interpretable low-rank metric learning on the Stiefel manifold.
 
-Paper: film.txt (Sec. 3), with the corrections of ALGORITHMS.md ("FILM").  Sample-major
-notation: X is (n, D), one row per sample.
+Paper: Tang & Aw, "FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for
+Sentence Matching", Sec. 3.  Sample-major notation: X is (n, D), one row per sample (the
+paper's X is D x n).
 
 Model.  X ~ V diag(sigma) U^T (truncated SVD, rank r).  The embedding is
 Y = V P diag(sqrt(s)) with P in St(r, d); the learned map is
 L = diag(sqrt(s)) P^T diag(1/sigma) U^T (d x D, Algorithm 1 line 11) and
 ``transform(X) = X L^T``.
 
-Objective (Eq. 19).  Triplets (a, p, q): "a is more similar to p than to q".
-C (n x n): C[p, a] += 1, C[q, a] -= 1; T = diag(1 / (|T_a| + 1)); K = -V^T C T Lambda V;
-k_i = -p_i^T K p_i; f2(P) = -1/2 sum_i k_i mu(k_i) + m sum_a Lambda_a with mu = softplus,
-Lambda_a = 1[z_a + m > 0], z_a = T_aa <y_a, ytilde_a>, ytilde_a = sum (y_q - y_p).
-Gradient (Eq. 28, Lambda fixed): G = -(K + K^T) P diag(q), q_i = -1/2 (mu(k_i) + k_i sigma(k_i)).
-
-K is never formed (ALGORITHMS.md): with W = V P,
-D = C^T W, M = C (T Lambda W) + T Lambda D, (K + K^T) P = -V^T M and
-k_i = sum_a (T Lambda)_a W[a, i] D[a, i].  The sparse products are C++ kernels
-(csrc/film.cpp); per iteration the cost is two dense GEMMs of O(n r d) (W = V P,
-V^T M) plus O(nnz(C) d), against O(n r^2) for forming K.
-
-Margin.  With L2-normalised TF-IDF rows the z_a are tiny, so an absolute margin keeps
-every hinge active.  ``margin`` is relative: the absolute margin is
-``margin * mean_a ||y_a||^2`` of the current embedding (refreshed with Lambda), as
-FLRML does.  Lambda and s are refreshed at every accepted iterate and held fixed
-within a line search (the non-monotone Zhang-Hager reference absorbs the change).
+Objective and gradient (Eq. 19, 28; K never formed, relative margin):
+:class:`FilmObjective` (:mod:`similearn._film_objective`).  Solver: the Cayley /
+Barzilai-Borwein / non-monotone search of :func:`similearn.manifold.stiefel_minimize`
+(Sec. 3.2, Algorithm 1); M-FILM (Sec. 3.3, "to save memory") samples anchors per step.
 
 Dask.  ``FILM.fit`` accepts a Dask X sharded by rows.  V enters an iteration only
 through W = V P and V^T M, so :class:`FilmObjective` takes a :class:`DenseOperator`
@@ -40,256 +28,27 @@ import time
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels
-from ._config import blas_limits, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
 from ._targets import check_labels, check_triplets
 from ._validation import check_int, check_X
-from . import _range_finder
-from ._range_finder import _gram_rows, _range_svd, randomized_range_svd, slab_tree_sum
+from ._film_objective import FilmObjective, load_batch, triplet_matrices, valid_objective
+from ._film_operators import DenseOperator, InMemoryRows, InMemoryV  # noqa: F401  (DenseOperator: public name)
+from ._range_finder import randomized_range_svd, range_svd
 from .base import SaveLoadMixin
 from .manifold import random_stiefel, stiefel_minimize
 
 __all__ = ["FILM", "FilmObjective", "triplet_matrices", "randomized_range_svd"]
 
 
-def _softplus(x):
-    return np.logaddexp(0.0, x)
-
-
-def _sigmoid(x):
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
-
-
-def triplet_matrices(triplets, n, dtype=np.float64):
-    """C as CSR (rows j, columns a) and C^T as CSR (rows a), duplicates summed, plus
-    t = diag(T) = 1 / (|T_a| + 1) (n,).  O(n_triplets log n_triplets)."""
-    a, p, q = triplets[:, 0], triplets[:, 1], triplets[:, 2]
-    rows = np.concatenate([p, q])
-    cols = np.concatenate([a, a])
-    vals = np.concatenate([np.ones(len(a)), -np.ones(len(a))]).astype(dtype)
-    C = sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
-    C.sum_duplicates()
-    C.eliminate_zeros()
-    CT = sp.csr_matrix(C.T)
-    CT.sort_indices()
-    counts = np.bincount(a, minlength=n)
-    t = (1.0 / (counts + 1.0)).astype(dtype)
-    return C, CT, t, counts > 0
-
-
-def _csr_parts(A):
-    return (np.ascontiguousarray(A.indptr, dtype=np.int64), np.ascontiguousarray(A.indices, dtype=np.int64),
-            np.ascontiguousarray(A.data))
-
-
-class DenseOperator:
-    """The two dense products of a FILM iteration with V (n x r), behind one interface.
-
-    The K-free gradient (ALGORITHMS.md "FILM"; film.txt Sec. 3.2, Eq. 28) touches V only
-    through W = V P (n x d) and V^T M (r x d); everything else (the sparse C / C^T
-    kernels, k, z, Lambda, s) works on n x d and r x d arrays.  An operator provides
-
-    * ``shape`` (n, r) and ``dtype`` (float32 or float64, the working precision);
-    * ``matmul(P)``: W = V P, P (r x d) float64 -> (n x d) C-contiguous ndarray of ``dtype``;
-    * ``rmatmul(M)``: V^T M, M (n x d) ndarray of ``dtype`` -> (r x d) ndarray.
-
-    :class:`InMemoryV` holds V in memory; :class:`similearn._dask.film.DaskV` keeps V's
-    row blocks on Dask workers and runs both products as block maps / reductions.
-    """
-
-    shape = (0, 0)
-    dtype = np.dtype(np.float64)
-
-    def matmul(self, P):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def rmatmul(self, M):  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def release(self):
-        """Free the operator's storage early (the Dask one drops V's blocks); optional."""
-
-
-class InMemoryV(DenseOperator):
-    """V (n x r) in memory: W = V P by similearn's GEMM kernel (``n_threads``), V^T M by
-    NumPy's BLAS.  O(n r d) each."""
-
-    def __init__(self, V, n_threads=None):
-        V = np.ascontiguousarray(V)
-        if V.dtype not in (np.float32, np.float64):
-            V = V.astype(np.float64)
-        self.V = V
-        self.shape = V.shape
-        self.dtype = V.dtype
-        self.n_threads = get_num_threads(n_threads)
-        self._gemm = _kernels.gemm_nn
-
-    def matmul(self, P):
-        return self._gemm(self.V, np.ascontiguousarray(P, dtype=self.dtype), self.n_threads)
-
-    def rmatmul(self, M):
-        # V^T M as the slabs' V_s^T M_s added in the canonical tree (the Dask fit adds
-        # the same products in the same order: similearn._range_finder)
-        V = self.V
-        return slab_tree_sum(V.shape[0], lambda r0, r1: V[r0:r1].T @ M[r0:r1], _range_finder.SLAB_ROWS)
-
-
-class _InMemoryRows:
-    """X in memory (a validated ndarray or CSR matrix) seen as FILM's fit sees it, the
-    interface :class:`similearn._dask.film.DaskRowBlocks` gives a Dask X:
-    ``gram(Z)`` = X^T (X Z) for the range finder, ``v_operator(Us, dtype, n_threads)``
-    = V = X Us as a :class:`DenseOperator`, ``rows_times(rows, Us, dtype)`` = X[rows] Us
-    (M-FILM's rows of V).  ``counter`` is None: nothing is shipped."""
-
-    counter = None
-
-    def __init__(self, X):
-        self.X = X
-
-    def gram(self, Z):
-        return _gram_rows(self.X, Z, _range_finder.SLAB_ROWS)
-
-    def v_operator(self, Us, dtype, n_threads=None):
-        # V = X U diag(1/sigma), built slab by slab straight into the working dtype
-        X = self.X
-        V = np.empty((X.shape[0], Us.shape[1]), dtype=dtype)
-        slab = _range_finder.SLAB_ROWS
-        for r0 in range(0, X.shape[0], slab):
-            V[r0:r0 + slab] = np.asarray(X[r0:r0 + slab] @ Us)
-        return InMemoryV(V, n_threads)
-
-    def rows_times(self, rows, Us, dtype):
-        return np.ascontiguousarray(np.asarray(self.X[rows] @ Us), dtype=dtype)
-
-    def release(self):
-        pass
-
-
-class FilmObjective:
-    """The smoothed FILM objective f2 (Eq. 19) and its gradient (Eq. 28) on St(r, d).
-
-    Parameters
-    ----------
-    V : ndarray (n, r), float32 or float64, C-contiguous, or a :class:`DenseOperator`
-        Left singular vectors of the data (rows of V are the samples in SVD space).  An
-        ndarray is wrapped in :class:`InMemoryV`; an operator (e.g. the Dask one, V's
-        row blocks on workers) is used as it is.
-    triplets : int array (n_triplets, 3) of (anchor, positive, negative) rows
-    margin : float, relative margin (see module docstring)
-    n_threads : int, optional
-
-    Use ``value(P)`` (objective, Lambda fixed), ``value_and_grad(P)``, ``refresh(P)``
-    (s* and Lambda at P, Eq. 15).  Dense work: W = V P and V^T M (``self.op``, V's
-    dtype); sparse work: C^T W and C (T Lambda W) (C++ kernels, O(nnz(C) d)).
-    """
-
-    def __init__(self, V, triplets, margin=1.0, n_threads=None):
-        op = V if isinstance(V, DenseOperator) else InMemoryV(V, n_threads)
-        self.op = op
-        self.V = getattr(op, "V", None)  # the ndarray for in-memory V, else None
-        V = op  # only .shape and .dtype are used below
-        n = V.shape[0]
-        self.triplets = check_triplets(triplets, n, distinct=True)
-        self.margin = float(margin)
-        self.n_threads = get_num_threads(n_threads)
-        C, CT, t, is_anchor = triplet_matrices(self.triplets, n, V.dtype)
-        self._c = _csr_parts(C)
-        self._ct = _csr_parts(CT)
-        self.t = t
-        self.is_anchor = is_anchor
-        self.lam = is_anchor.astype(V.dtype)  # all hinges active at the start
-        self.tw = (self.t * self.lam).astype(V.dtype)
-        self.s = None
-        self.abs_margin = 0.0
-        self._fwd = _kernels.film_forward
-        self._bwd = _kernels.film_backward
-        self._stats = _kernels.film_stats
-        self.dtype = np.dtype(V.dtype)
-        self._cache_key = None
-        self.gemm_time = 0.0
-        self.n_lambda_changes = []
-        self._lam_prev2 = None
-        self.damped = False
-
-    # -- internals ---------------------------------------------------------------------
-    def _state(self, P):
-        key = id(P)
-        if self._cache_key is not None and self._cache_key[0] == key and self._cache_key[1] is P:
-            return self._cache
-        t0 = time.perf_counter()
-        W = self.op.matmul(P)
-        self.gemm_time += time.perf_counter() - t0
-        s = self.s if self.s is not None else np.zeros(P.shape[1])
-        D, k, z = self._fwd(*self._ct, W, self.tw, self.t, np.ascontiguousarray(s, dtype=np.float64),
-                            self.n_threads)
-        self._cache = (W, D, k, z)
-        self._cache_key = (key, P)
-        return self._cache
-
-    def _f(self, k):
-        return float(-0.5 * np.sum(k * _softplus(k)) + self.abs_margin * self.lam.sum())
-
-    # -- public ------------------------------------------------------------------------
-    def _k(self, P):
-        W, D, k, z = self._state(P)
-        if k is None:  # after a refresh: k for the new Lambda, one O(n d) pass
-            k, _, _ = self._stats(W, D, self.tw, self.t, self.s, self.n_threads)
-            self._cache = (W, D, k, z)
-        return k
-
-    def value(self, P):
-        """f2(P) with Lambda fixed."""
-        return self._f(self._k(P))
-
-    def value_and_grad(self, P):
-        """(f2(P), G) with G = -(K + K^T) P diag(q) = (V^T M) diag(q), (r x d) float64."""
-        W, D, _, z = self._state(P)
-        M, k = self._bwd(*self._c, W, self.tw, D, self.n_threads)  # k for the current Lambda, fused
-        self._cache = (W, D, k, z)
-        t0 = time.perf_counter()
-        VtM = self.op.rmatmul(M)
-        self.gemm_time += time.perf_counter() - t0
-        q = -0.5 * (_softplus(k) + k * _sigmoid(k))
-        return self._f(k), np.ascontiguousarray(VtM * q[None, :], dtype=np.float64)
-
-    def refresh(self, P):
-        """s* = max(0, k) (Eq. 15), then Lambda = 1[z + m > 0] with the relative margin."""
-        k = self._k(P)
-        W, D, _, _ = self._state(P)
-        s = np.maximum(k, 0.0)
-        _, z, Y2 = self._stats(W, D, self.tw, self.t, s, self.n_threads)  # z_a, ||y_a||^2 at the new s
-        self.abs_margin = self.margin * float(Y2[self.is_anchor].mean()) if self.is_anchor.any() else 0.0
-        # a hinge exactly at its kink counts as active (z + m >= 0): with s = 0 every
-        # hinge is at the kink, and calling them inactive would freeze the fit at s = 0
-        lam = ((z + self.abs_margin >= 0) & self.is_anchor).astype(self.dtype)
-        # Guard against the s <-> Lambda alternation (ALGORITHMS.md): when the new
-        # indicator returns to the one of two refreshes ago (a 2-cycle), switch to
-        # monotone updates, Lambda <- Lambda OR Lambda_new, which cannot cycle.
-        if self._lam_prev2 is not None and np.array_equal(lam, self._lam_prev2) and not np.array_equal(lam, self.lam):
-            self.damped = True
-        if self.damped:
-            lam = np.maximum(lam, self.lam)
-        self._lam_prev2 = self.lam
-        self.n_lambda_changes.append(int(np.count_nonzero(lam != self.lam)))
-        self.lam = lam
-        self.s = s
-        self.tw = (self.t * lam).astype(self.dtype)
-        # k depends on Lambda: it is recomputed lazily (fused into the backward pass
-        # when the gradient is asked for next, as the solver does); W and D stay valid
-        self._cache = (W, D, None, z)
-        return s, lam
-
-
 class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
-    """Fast Interpretable Low-rank Metric learning (FILM, film.txt Sec. 3).
+    """Fast Interpretable Low-rank Metric learning (FILM; Tang & Aw, Sec. 3).
 
     Learns L (d x D) such that for triplets (a, p, q) the anchor's embedding has a larger
     inner product with the positive than with the negative, by optimising Eq. (19)
@@ -304,7 +63,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         r, rank of the truncated SVD (>= n_components); default min(4 d, n, D) capped at 500.
     margin : float, default=1.0
         Relative margin: the hinge margin is ``margin * mean ||y_a||^2`` of the current
-        embedding (ALGORITHMS.md: an absolute margin is meaningless for normalised TF-IDF),
+        embedding (as FLRML's; an absolute margin is meaningless for normalised TF-IDF),
         so the default asks the positive's similarity to beat the negative's by the mean
         squared norm, which keeps most triplets active.  Smaller values (0.1) select only
         the violated triplets: sharper but less stable (a 2-cycle of the hinge indicators
@@ -410,6 +169,8 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         return d, r
 
     def _triplets(self, X, y, triplets, n, rs):
+        """The fit's triplets, validated once: given ones checked here, generated ones
+        valid by construction (int64, in range, anchor, positive and negative distinct)."""
         if y is None and triplets is None:
             raise ValueError("pass either y (class labels) or triplets ((n_triplets, 3) row indices)")
         if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
@@ -417,10 +178,10 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         _, codes = check_labels(y, n, "y", min_classes=2)
         from .triplets import triplets_from_labels
 
-        T = triplets_from_labels(codes, n_per_anchor=self.n_triplets_per_anchor,
-                                 negatives=self.negatives, X=X if self.negatives == "hard" else None,
-                                 random_state=rs)
-        return check_triplets(T, n, distinct=True)
+        # (the public generator re-checks the encoded labels, and X for hard negatives:
+        # triplets.py has no non-validating entry yet)
+        return triplets_from_labels(codes, n_per_anchor=self.n_triplets_per_anchor, negatives=self.negatives,
+                                    X=X if self.negatives == "hard" else None, random_state=rs)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, triplets=None):
@@ -492,9 +253,9 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         nt = get_num_threads(self.n_threads)
         # small products do not pay for BLAS threads (and suffer badly from them on a
         # loaded machine): one BLAS thread below ~16M multiply-adds per product
-        with blas_limits(nt if n * r * d >= 2**24 else 1):
+        with blas_threads(nt if n * r * d >= 2**24 else 1):
             if not on_dask:
-                return self._fit(_InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
+                return self._fit(InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
             from ._dask.film import ByteCounter, DaskRowBlocks
 
             src = DaskRowBlocks(X, "X", counter=ByteCounter(), n_threads=nt)  # one validating pass over X
@@ -507,7 +268,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         timings = {}
         t0 = time.perf_counter()
         # = randomized_range_svd(X, r, random_state=rs): the same draws, on X's Gram operator
-        sigma, U = _range_svd(src.gram, D, r, random_state=rs, dtype=np.float64)
+        sigma, U = range_svd(src.gram, D, r, random_state=rs, dtype=np.float64)
         keep = sigma > sigma[0] * 1e-8 if sigma[0] > 0 else np.zeros_like(sigma, dtype=bool)
         if keep.sum() < d:
             raise ValueError(f"X has numerical rank {int(keep.sum())} < n_components={d}")
@@ -552,7 +313,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         Us = U / sigma[None, :]
         op = src.v_operator(Us, dtype, nt)  # V = X U diag(1/sigma) in the working dtype
         src.release()  # (Dask: X's blocks are no longer needed on the workers)
-        obj = FilmObjective(op, T, margin=self.margin, n_threads=nt)
+        obj = valid_objective(op, T, float(self.margin), nt)
         counter = src.counter
         marks = [counter.total] if counter is not None else None  # bytes shipped between accepted iterates
 
@@ -594,6 +355,9 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         hist = {"fun": [], "grad_norm": [], "tau": [], "time": []}
         tau = None
         prev = None
+        # one operator and one objective, built here and loaded with each batch
+        op = InMemoryV(np.empty((0, Us.shape[1]), dtype=dtype), nt)
+        obj = valid_objective(op, np.empty((0, 3), dtype=np.int64), float(self.margin), nt)
         t0 = time.perf_counter()
         for it in range(self.max_iter):
             sel = rs.choice(len(anchors), size=bs, replace=False)
@@ -607,7 +371,8 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             Vb = src.rows_times(rows, Us, dtype)
             if src.counter is not None:
                 hist.setdefault("dask_bytes", []).append(src.counter.by_kind["rows"] - mark)
-            obj = FilmObjective(Vb, inv.reshape(-1, 3), margin=self.margin, n_threads=nt)
+            op.assign(Vb)
+            load_batch(obj, op, inv.reshape(-1, 3))  # indices into Vb's rows: valid as T's are
             obj.refresh(P)
             f, G = obj.value_and_grad(P)
             R = projected_gradient(P, G)

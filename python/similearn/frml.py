@@ -1,6 +1,8 @@
 """FRML: low-rank Mahalanobis metric learning to rank (Lim & Lanckriet, ICML 2014).
 
-Paper: frml.txt (Sec. 2-3) with the corrections of ALGORITHMS.md ("FRML").
+Paper: Lim & Lanckriet, "Efficient Learning of Mahalanobis Metrics for Ranking",
+Sec. 2-3; where the printed formulas have typos (the flipped signs of the violator
+inequalities, the order of S in the retraction) the intended ones are used, as below.
 Sample-major notation: X is (n, D); the metric is W = L L^T with L (D x m), and
 ``transform(X) = X @ components_.T`` with ``components_ = L^T`` (m x D).
 
@@ -18,7 +20,8 @@ Optimisation (Alg. 1-2).  A step averages b samples: -eta * gradient = U V^T wit
 U = V diag(c) (two columns per sample with a violator, one otherwise), and L is
 moved by the second-order symmetric retraction of Lemma 3.2 in factored form,
 L <- L + (U - Ahat/2 + (3/8 Ahat - U/2) S) A2^T with A1 = (L^T L)^{-1} L^T U,
-A2 = (L^T L)^{-1} L^T V, S = A2^T A1 (the order of ALGORITHMS.md), Ahat = L A1.
+A2 = (L^T L)^{-1} L^T V, S = A2^T A1 (not the printed A1^T A2, which matches Lemma 3.2's
+retraction V W^+ V only to first order), Ahat = L A1.
 L^T L is updated by its exact rank-2r change and re-factored (m x m Cholesky);
 it is recomputed from L every ``refresh_gram`` steps.  Cost per step
 O(D m b + m^2 b + m^3) plus the violator checks.
@@ -45,7 +48,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_limits, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
@@ -454,7 +457,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         L = np.ascontiguousarray(self._init_L(Xs, m, rng, scale), dtype=dtype)
         self.scale_ = float(scale)
         nt = get_num_threads(self.n_threads)
-        with blas_limits(1):
+        with blas_threads(1):
             self._run(Xs, L, rel, val, seed, nt)
         self.stats_["fit_time"] = time.perf_counter() - t0
         return self

@@ -5,7 +5,7 @@ feasible method for optimization with orthogonality constraints"): the Cayley
 retraction in its Sherman-Morrison-Woodbury form (a 2d x 2d solve per trial step),
 alternating Barzilai-Borwein step sizes and the Zhang-Hager non-monotone line
 search.  The retraction and the BB inner products are C++ kernels
-(``csrc/stiefel.cpp``).  FILM (film.txt Eq. 25-27) uses it; it is public because
+(``csrc/stiefel.cpp``).  FILM (Tang & Aw, Eq. 25-27) uses it; it is public because
 no maintained Python library has this solver.
 
 User callbacks (``fun``, ``value``, ``on_accept``, ``callback``) are checked at every
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _kernels
-from ._config import scipy_blas_single_threaded
+from ._config import blas_threads
 from ._validation import call_user, check_dense, check_int
 
 __all__ = ["stiefel_minimize", "StiefelResult", "cayley_retraction", "random_stiefel", "projected_gradient"]
@@ -77,8 +77,9 @@ def projected_gradient(P, G):
 
 def cayley_retraction(P, G, tau):
     """P(tau) = (I + tau/2 A)^{-1} (I - tau/2 A) P with A = G P^T - P G^T, through the
-    2d x 2d Sherman-Morrison-Woodbury form (film.txt Eq. 25, corrected as in
-    ALGORITHMS.md).  O(r d^2 + d^3).  Keeps P^T P = I for any tau."""
+    2d x 2d Sherman-Morrison-Woodbury form (Tang & Aw, FILM, Eq. 22-25, whose A is
+    printed with phi(P) where the gradient G is meant; Wen & Yin 2013).  O(r d^2 + d^3).
+    Keeps P^T P = I for any tau."""
     P = np.ascontiguousarray(P, dtype=np.float64)
     G = np.ascontiguousarray(G, dtype=np.float64)
     HtF, HtP = _kernels.cayley_prepare(P, G)
@@ -171,7 +172,7 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
     max_backtracks : int
     bb : {"alternate", "long", "short"}
         BB step: tau_1 = <S,S>/|<S,Y>| (long), tau_2 = |<S,Y>|/<Y,Y> (short), alternating by
-        iteration parity (film.txt Eq. 26-27), with S = P_k - P_{k-1}, Y = R_k - R_{k-1}.
+        iteration parity (Tang & Aw, FILM, Eq. 26-27), with S = P_k - P_{k-1}, Y = R_k - R_{k-1}.
     callback : callable ``callback(k, P, f, grad_norm)``; returning True stops.
     verbose : int
 
@@ -303,5 +304,5 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
 def stiefel_minimize(fun, P0, **kwargs):
     # the small r x 2d products of the retraction run on one thread of SciPy's BLAS,
     # so they never compete with a multi-threaded ``fun`` (NumPy's BLAS is untouched)
-    with scipy_blas_single_threaded():
+    with blas_threads(1, only_similearn=True):
         return _stiefel_minimize(fun, P0, **kwargs)

@@ -17,7 +17,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_single_threaded, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import is_dask_array
 from ._params import Int, Options, Threads, validate_params
 from ._memory import check_memory
@@ -61,7 +61,7 @@ def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
 def _topk_raw(queries, database, k, metric_code, self_offset, n_threads):
     """Kernel call on validated arrays (internal; also used by similearn.metrics)."""
     fn = _kernels.topk
-    with blas_single_threaded():
+    with blas_threads(1):
         return fn(queries, database, int(k), int(metric_code), None if self_offset is None else int(self_offset),
                   int(n_threads))
 

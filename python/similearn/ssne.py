@@ -1,5 +1,5 @@
 """SSNE: similarity-sensitive nonlinear embeddings onto the unit sphere
-(Batra & Shakhnarovich; papers/ssne.txt, ALGORITHMS.md "SSNE").
+(Batra & Shakhnarovich, "Similarity Sensitive Nonlinear Embeddings").
 
 Model (paper Eq. 1-2).  phi(x) = [x; 1] and W = [coef; intercept] of shape
 (D + 1, M).  Each output unit is a tanh of a linear function,
@@ -26,6 +26,13 @@ column sees the update (Gauss-Seidel).  The chain rule runs through the
 normalisation: dH/dh = (I - H H^T) / ||h||, dh/da = -(1 - h^2) / 2.  The epoch loop
 is one C++ kernel (csrc/ssne.cpp): per batch of P pairs over U distinct points,
 O(U D M + P M) time, BLAS for the dense products, no n x n array.
+
+Threads.  The epoch kernel is single-threaded, its BLAS calls included: the batches
+are sequential (SGD) and so are the column steps inside a batch (Gauss-Seidel), and a
+column step (a GEMV of U x (D + 1), U <= 2 batch_size, plus O(P) loops) costs less
+than handing work to another thread.  ``n_threads`` is the
+thread count of ``transform`` (rows in parallel over fixed chunks); no result depends
+on it.
 """
 from __future__ import annotations
 
@@ -38,7 +45,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_limits, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
@@ -57,7 +64,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     """Similarity-sensitive nonlinear embedding onto the unit sphere, group-sparse.
 
     Learns H(x) = h(x) / ||h(x)||, h_m(x) = -tanh(w_m^T [x; 1] / 2), so that
-    H(x)^T H(z) matches target similarities of pairs (papers/ssne.txt, Eq. 1-3).
+    H(x)^T H(z) matches target similarities of pairs (Batra & Shakhnarovich, Eq. 1-3).
 
     Parameters
     ----------
@@ -119,10 +126,11 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         Initialisation, pair sampling, pair order and column order.
     verbose : int, default=0
     n_threads : int or None
-        Threads of ``transform`` and of the BLAS inside ``fit`` (default
-        :func:`similearn.get_num_threads`).  The epoch kernel itself is
-        sequential (block-coordinate descent); the result depends only on
-        ``random_state`` and the thread count.
+        Threads of ``transform`` (default :func:`similearn.get_num_threads`).
+        ``fit`` runs single-threaded, BLAS included: its mini-batch block-coordinate
+        descent is sequential and its per-column products are too small to split
+        (module docstring).  Results depend on ``random_state`` only, never on
+        ``n_threads``.
 
     Attributes
     ----------
@@ -294,7 +302,6 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             mean, scale = np.zeros(D), np.ones(D)
         Xs = np.ascontiguousarray((X - mean) / scale, dtype=dtype)
         Wt = self._init_W(D, M, rng, dtype)
-        nt = get_num_threads(self.n_threads)
         epoch = _kernels.ssne_epoch
         lam, bs, blk = float(self.lam), int(self.batch_size), int(self.block_size)
         self.loss_history_, self.objective_history_ = [], []
@@ -302,7 +309,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         ep = 0
         v = np.zeros(M)  # per-unit mean squared gradient (adaptive steps)
         t_batches = 0
-        with blas_limits(nt):
+        with blas_threads(1):  # the epoch kernel is single-threaded (module docstring)
             for ep in range(1, int(self.n_epochs) + 1):
                 Pe, Se = (P, S) if draw is None else draw()
                 order = rng.permutation(Se.shape[0])
@@ -349,7 +356,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         Wt = np.ascontiguousarray(np.vstack([self.coef_, self.intercept_[None, :]]).T, dtype=X.dtype)
         fn = _kernels.ssne_transform
         nt = get_num_threads(self.n_threads)
-        with blas_limits(1):
+        with blas_threads(1):
             return fn(X, Wt, nt)
 
     @dask_rows("X")

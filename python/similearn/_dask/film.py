@@ -1,24 +1,24 @@
 """FILM on a Dask array X sharded by rows.
 
-Paper: "FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for Sentence
-Matching" (papers/film.txt), Sec. 3.1-3.2: the SVD X = U Sigma V^T (Eq. 6, Algorithm 1
-line 2), the gradient Eq. (28), computed without forming K as in ALGORITHMS.md "FILM"
-(the K-free gradient and M-FILM).
+Paper: Tang & Aw, "FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for
+Sentence Matching", Sec. 3.1-3.3: the SVD X = U Sigma V^T (Eq. 6, Algorithm 1 line 2),
+the gradient Eq. (28), computed without forming K (:mod:`similearn._film_objective`),
+and M-FILM (Sec. 3.3).
 
 :meth:`similearn.FILM.fit` routes a ``dask.array.Array`` X here for the three things a
 fit needs from X; the FILM math itself (the objective, the K-free gradient, the
-Stiefel solver, M-FILM's sampling) is the in-memory code of :mod:`similearn.film`,
-run on the client.
+Stiefel solver, M-FILM's sampling) is the in-memory code of :mod:`similearn.film` and
+:mod:`similearn._film_objective`, run on the client.
 
 * :class:`DaskRowBlocks` — X's row blocks (NumPy or scipy.sparse CSR), validated and
   materialised once (on the workers under a ``distributed.Client``; in this process
   under a local scheduler).  ``gram(Z)`` = X^T (X Z), the slabs' X_s^T (X_s Z) on
   the workers holding them, added in the canonical tree: the range finder of
   :func:`similearn.film.randomized_range_svd` moves only (D x ell) matrices.
-  ``v_operator`` builds V_b = X_b U diag(1/sigma) on the workers (film.txt Eq. 6's
+  ``v_operator`` builds V_b = X_b U diag(1/sigma) on the workers (the paper's Eq. 6
   V, Algorithm 1 line 2); ``rows_times`` computes the rows of V that an M-FILM batch
   needs from their X blocks.
-* :class:`DaskV` — the :class:`similearn.film.DenseOperator` over V's blocks:
+* :class:`DaskV` — the :class:`similearn._film_operators.DenseOperator` over V's blocks:
   W = V P (block products on the workers, W gathered: n x d) and V^T M (M's row blocks
   sent to the workers holding V's blocks, the slab products there, added in the
   canonical tree: r x d).  V (n x r) is never gathered.
@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._film_operators import DenseOperator
 from .._validation import check_min_count
 from . import active_client, check_row_chunks, is_dask_array
 
@@ -113,7 +114,7 @@ def _prepare_block(xb, name):
 def _gram_block(xb, Z, a, b, slab):
     """The canonical-tree node over this block's slabs [a, b) (block-local slab
     indices) of X_s^T (X_s Z): (D x ell) float64, exactly as the in-memory
-    :func:`similearn._range_finder._gram_rows` evaluates that node.  O(nnz(X_s) ell)."""
+    :func:`similearn._range_finder.gram_rows` evaluates that node.  O(nnz(X_s) ell)."""
     from .._range_finder import slab_tree_sum
 
     def part(r0, r1):
@@ -150,7 +151,7 @@ def _matmul_block(vb, P, n_threads):
 
 def _rmatmul_block(vb, mb, a, b, slab):
     """The canonical-tree node over this block's slabs [a, b) of V_s^T M_s: (r x d) in
-    V_b's dtype, as the in-memory :meth:`similearn.film.InMemoryV.rmatmul` evaluates
+    V_b's dtype, as the in-memory :meth:`similearn._film_operators.InMemoryV.rmatmul` evaluates
     it.  O(n_b r d)."""
     from .._range_finder import slab_tree_sum
 
@@ -476,16 +477,10 @@ class DaskRowBlocks:
 
 
 # --------------------------------------------------------------------------- V's blocks
-def _dense_operator_base():
-    from ..film import DenseOperator
-
-    return DenseOperator
-
-
-class DaskV(_dense_operator_base()):
-    """V (n x r) as row blocks V_b on the workers: the :class:`similearn.film.DenseOperator`
-    of a FILM fit on a Dask X (film.txt Sec. 3.2, the two dense products of Eq. 28's
-    K-free form; ALGORITHMS.md "FILM").
+class DaskV(DenseOperator):
+    """V (n x r) as row blocks V_b on the workers: the :class:`similearn._film_operators.DenseOperator`
+    of a FILM fit on a Dask X (FILM paper Sec. 3.2: the two dense products of Eq. 28
+    computed without K, :mod:`similearn._film_objective`).
 
     * ``matmul(P)``: W = V P.  P (r x d) goes to the c workers holding blocks, W_b =
       V_b P runs there (similearn's GEMM kernel), the W_b are gathered in block order:
