@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from similearn import FRML, _core
-from similearn._config import blas_limits
+from similearn._config import blas_threads
 from similearn.datasets import make_planted_metric
 from similearn.frml import relevance_from_labels
 
@@ -38,7 +38,7 @@ def _run(X, L, rel, steps, step0=0, gamma=1, strategy=0, eta=1.0, nt=1):
     params = _core.FrmlParams(batch=5, gamma=gamma, lam=0.1, loss=0, seed=1)
     cfg = _core.FrmlRunConfig(step0=step0, n_steps=steps, eta0=eta, decay=0.0, power=0.0, strategy=strategy,
                               refresh_gram=500, cache_bytes=256 << 20, n_threads=nt)
-    with blas_limits(1):
+    with blas_threads(1):
         return _core.frml_run_f64(X, L, G, Z, st, rel.kernel, rel.queries, params, cfg)
 
 
@@ -64,7 +64,7 @@ def test_frml_vs_numpy(benchmark, impl, gamma):
     else:
         fn = lambda: _run(X, L.copy(), rel, samples // 5, step0=20000, gamma=gamma)  # noqa: E731
     benchmark.extra_info.update(samples=samples, gamma=gamma)
-    with blas_limits(1):
+    with blas_threads(1):
         benchmark.pedantic(fn, rounds=1 if impl == "numpy" else 3)
     benchmark.extra_info["triplets_per_s"] = samples / benchmark.stats.stats.mean
 

@@ -14,6 +14,19 @@ void check_ids(const i64* ids, i64 m, i64 n, const char* what) {
     if (ids[i] < 0 || ids[i] >= n) throw std::out_of_range(what);
 }
 
+std::optional<IdSets> id_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
+                              i64 nq) {
+  if (!indptr && !indices) return std::nullopt;
+  if (!indptr || !indices) throw py::value_error("exclude_indptr and exclude_indices go together");
+  if (indptr->ndim() != 1 || indptr->shape(0) != nq + 1 || indices->ndim() != 1)
+    throw py::value_error("exclude_indptr must have n_queries + 1 entries and exclude_indices be 1-D");
+  const i64* p = indptr->data();
+  if (p[0] < 0 || p[nq] > indices->shape(0)) throw py::value_error("exclude_indptr must lie in [0, nnz]");
+  for (i64 i = 0; i < nq; ++i)
+    if (p[i + 1] < p[i]) throw py::value_error("exclude_indptr must be non-decreasing");
+  return IdSets{p, indices->data()};
+}
+
 template <class T>
 Csr<T>::Csr(carray<i64> indptr, carray<i64> indices, carray<T> data, i64 n_cols)
     : indptr_(std::move(indptr)), indices_(std::move(indices)), data_(std::move(data)), n_cols_(n_cols) {

@@ -49,6 +49,14 @@ T* opt_mut(oarray<T>& a) {
 // search's block that starts after the queries' rows) is the offset of query 0's row.
 inline i64 self_of(const std::optional<i64>& self_offset) { return self_offset ? *self_offset : sl::kNoSelf; }
 
+// Per-query id sets (topk.hpp IdSets) from a CSR pattern (indptr, indices), both or
+// neither (similearn.neighbors validates and sorts it).  Checked: what the kernels
+// dereference, O(n_queries): n_queries + 1 non-decreasing offsets within
+// [0, len(indices)].  Ids out of [0, n_database) are never written through.
+std::optional<IdSets> id_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
+                              i64 n_queries);
+inline const IdSets* ptr_of(const std::optional<IdSets>& s) { return s ? &*s : nullptr; }
+
 // Every id in ids[0..m) lies in [0, n).  O(m).
 void check_ids(const i64* ids, i64 m, i64 n, const char* what);
 

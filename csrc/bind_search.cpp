@@ -14,14 +14,16 @@ namespace {
 
 template <class T>
 py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
-                    int n_threads) {
+                    int n_threads, const std::optional<carray<i64>>& exclude_indptr,
+                    const std::optional<carray<i64>>& exclude_indices) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
+  const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
   carray<i64> idx({nq, k});
   carray<T> score({nq, k});
   {
     py::gil_scoped_release nogil;
     sl::topk_dense<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
-                      n_threads, idx.mutable_data(), score.mutable_data());
+                      ptr_of(ex), n_threads, idx.mutable_data(), score.mutable_data());
   }
   return py::make_tuple(idx, score);
 }
@@ -29,8 +31,10 @@ py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, s
 // The two stages of topk_dense, for sharded searches (similearn._dask.search).
 template <class T>
 py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
-                         int gemm, bool exact_dist, int n_threads) {
+                         int gemm, bool exact_dist, int n_threads, const std::optional<carray<i64>>& exclude_indptr,
+                         const std::optional<carray<i64>>& exclude_indices) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
+  const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
   if (x.shape(1) != dim && nx > 0) throw py::value_error("queries and database differ in n_features");
   if (gemm < 0 || gemm > 2) throw py::value_error("gemm must be 0 (auto), 1 (packed) or 2 (BLAS)");
   carray<i64> idx({nq, k});
@@ -45,7 +49,8 @@ py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metr
   {
     py::gil_scoped_release nogil;
     sl::topk_keys<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
-                     static_cast<sl::GemmMode>(gemm), n_threads, idx.mutable_data(), key.mutable_data(), dp);
+                     ptr_of(ex), static_cast<sl::GemmMode>(gemm), n_threads, idx.mutable_data(), key.mutable_data(),
+                     dp);
   }
   return py::make_tuple(idx, key, dist);
 }
@@ -105,9 +110,11 @@ void def_dense(py::module_& m, const char* nn) {
 template <class T>
 void def_topk(py::module_& m, const char* name, const char* keys, const char* finalize) {
   m.def(name, &bind_topk<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
-        py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"));
+        py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"),
+        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
   m.def(keys, &bind_topk_keys<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
-        py::arg("metric"), py::arg("self_offset"), py::arg("gemm"), py::arg("exact_dist"), py::arg("n_threads"));
+        py::arg("metric"), py::arg("self_offset"), py::arg("gemm"), py::arg("exact_dist"), py::arg("n_threads"),
+        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
   m.def(finalize, &bind_topk_finalize<T>, py::arg("queries").noconvert(), py::arg("idx").noconvert(),
         py::arg("key").noconvert(), py::arg("metric"), py::arg("dist").noconvert(), py::arg("n_threads"));
 }
@@ -140,19 +147,22 @@ void def_search(py::module_& m) {
   m.def(
       "hamming_topk",
       [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, i64 k, std::optional<i64> self_offset,
-         int n_threads) {
+         int n_threads, const std::optional<carray<i64>>& exclude_indptr,
+         const std::optional<carray<i64>>& exclude_indices) {
         const i64 nq = q.shape(0), nx = x.shape(0), w = q.shape(1);
+        const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
         carray<i64> idx({nq, k});
         carray<std::int32_t> dist({nq, k});
         {
           py::gil_scoped_release nogil;
-          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_of(self_offset), n_threads, idx.mutable_data(),
-                           dist.mutable_data());
+          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_of(self_offset), ptr_of(ex), n_threads,
+                           idx.mutable_data(), dist.mutable_data());
         }
         return py::make_tuple(idx, dist);
       },
       py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"), py::arg("self_offset"),
-      py::arg("n_threads"));
+      py::arg("n_threads"), py::arg("exclude_indptr").noconvert() = py::none(),
+      py::arg("exclude_indices").noconvert() = py::none());
 
   m.def(
       "hamming_histograms",

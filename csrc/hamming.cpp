@@ -250,8 +250,8 @@ void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, st
 }
 
 void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* X, std::int64_t nx,
-                  std::int64_t w, std::int64_t k, std::int64_t self_offset, int n_threads, std::int64_t* out_idx,
-                  std::int32_t* out_dist) {
+                  std::int64_t w, std::int64_t k, std::int64_t self_offset, const IdSets* exclude, int n_threads,
+                  std::int64_t* out_idx, std::int32_t* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (nq == 0) return;
   const bool has_self = self_offset != kNoSelf;
@@ -267,6 +267,7 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
   struct Work {
     std::vector<Sel> sel;
     std::vector<std::int32_t> buf;
+    std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
   };
   std::vector<Work> work(static_cast<std::size_t>(nw));
   parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
@@ -275,16 +276,32 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
       wk.sel.resize(static_cast<std::size_t>(bq));
       for (auto& s : wk.sel) s.init(k, static_cast<int>(64 * w));
       wk.buf.resize(static_cast<std::size_t>(bx));
+      if (exclude) wk.cur.resize(static_cast<std::size_t>(bq));
     }
     const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
     for (std::int64_t i = 0; i < nqb; ++i) wk.sel[static_cast<std::size_t>(i)].reset();
+    if (exclude)
+      for (std::int64_t i = 0; i < nqb; ++i) wk.cur[static_cast<std::size_t>(i)] = exclude->indptr[q0 + i];
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
       const std::int64_t nb = std::min(bx, nx - x0);
       for (std::int64_t i = 0; i < nqb; ++i) {
         const std::int64_t skip = has_self ? self_offset + q0 + i : -1;
-        scan_block(Q + (q0 + i) * w, X + x0 * w, nb, w, x0, skip, wk.sel[static_cast<std::size_t>(i)],
-                   wk.buf.data());
+        const std::uint64_t* qi = Q + (q0 + i) * w;
+        Sel& sel = wk.sel[static_cast<std::size_t>(i)];
+        std::int64_t a = x0;  // start of the run not scanned yet
+        if (exclude) {  // scan [a, e) for each excluded id e in the block, then resume at e + 1
+          std::int64_t& c = wk.cur[static_cast<std::size_t>(i)];
+          const std::int64_t end = exclude->indptr[q0 + i + 1];
+          for (; c < end && exclude->indices[c] < x0 + nb; ++c) {
+            const std::int64_t e = exclude->indices[c];
+            if (e < a) continue;  // a duplicate (or an id before the block)
+            if (e > a) scan_block(qi, X + a * w, e - a, w, a, skip, sel, wk.buf.data());
+            a = e + 1;
+          }
+        }
+        // runs arrive in index order, so the selection sees the unexcluded stream unchanged
+        if (a < x0 + nb) scan_block(qi, X + a * w, x0 + nb - a, w, a, skip, sel, wk.buf.data());
       }
     }
     for (std::int64_t i = 0; i < nqb; ++i)

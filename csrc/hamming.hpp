@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "topk.hpp"  // kNoSelf, IdSets
+
 namespace sl {
 
 // bits (n x n_bits, values 0/1) -> words (n x n_words), bit j of a row is bit
@@ -12,11 +14,13 @@ void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, st
 
 // Exact k nearest codes by Hamming distance; ties -> lower database index.
 // self_offset: database row self_offset + i is skipped for query i (kNoSelf in
-// topk.hpp: none).  k may exceed the candidates (a sharded search's blocks): the
+// topk.hpp: none).  exclude (may be null): ids skipped per query (IdSets in
+// topk.hpp); each block is scanned in the runs between them, O(nnz) extra runs.
+// k may exceed the candidates (a sharded search's blocks, skipped ids): the
 // missing slots get distance INT32_MAX and index INT64_MAX.
 void hamming_topk(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* x, std::int64_t nx,
-                  std::int64_t n_words, std::int64_t k, std::int64_t self_offset, int n_threads, std::int64_t* out_idx,
-                  std::int32_t* out_dist);
+                  std::int64_t n_words, std::int64_t k, std::int64_t self_offset, const IdSets* exclude,
+                  int n_threads, std::int64_t* out_idx, std::int32_t* out_dist);
 
 // For every query, the histogram over distances 0..64*n_words of all database
 // codes (hist_all) and of the relevant ones (hist_rel, rel is nq x nx 0/1).

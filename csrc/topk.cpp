@@ -223,8 +223,8 @@ double sq_norm(const T* a, std::int64_t dim) {
 
 template <class T>
 void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
-               Metric metric, std::int64_t self_offset, GemmMode gemm, int n_threads, std::int64_t* out_idx,
-               T* out_key, double* out_dist) {
+               Metric metric, std::int64_t self_offset, const IdSets* exclude, GemmMode gemm, int n_threads,
+               std::int64_t* out_idx, T* out_key, double* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (nq == 0) return;
   const bool has_self = self_offset != kNoSelf;
@@ -301,6 +301,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     std::vector<TopK<T, true>> sel;
     std::vector<U> ukey, ukey_tmp;
     std::vector<std::int64_t> uidx, uidx_tmp;
+    std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
   };
   std::vector<Work> work(static_cast<std::size_t>(nw));
 
@@ -318,9 +319,12 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         w.sel.resize(static_cast<std::size_t>(tq));
         for (auto& sl_ : w.sel) sl_.init(kk, nx);
       }
+      if (exclude) w.cur.resize(static_cast<std::size_t>(tq));
     }
     if (!full)
       for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
+    if (exclude)
+      for (std::int64_t i = 0; i < ntq; ++i) w.cur[static_cast<std::size_t>(i)] = exclude->indptr[t0 + i];
 
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
@@ -343,9 +347,18 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         }
         for (std::int64_t i = 0; i < nqb; ++i) {
           T* row = w.tile.data() + i * nb;
-          if (has_self) {  // -inf stays -inf under either key transform
+          // A skipped row gets the dot product -inf: its key is -inf (or NaN for a zero
+          // database row under cosine, -inf * 0), and neither passes the strict
+          // "better than the threshold" test, so it is never admitted.
+          if (has_self) {
             const std::int64_t self = self_offset + q0 + i;
             if (self >= x0 && self < x0 + nb) row[self - x0] = -std::numeric_limits<T>::infinity();
+          }
+          if (exclude) {  // this query's excluded ids in [x0, x0 + nb): cursor advance, O(hits + 1)
+            std::int64_t& c = w.cur[static_cast<std::size_t>(b0 + i)];
+            const std::int64_t end = exclude->indptr[q0 + i + 1];
+            for (; c < end && exclude->indices[c] < x0 + nb; ++c)
+              if (exclude->indices[c] >= x0) row[exclude->indices[c] - x0] = -std::numeric_limits<T>::infinity();
           }
           scan_row_metric(metric, row, xaux.empty() ? nullptr : xaux.data() + x0, nb, x0,
                           w.sel[static_cast<std::size_t>(b0 + i)]);
@@ -361,8 +374,13 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
       if (full) {
         const T* row = w.rows.data() + i * nx;
         const std::int64_t self = has_self ? self_offset + q : -1;
+        // excluded ids of the query, walked along j: O(nx + its nnz)
+        std::int64_t c = exclude ? exclude->indptr[q] : 0;
+        const std::int64_t c_end = exclude ? exclude->indptr[q + 1] : 0;
         for (std::int64_t j = 0; j < nx; ++j) {
           if (has_self && j == self) continue;
+          while (c < c_end && exclude->indices[c] < j) ++c;
+          if (c < c_end && exclude->indices[c] == j) continue;
           w.ukey[static_cast<std::size_t>(m)] = static_cast<U>(~ordered_bits(row[j]));  // descending
           w.uidx[static_cast<std::size_t>(m)] = j;
           ++m;
@@ -386,7 +404,22 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
 template <class T>
 void topk_finalize(const T* Q, std::int64_t nq, std::int64_t dim, std::int64_t k, Metric metric,
                    const double* exact_dist, int n_threads, std::int64_t* idx, T* key) {
-  if (metric == Metric::InnerProduct) return;
+  // slots no candidate filled (index INT64_MAX, last in their row): index -1, worst score
+  auto mark_missing = [&](std::int64_t q) {
+    std::int64_t* oi = idx + q * k;
+    T* os = key + q * k;
+    if (k == 0 || oi[k - 1] != std::numeric_limits<std::int64_t>::max()) return;
+    const T worst = metric == Metric::Euclidean ? std::numeric_limits<T>::infinity()
+                                                : -std::numeric_limits<T>::infinity();
+    for (std::int64_t j = k - 1; j >= 0 && oi[j] == std::numeric_limits<std::int64_t>::max(); --j) {
+      oi[j] = -1;
+      os[j] = worst;
+    }
+  };
+  if (metric == Metric::InnerProduct) {
+    for (std::int64_t q = 0; q < nq; ++q) mark_missing(q);
+    return;
+  }
   const std::int64_t chunk = 256;
   parallel_for((nq + chunk - 1) / chunk, n_threads, [&](std::int64_t t, int) {
     std::vector<std::pair<double, std::int64_t>> tmp;
@@ -409,13 +442,15 @@ void topk_finalize(const T* Q, std::int64_t nq, std::int64_t dim, std::int64_t k
           os[j] = static_cast<T>(tmp[static_cast<std::size_t>(j)].first);
         }
       }
+      mark_missing(q);
     }
   });
 }
 
 template <class T>
 void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
-                Metric metric, std::int64_t self_offset, int n_threads, std::int64_t* out_idx, T* out_score) {
+                Metric metric, std::int64_t self_offset, const IdSets* exclude, int n_threads, std::int64_t* out_idx,
+                T* out_score) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (k > nx - (self_offset != kNoSelf ? 1 : 0)) throw std::invalid_argument("k exceeds the number of candidates");
   if (nq == 0) return;
@@ -423,19 +458,19 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   // the database (then the distance from the key; same rule as before the split)
   std::vector<double> dist;
   if (metric == Metric::Euclidean && 4 * k < nx) dist.resize(static_cast<std::size_t>(nq * k));
-  topk_keys<T>(Q, nq, X, nx, dim, k, metric, self_offset, GemmMode::kAuto, n_threads, out_idx, out_score,
+  topk_keys<T>(Q, nq, X, nx, dim, k, metric, self_offset, exclude, GemmMode::kAuto, n_threads, out_idx, out_score,
                dist.empty() ? nullptr : dist.data());
   topk_finalize<T>(Q, nq, dim, k, metric, dist.empty() ? nullptr : dist.data(), n_threads, out_idx, out_score);
 }
 
 template void topk_dense<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t,
-                                std::int64_t, Metric, std::int64_t, int, std::int64_t*, float*);
+                                std::int64_t, Metric, std::int64_t, const IdSets*, int, std::int64_t*, float*);
 template void topk_dense<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t,
-                                 std::int64_t, Metric, std::int64_t, int, std::int64_t*, double*);
+                                 std::int64_t, Metric, std::int64_t, const IdSets*, int, std::int64_t*, double*);
 template void topk_keys<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t, std::int64_t,
-                               Metric, std::int64_t, GemmMode, int, std::int64_t*, float*, double*);
+                               Metric, std::int64_t, const IdSets*, GemmMode, int, std::int64_t*, float*, double*);
 template void topk_keys<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t, std::int64_t,
-                                Metric, std::int64_t, GemmMode, int, std::int64_t*, double*, double*);
+                                Metric, std::int64_t, const IdSets*, GemmMode, int, std::int64_t*, double*, double*);
 template void topk_finalize<float>(const float*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*, int,
                                    std::int64_t*, float*);
 template void topk_finalize<double>(const double*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*,

@@ -12,6 +12,18 @@ enum class Metric : int { InnerProduct = 0, Cosine = 1, Euclidean = 2 };
 // row self_offset + i for query i when that row exists.
 constexpr std::int64_t kNoSelf = std::numeric_limits<std::int64_t>::min();
 
+// Per-query sets of database ids that are never returned (the pattern of a CSR
+// matrix, values dropped): query i skips indices[indptr[i] .. indptr[i + 1]).
+// Each row must be ascending (duplicates allowed) for the result to be exact; an
+// unsorted row is memory-safe but may let some of its ids through.  Ids are rows
+// of the database the kernel is given (a shard's local ids).  The kernels visit
+// the database in ascending blocks and keep, per query, a cursor into its row:
+// O(nnz + n_queries * n_blocks) extra work, no per-query or (nq x nx) buffer.
+struct IdSets {
+  const std::int64_t* indptr = nullptr;
+  const std::int64_t* indices = nullptr;
+};
+
 // How the tiles are multiplied: the packed AVX-512 kernel when the CPU has it
 // (kAuto and kPacked), or SciPy's BLAS (kBlas, and the fallback without AVX-512).
 // The packed kernel computes each score as one sequential FMA chain over the
@@ -24,28 +36,34 @@ enum class GemmMode : int { kAuto = 0, kPacked = 1, kBlas = 2 };
 // Scores: inner product and cosine similarity (descending), or Euclidean distance
 // (ascending).  self_offset >= 0: database row self_offset + i is skipped for
 // query i (leave-one-out when the queries are rows of the database); kNoSelf: none.
+// exclude (may be null): the ids skipped per query (IdSets); a query left with
+// fewer than k candidates gets index -1 and score -inf (ip, cosine) or +inf
+// (Euclidean) in its last slots.
 // Memory: O(n_threads * (block_q * (block_x + 2k))).  It is topk_keys followed by
 // topk_finalize, so a sharded search that merges the keys of its blocks by
 // (key, index) and finalizes once returns the same bits.
 template <class T>
 void topk_dense(const T* queries, std::int64_t nq, const T* database, std::int64_t nx, std::int64_t dim,
-                std::int64_t k, Metric metric, std::int64_t self_offset, int n_threads, std::int64_t* out_idx,
-                T* out_score);
+                std::int64_t k, Metric metric, std::int64_t self_offset, const IdSets* exclude, int n_threads,
+                std::int64_t* out_idx, T* out_score);
 
 // Stage 1: the k best ranking keys of every query (inner product q.x; cosine
 // q.x / ||x||; Euclidean q.x - ||x||^2 / 2), larger first, ties -> lower index.
-// k may exceed the candidates: missing slots get key -inf and index INT64_MAX.
+// k may exceed the candidates (k > nx, or ids skipped by self_offset / exclude):
+// missing slots get key -inf and index INT64_MAX.
 // With out_dist (nq x k, may be null) the exact Euclidean distance of each kept row
 // is written too (double accumulation; +inf in missing slots).
 template <class T>
 void topk_keys(const T* queries, std::int64_t nq, const T* database, std::int64_t nx, std::int64_t dim,
-               std::int64_t k, Metric metric, std::int64_t self_offset, GemmMode gemm, int n_threads,
-               std::int64_t* out_idx, T* out_key, double* out_dist);
+               std::int64_t k, Metric metric, std::int64_t self_offset, const IdSets* exclude, GemmMode gemm,
+               int n_threads, std::int64_t* out_idx, T* out_key, double* out_dist);
 
 // Stage 2: scores from the keys, in place in (idx, key -> score).  Cosine: key /
 // ||q||; Euclidean with exact_dist null: the distance from the key,
 // sqrt(||q||^2 - 2 key) (the order of the keys is kept); Euclidean with exact_dist:
 // the k rows re-ordered by (exact distance, index), scores the exact distances.
+// Missing slots (index INT64_MAX, always last in a row) become index -1 with score
+// -inf (ip, cosine) or +inf (Euclidean): O(nq) to find them.
 template <class T>
 void topk_finalize(const T* queries, std::int64_t nq, std::int64_t dim, std::int64_t k, Metric metric,
                    const double* exact_dist, int n_threads, std::int64_t* idx, T* key_score);

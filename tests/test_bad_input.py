@@ -457,6 +457,10 @@ def _empty_rows(a):
 EMPTY_RESULTS = [
     ("topk", lambda c: sl.topk(c.X[:0], c.X, 3), [((0, 3), np.int64), ((0, 3), np.float64)]),
     ("hamming_topk", lambda c: sl.hamming_topk(c.codes[:0], c.codes, 3), [((0, 3), np.int64), ((0, 3), np.int32)]),
+    ("topk exclude", lambda c: sl.topk(c.X[:0], c.X, 3, exclude=sp.csr_array((0, 40))),
+     [((0, 3), np.int64), ((0, 3), np.float64)]),
+    ("hamming_topk exclude", lambda c: sl.hamming_topk(c.codes[:0], c.codes, 3, exclude=sp.csr_array((0, 40))),
+     [((0, 3), np.int64), ((0, 3), np.int32)]),
     ("pack_bits", lambda c: sl.pack_bits(np.zeros((0, 70), bool)), [((0, 2), np.uint64)]),
     ("unpack_bits", lambda c: sl.unpack_bits(c.codes[:0], 6), [((0, 6), np.uint8)]),
     ("KNN.predict", lambda c: c.knn.predict(c.X[:0]), [((0,), np.int64)]),
@@ -572,6 +576,37 @@ def test_indices_out_of_range(c, no_work, fn, arg, value, what):
 @pytest.mark.parametrize("value", [True, 1.0], ids=["bool", "float"])
 def test_index_arrays_of_bools_or_floats(c, no_work, fn, arg, value):
     _raises(lambda c: fn(c, value), c, TypeError, rf"{arg}(\[:, \d\])? must hold integers")
+
+
+def _exclude(ids, shape=(40, 40)):
+    """A CSR whose row 0 holds ``ids`` (SciPy does not range-check a (data, indices, indptr) triple)."""
+    ids = np.asarray(ids, np.int64)
+    return sp.csr_array((np.ones(ids.size), ids, np.r_[0, np.full(shape[0], ids.size)]), shape=shape)
+
+
+# exclude= of the searches: a sparse (n_queries, n_database) pattern of database ids
+EXCLUDE_ROWS = [
+    ("topk", lambda c, E: sl.topk(c.X, c.X, 3, exclude=E)),
+    ("hamming_topk", lambda c, E: sl.hamming_topk(c.codes, c.codes, 3, exclude=E)),
+]
+
+
+@pytest.mark.parametrize("value,what", [(-1, "negative index"), (40, "index 40, out of range"),
+                                        (10**12, "out of range")], ids=["negative", "too large", "huge"])
+@pytest.mark.parametrize("fn", [r[1] for r in EXCLUDE_ROWS], ids=[r[0] for r in EXCLUDE_ROWS])
+def test_exclude_ids_out_of_range(c, no_work, fn, value, what):
+    _raises(lambda c: fn(c, _exclude([0, value])), c, ValueError, f"exclude contains .*{what.split(',')[0]}")
+
+
+@pytest.mark.parametrize("bad,exc,pattern", [
+    (lambda: np.eye(40), TypeError, "exclude must be a scipy.sparse"),
+    (lambda: [[0]] * 40, TypeError, "exclude must be a scipy.sparse"),
+    (lambda: _exclude([0], shape=(39, 40)), ValueError, r"exclude has shape \(39, 40\) but must be"),
+    (lambda: _exclude([0], shape=(40, 41)), ValueError, r"exclude has shape \(40, 41\) but must be"),
+], ids=["dense", "list", "rows", "columns"])
+@pytest.mark.parametrize("fn", [r[1] for r in EXCLUDE_ROWS], ids=[r[0] for r in EXCLUDE_ROWS])
+def test_exclude_must_be_sparse_of_the_search_shape(c, no_work, fn, bad, exc, pattern):
+    _raises(lambda c: fn(c, bad()), c, exc, pattern)
 
 
 BOOL_FOR_INT = [

@@ -193,7 +193,7 @@ def test_show_config_prints_versions(capsys):
 
 @pytest.mark.parametrize("isa", ["generic", "avx2"])
 def test_portable_code_paths_match_oracles(isa):
-    """Re-run the top-k/codes/FRML oracle tests with the SIMD dispatch capped, so the
+    """Re-run the top-k/codes/FRML oracle tests (exclude= too) with the SIMD dispatch capped, so the
     BLAS GEMM path, the SSE2/AVX2 scans, the skinny-product loops and the POPCNT/generic popcounts are
     exercised on a machine that would otherwise pick AVX-512."""
     import pathlib
@@ -205,8 +205,9 @@ def test_portable_code_paths_match_oracles(isa):
     assert "BLAS" in info.stdout and "avx512" not in info.stdout
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_neighbors.py"),
-         str(here / "test_blas.py"), str(here / "test_film.py"), str(here / "test_frml.py"),
-         "-k", "oracle or ties or exclude_self or full_ranking or gemm or kernels or explicit_K or retract"],
+         str(here / "test_exclude.py"), str(here / "test_blas.py"), str(here / "test_film.py"),
+         str(here / "test_frml.py"),
+         "-k", "oracle or ties or exclude or full_ranking or gemm or kernels or explicit_K or retract"],
         env=env, capture_output=True, text=True, timeout=600, cwd=str(here),
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]

@@ -13,6 +13,7 @@ from similearn import TwoTower
 from similearn.datasets import make_interactions
 from similearn.gramian import exact_gramian, gramian_error, training
 from similearn.metrics import interaction_map_at_k
+from similearn.neighbors import topk as similearn_topk
 
 
 def _small(rng, nL=7, nR=6, FL=9, FR=9, n=30):
@@ -222,6 +223,29 @@ def test_api_transform_score_recommend(planted):
     m2 = pickle.loads(pickle.dumps(m))
     assert np.array_equal(m2.left_embedding_, U)
     assert clone(m).get_params() == m.get_params()
+
+
+def test_recommend_for_every_user_equals_filtering_a_longer_list():
+    """recommend's exclusion inside topk's selection gives the bits of the long way: the
+    top (k + most seen) items, seen ones filtered out; rows with fewer unseen items than
+    k are padded with -1 / -inf."""
+    rng = np.random.default_rng(4)
+    n_left, n_right = 40, 25
+    pairs = np.array([(i, j) for i in range(n_left) for j in range(n_right) if rng.random() < 0.3 + 0.6 * (i < 3)])
+    m = TwoTower(n_components=6, n_epochs=2, random_state=1).fit(n_left, n_right, pairs)
+    rows = np.arange(n_left)
+    k = 10
+    idx, sc = m.recommend(rows, k=k)
+    U, V = m.left_embedding_, m.right_embedding_
+    seen = m.interactions_
+    full_i, full_s = similearn_topk(U, V, n_right, metric="ip")
+    for r in rows:
+        s_r = set(seen.indices[seen.indptr[r]:seen.indptr[r + 1]])
+        keep = [c for c in range(n_right) if full_i[r, c] not in s_r][:k]
+        n = len(keep)
+        assert np.array_equal(idx[r, :n], full_i[r, keep]) and np.array_equal(sc[r, :n], full_s[r, keep])
+        assert np.all(idx[r, n:] == -1) and np.all(sc[r, n:] == -np.inf)
+    assert (idx == -1).any()  # the heavy users' rows were padded
 
 
 def test_save_load_and_partial_fit_continue(planted, tmp_path):

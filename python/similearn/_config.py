@@ -160,13 +160,6 @@ def blas_threads(n, *, only_similearn=False):
         yield
 
 
-def blas_limits(n):
-    """Transitional alias of ``blas_threads(n)`` for the callers not converted yet
-    (twotower.py, nash.py, bench/test_bench_frml.py); not exported, to be removed
-    with their last call."""
-    return blas_threads(n)
-
-
 def _blas_info():
     """BLAS libraries loaded in the process (threadpoolctl), the one SciPy's
     cython_blas calls marked ``used_by_similearn``: SciPy's own vendored copy when

@@ -41,7 +41,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_limits, get_num_threads
+from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
@@ -555,9 +555,9 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         self.loss_parts_history_ = {"rec": [], "kl": [], "nkl": [], "ce": []}
         n_epochs = int(self.n_epochs)
         keep, bs = st["keep"], st["batch_size"]
-        # blas_limits(1): the hidden-layer GEMMs are B x H x H, too small for BLAS threads (which
+        # blas_threads(1): the hidden-layer GEMMs are B x H x H, too small for BLAS threads (which
         # cost far more than they give on a loaded machine); the kernels use our own threads.
-        with blas_limits(1), progress(n_epochs, self.verbose, "NASH", unit="epoch") as bar:
+        with blas_threads(1), progress(n_epochs, self.verbose, "NASH", unit="epoch") as bar:
             for ep in range(n_epochs):
                 order = keep[st["rng"].permutation(keep.size)]
                 sums = {"rec": 0.0, "kl": 0.0, "nkl": 0.0, "ce": 0.0}
@@ -589,7 +589,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         n = X.shape[0]
         out = np.empty((n, l), dt)
         nt = get_num_threads(self.n_threads)
-        with blas_limits(nt):
+        with blas_threads(nt):
             for start in range(0, n, _CHUNK):
                 rows = np.arange(start, min(n, start + _CHUNK), dtype=np.int64)
                 h = self._input_layer(Xd, rows, inv[rows], nt)

@@ -2,7 +2,9 @@
 binary codes with Hamming distance, and a scikit-learn k-NN classifier on top.
 
 All searches are exact and deterministic: results are ordered best first and ties
-go to the lower database index, whatever the number of threads.
+go to the lower database index, whatever the number of threads.  Both searches take
+``exclude=``, a sparse (n_queries, n_database) pattern of database ids never returned
+for each query (seen items in recommendation), applied inside the kernel's selection.
 
 Bad input follows the package's input contract (see :mod:`similearn`): 0 queries
 give a ``(0, k)`` result, an empty database raises ValueError, a result larger
@@ -22,12 +24,13 @@ from ._dask import is_dask_array
 from ._params import Int, Options, Threads, validate_params
 from ._memory import check_memory
 from ._targets import check_labels
-from ._validation import (check_bool, check_codes, check_dense, check_int, check_k, check_length, check_min_count,
-                          check_same_dtype, check_X, n_entries)
+from ._validation import (_check_csr_structure, check_bool, check_codes, check_dense, check_indices, check_int,
+                          check_k, check_length, check_min_count, check_same_dtype, check_X, n_entries)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "KNeighborsClassifier", "METRICS"]
 
 METRICS = {"ip": 0, "cosine": 1, "euclidean": 2}
+_MISSING = np.iinfo(np.int64).max  # the kernels' index of an unfilled slot (csrc/topk.hpp)
 
 
 def _check_metric(metric):
@@ -50,6 +53,44 @@ def _check_self(queries, database, exclude_self, qname="queries", dname="databas
     return 0
 
 
+def check_exclude(exclude, n_queries, n_database, qname="queries", dname="database"):
+    """Validate ``exclude`` (None or scipy.sparse of shape (n_queries, n_database)).
+
+    Returns None or ``(indptr, indices)``: int64, C-contiguous, each row's ids
+    ascending (rows that are not are sorted here, O(nnz log nnz); duplicates are
+    kept, the kernels skip them).  Every stored entry counts, whatever its value
+    (explicit zeros too).  The caller's matrix is never modified.  O(n_queries + nnz).
+    """
+    if exclude is None:
+        return None
+    if not sp.issparse(exclude):
+        raise TypeError(f"exclude must be a scipy.sparse matrix or array of shape (n_{qname}, n_{dname}) whose "
+                        f"stored entries are the ids to skip (e.g. scipy.sparse.csr_array), or None; got "
+                        f"{type(exclude).__name__}")
+    if exclude.ndim != 2 or tuple(exclude.shape) != (n_queries, n_database):
+        raise ValueError(f"exclude has shape {tuple(exclude.shape)} but must be (n_{qname}, n_{dname}) = "
+                         f"({n_queries}, {n_database})")
+    ex = exclude.tocsr()  # no copy when already CSR
+    indices = check_indices(ex.indices, n_database, "exclude", ndim=1)
+    _check_csr_structure(ex, "exclude")
+    indptr = np.ascontiguousarray(ex.indptr, dtype=np.int64)
+    nnz = indices.shape[0]
+    if nnz > 1:  # ascending within every row? (differences across a row boundary do not count)
+        ok = np.diff(indices) >= 0
+        starts = indptr[1:-1]
+        ok[starts[(starts > 0) & (starts < nnz)] - 1] = True
+        if not ok.all():
+            rows = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
+            indices = np.ascontiguousarray(indices[np.lexsort((indices, rows))])
+    return indptr, indices
+
+
+def _fill_missing(idx):
+    """Kernel slots no candidate filled (index INT64_MAX) -> index -1, in place."""
+    idx[idx == _MISSING] = -1
+    return idx
+
+
 def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
     """Refuse a (n_queries, k) search result (int64 indices + ``itemsize``-byte
     ``what``) larger than the memory budget (:func:`similearn._memory.check_memory`)."""
@@ -58,15 +99,17 @@ def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
                  f"lower {name} or query in chunks")
 
 
-def _topk_raw(queries, database, k, metric_code, self_offset, n_threads):
-    """Kernel call on validated arrays (internal; also used by similearn.metrics)."""
+def _topk_raw(queries, database, k, metric_code, self_offset, n_threads, exclude=None):
+    """Kernel call on validated arrays (internal; also used by similearn.metrics).
+    ``exclude``: None or the ``(indptr, indices)`` of :func:`check_exclude`."""
     fn = _kernels.topk
+    ex_ptr, ex_ind = (None, None) if exclude is None else exclude
     with blas_threads(1):
         return fn(queries, database, int(k), int(metric_code), None if self_offset is None else int(self_offset),
-                  int(n_threads))
+                  int(n_threads), exclude_indptr=ex_ptr, exclude_indices=ex_ind)
 
 
-def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=None):
+def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=None, *, exclude=None):
     """Exact k nearest database rows of every query.
 
     Parameters
@@ -83,6 +126,19 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
         returned for query i (other rows equal to it still are).
     n_threads : int, optional
         Default: :func:`similearn.get_num_threads`.  Results do not depend on it.
+    exclude : scipy.sparse matrix or array of shape (n_queries, n_database), optional
+        Database ids never returned per query: row i's stored column indices (any
+        index dtype; values ignored, explicit zeros count; duplicates and unsorted
+        rows allowed -- an unsorted row is sorted on a copy, O(nnz log nnz)).  Any
+        sparse format (converted with ``.tocsr()``).  Combines with
+        ``exclude_self``.  The result is that of scoring every pair, dropping the
+        excluded ones, then taking the top k by the same rule (ties to the lower
+        index).  A query with fewer than k remaining candidates gets index -1 and
+        score -inf ("ip", "cosine") or +inf ("euclidean") in its last slots; k
+        itself is still bounded by n_database as without ``exclude``.  Ids are
+        checked in Python (int64, in [0, n_database)) before any work.  Extra
+        cost: O(nnz) plus one check per query and database block (<= 512 rows)
+        inside the kernel; no (n_queries, n_database) mask is formed.
 
     Returns
     -------
@@ -90,6 +146,7 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     scores : ndarray of shape (n_queries, k), the input dtype
         Similarities in descending order ("ip", "cosine") or distances in
         ascending order ("euclidean"), best first; ties go to the lower index.
+        With ``exclude``, -1 marks an empty slot (see above).
 
     Notes
     -----
@@ -107,13 +164,14 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     Dask queries give two lazy Dask arrays chunked like the queries.  A task holds one
     database block and the running top-k (queries x k); the database never reaches
     the client.  ``n_threads`` is then the kernel's threads per task (default 1).
-    See :mod:`similearn._dask.search`.
+    See :mod:`similearn._dask.search`.  ``exclude`` stays an in-memory sparse matrix:
+    each (query chunk, database block) task gets its own slice of it.
     """
     code = _check_metric(metric)
     if is_dask_array(queries) or is_dask_array(database):
         from ._dask.search import dask_topk
 
-        return dask_topk(queries, database, k, code, exclude_self, n_threads)
+        return dask_topk(queries, database, k, code, exclude_self, n_threads, exclude=exclude)
     queries = check_dense(queries, "queries", min_rows=0)
     database = check_dense(database, "database")
     check_same_dtype(queries, database, "queries", "database")
@@ -122,7 +180,8 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     self_offset = _check_self(queries, database, exclude_self)
     k = check_k(k, database.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(queries.shape[0], k, queries.dtype.itemsize)
-    return _topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads))
+    ex = check_exclude(exclude, queries.shape[0], database.shape[0])
+    return _topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex)
 
 
 def pack_bits(bits, n_threads=None):
@@ -163,7 +222,7 @@ def unpack_bits(codes, n_bits):
     return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n_bits]
 
 
-def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=None):
+def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=None, *, exclude=None):
     """Exact k nearest codes by Hamming distance.
 
     Parameters
@@ -173,10 +232,16 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     k : int, 1 <= k <= n_database (n_database - 1 with ``exclude_self``)
     exclude_self : bool
         Leave-one-out: requires ``query_codes is database_codes``.
+    exclude : scipy.sparse matrix or array of shape (n_queries, n_database), optional
+        Database ids never returned per query, as in :func:`topk`: row i's stored
+        column indices (values ignored; duplicates, unsorted rows, any sparse
+        format accepted).  A query with fewer than k remaining candidates gets
+        index -1 and distance 2**31 - 1 in its last slots.  Each database block is
+        scanned in the runs between a query's excluded ids: O(nnz) extra runs.
 
     Returns
     -------
-    indices : ndarray of shape (n_queries, k), int64
+    indices : ndarray of shape (n_queries, k), int64 (-1: empty slot, with ``exclude``)
     distances : ndarray of shape (n_queries, k), int32, ascending; ties -> lower index
 
     Notes
@@ -185,12 +250,12 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     chosen at run time.  O(n_queries * n_database * n_words), memory O(k) per query.
 
     Dask: either argument may be a row-sharded ``dask.array.Array`` of codes; the
-    result is the in-memory one exactly, as for :func:`topk`.
+    result is the in-memory one exactly, as for :func:`topk` (``exclude`` too).
     """
     if is_dask_array(query_codes) or is_dask_array(database_codes):
         from ._dask.search import dask_hamming_topk
 
-        return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads)
+        return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, exclude=exclude)
     q = check_codes(query_codes, "query_codes", min_rows=0)
     x = check_codes(database_codes, "database_codes")
     if q.shape[1] != x.shape[1]:
@@ -199,7 +264,12 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
     k = check_k(k, x.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(q.shape[0], k, 4, "distances")
-    return _kernels.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
+    ex = check_exclude(exclude, q.shape[0], x.shape[0], "query_codes", "database_codes")
+    if ex is None:
+        return _kernels.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
+    idx, dist = _kernels.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads), exclude_indptr=ex[0],
+                                      exclude_indices=ex[1])
+    return _fill_missing(idx), dist
 
 
 class KNeighborsClassifier(ClassifierMixin, BaseEstimator):

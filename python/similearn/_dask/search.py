@@ -15,6 +15,12 @@ Plan of one search, for every query chunk Q_i (a NumPy ``queries`` is one chunk)
 3. one task applies the kernel's second stage (``_kernels.topk_finalize``: cosine
    scaling by 1/||q||, Euclidean distances) to the merged keys.
 
+``exclude`` (the per-query ids never returned) stays a client-side sparse matrix: each
+stage-1 task gets the slice of its query chunk and database block, with block-local
+ids (cut once per query chunk, O(nnz log nnz)); a block whose candidates run out
+fills its slots with index INT64_MAX (key -inf), which the merge puts last and
+stage 3 turns into index -1.
+
 Because the single-machine ``topk`` is exactly stage 1 on the whole database
 followed by stage 3, and every score comes from the same sequential FMA chain
 whatever the tile position (the packed AVX-512 kernel of csrc/gemm_kernel.cpp),
@@ -56,7 +62,12 @@ def _offset(idx, o):
     return idx
 
 
-def _keys_task(Q, X, k, code, self_offset, gemm, exact, n_threads, o, dtype):
+def _ex_args(ex):
+    """A block's exclude slice (indptr, local ids) or None -> the kernels' keyword arguments."""
+    return {} if ex is None else {"exclude_indptr": ex[0], "exclude_indices": ex[1]}
+
+
+def _keys_task(Q, X, k, code, self_offset, gemm, exact, n_threads, o, dtype, ex=None):
     """Stage 1 on one database block: (global idx, keys, exact distances or None)."""
     Q = _dense_block(Q, "queries", dtype)
     X = _dense_block(X, "database", dtype)
@@ -68,7 +79,7 @@ def _keys_task(Q, X, k, code, self_offset, gemm, exact, n_threads, o, dtype):
     if X.shape[1] != Q.shape[1]:
         raise ValueError(f"queries has {Q.shape[1]} features but database has {X.shape[1]}")
     fn = _kernels.topk_keys
-    idx, key, dist = fn(Q, X, kb, code, self_offset, gemm, exact, n_threads)
+    idx, key, dist = fn(Q, X, kb, code, self_offset, gemm, exact, n_threads, **_ex_args(ex))
     return _offset(idx, o), key, dist
 
 
@@ -102,7 +113,7 @@ def _codes_block(C, name):
     return check_codes(np.ascontiguousarray(C), name, min_rows=0)
 
 
-def _hamming_task(Q, X, k, self_offset, n_threads, o):
+def _hamming_task(Q, X, k, self_offset, n_threads, o, ex=None):
     Q = _codes_block(Q, "query_codes")
     X = _codes_block(X, "database_codes")
     nq = Q.shape[0]
@@ -111,14 +122,42 @@ def _hamming_task(Q, X, k, self_offset, n_threads, o):
         return np.empty((nq, 0), np.int64), np.empty((nq, 0), np.int32)
     if X.shape[1] != Q.shape[1]:
         raise ValueError(f"query_codes have {Q.shape[1]} words per code but database_codes have {X.shape[1]}")
-    idx, dist = _kernels.hamming_topk(Q, X, kb, self_offset, n_threads)
+    idx, dist = _kernels.hamming_topk(Q, X, kb, self_offset, n_threads, **_ex_args(ex))
     return _offset(idx, o), dist
 
 
 def _hamming_finalize(merged, k):
     if merged[0].shape[0] == 0:
         return np.empty((0, k), np.int64), np.empty((0, k), np.int32)
-    return merged
+    idx = merged[0]
+    if idx.shape[1] and idx[:, -1].max() == _MISSING:  # slots no candidate filled (exclude): index -1
+        idx = np.where(idx == _MISSING, -1, idx)
+    return idx, merged[1]
+
+
+def _exclude_slices(ex, q0, q1, x_off):
+    """``exclude`` rows q0:q1 cut by database block: one (indptr, block-local ids) per
+    block (None for a chunk without exclusions).  Rows stay ascending: the sort by
+    block is stable.  O(nnz log nnz + n_blocks * (q1 - q0))."""
+    n_blocks = len(x_off) - 1
+    if ex is None:
+        return [None] * n_blocks
+    indptr, indices = ex
+    lo, hi = int(indptr[q0]), int(indptr[q1])
+    if lo == hi:
+        return [None] * n_blocks
+    ind = indices[lo:hi]
+    rows = np.repeat(np.arange(q1 - q0, dtype=np.int64), np.diff(indptr[q0:q1 + 1]))
+    blk = np.searchsorted(x_off, ind, side="right") - 1
+    order = np.argsort(blk, kind="stable")
+    bounds = np.searchsorted(blk[order], np.arange(n_blocks + 1))
+    out = []
+    for b in range(n_blocks):
+        sel = order[bounds[b]:bounds[b + 1]]
+        counts = np.bincount(rows[sel], minlength=q1 - q0)
+        out.append((np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                    np.ascontiguousarray(ind[sel] - x_off[b], dtype=np.int64)))
+    return out
 
 
 # --------------------------------------------------------------------------- graph
@@ -200,7 +239,13 @@ class _Plan:
                              "(the same array)")
         return True
 
-    def build(self, token, block_task, finalize, k, larger, split_every, self_excl):
+    def exclude(self, exclude, qname, dname):
+        """``exclude`` validated against the global shape: None or (indptr, indices)."""
+        from ..neighbors import check_exclude
+
+        return check_exclude(exclude, self.nq, self.n_db, qname, dname)  # a Dask array: TypeError (not sparse)
+
+    def build(self, token, block_task, finalize, k, larger, split_every, self_excl, ex=None):
         """Graph of the whole search: one result key per query chunk."""
         dsk = {}
         deps = [self.database]
@@ -216,10 +261,11 @@ class _Plan:
         results = []
         for i, qk in enumerate(q_keys):
             leaves = []
+            slices = _exclude_slices(ex, int(self.q_off[i]), int(self.q_off[i + 1]), self.x_off)
             for b, xk in enumerate(x_keys):
                 so = int(self.q_off[i] - self.x_off[b]) if self_excl else None
                 key = (f"sl-block-{token}", i, b)
-                dsk[key] = block_task(qk, xk, so, int(self.x_off[b]))
+                dsk[key] = block_task(qk, xk, so, int(self.x_off[b])) + (slices[b],)
                 leaves.append(key)
             root = _tree(dsk, f"sl-merge-{token}-{i}", leaves, k, larger, split_every)
             fkey = (f"sl-final-{token}", i)
@@ -259,13 +305,14 @@ def _threads(n_threads):
 
 # --------------------------------------------------------------------------- public entry points
 
-def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_every=SPLIT_EVERY):
+def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_every=SPLIT_EVERY, exclude=None):
     """Sharded :func:`similearn.neighbors.topk` (see the module docstring)."""
     from dask.base import tokenize
 
     plan = _Plan(queries, database, "queries", "database", is_codes=False)
     self_excl = plan.same(exclude_self, "queries", "database")
     k = check_k(k, plan.n_db - (1 if self_excl else 0))
+    ex = plan.exclude(exclude, "queries", "database")
     split_every = check_int(split_every, "split_every", low=2)
     nt = _threads(n_threads)
     dtype = plan.dtype
@@ -274,7 +321,7 @@ def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_
     gemm = 0
     exact = metric_code == 2 and 4 * k < plan.n_db
     token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
-                     metric_code, self_excl, split_every, "topk")
+                     metric_code, self_excl, split_every, ex, "topk")
 
     def block(qk, xk, so, o):
         return (_keys_task, qk, xk, k, metric_code, so, gemm, exact, nt, o, dtype)
@@ -282,21 +329,23 @@ def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_
     def finalize(qk, root):
         return (_finalize_task, qk, root, k, metric_code, nt, dtype)
 
-    dsk, deps, results = plan.build(token, block, finalize, k, True, split_every, self_excl)
+    dsk, deps, results = plan.build(token, block, finalize, k, True, split_every, self_excl, ex)
     return plan.collect(dsk, deps, results, token, k, dtype)
 
 
-def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, split_every=SPLIT_EVERY):
+def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, split_every=SPLIT_EVERY,
+                      exclude=None):
     """Sharded :func:`similearn.neighbors.hamming_topk` (see the module docstring)."""
     from dask.base import tokenize
 
     plan = _Plan(query_codes, database_codes, "query_codes", "database_codes", is_codes=True)
     self_excl = plan.same(exclude_self, "query_codes", "database_codes")
     k = check_k(k, plan.n_db - (1 if self_excl else 0))
+    ex = plan.exclude(exclude, "query_codes", "database_codes")
     split_every = check_int(split_every, "split_every", low=2)
     nt = _threads(n_threads)
     token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
-                     self_excl, split_every, "hamming")
+                     self_excl, split_every, ex, "hamming")
 
     def block(qk, xk, so, o):
         return (_hamming_task, qk, xk, k, so, nt, o)
@@ -304,7 +353,7 @@ def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, s
     def finalize(qk, root):
         return (_hamming_finalize, root, k)
 
-    dsk, deps, results = plan.build(token, block, finalize, k, False, split_every, self_excl)
+    dsk, deps, results = plan.build(token, block, finalize, k, False, split_every, self_excl, ex)
     return plan.collect(dsk, deps, results, token, k, np.dtype(np.int32))
 
 

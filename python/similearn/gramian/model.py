@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from .._config import blas_limits, get_num_threads
+from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
 from .._memory import check_memory, check_output_memory
 from .._params import Bool, Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -406,7 +406,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         bookkeeping ``recommend`` and the embeddings need."""
         st = training.start(self, XL, XR, P, s, rng, nt, pool)
         try:
-            with blas_limits(1):
+            with blas_threads(1):
                 training.run_epochs(self, st, n_epochs)
         finally:
             st.close()
@@ -489,7 +489,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         Xc = check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"),
                              min_samples=0)  # 0 rows: a (0, n_components) result
         nt = get_num_threads(self.n_threads)
-        with blas_limits(nt):
+        with blas_threads(nt):
             return self._embed_all(side, Xc, nt)
 
     @dask_rows("left_features", n_features="n_features_left_")
@@ -522,7 +522,9 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         exclude_seen drops the pairs observed in training.  Returns (indices,
         scores), (len(left_rows), k); when fewer than k unseen items remain the
         row is padded with index -1 and score -inf.  Exact search through
-        :func:`similearn.neighbors.topk` (inner product).
+        :func:`similearn.neighbors.topk` (inner product), the seen items skipped
+        inside its selection (``exclude=``): O(len(left_rows) n_right k) plus
+        O(seen pairs of those rows), for any number of seen items.
         """
         from ..neighbors import check_result_memory, topk
 
@@ -532,21 +534,15 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         k = check_int(k, "k", low=1)
         check_bool(exclude_seen, "exclude_seen")
         check_result_memory(rows.size, k, self.params_["E_left"].dtype.itemsize)
-        nR = self.n_right_
+        kk = min(self.n_right_, k)  # topk's k is at most the catalogue; the rest is padding
         U = np.ascontiguousarray(self.left_embedding_[rows])
         seen = self._interactions[rows] if exclude_seen else None
-        extra = int(np.diff(seen.indptr).max()) if seen is not None and rows.size else 0
-        kk = min(nR, k + extra)
-        idx, sc = topk(U, self.right_embedding_, kk, metric="ip", n_threads=self.n_threads)
+        idx, sc = topk(U, self.right_embedding_, kk, metric="ip", n_threads=self.n_threads, exclude=seen)
+        if kk == k:
+            return idx, sc
         out_i = np.full((rows.size, k), -1, dtype=np.int64)
         out_s = np.full((rows.size, k), -np.inf, dtype=sc.dtype)
-        for r in range(rows.size):
-            ii, ss = idx[r], sc[r]
-            if seen is not None:
-                keep = ~np.isin(ii, seen.indices[seen.indptr[r]:seen.indptr[r + 1]])
-                ii, ss = ii[keep], ss[keep]
-            m = min(k, ii.size)
-            out_i[r, :m], out_s[r, :m] = ii[:m], ss[:m]
+        out_i[:, :kk], out_s[:, :kk] = idx, sc
         return out_i, out_s
 
     def _catalogue_embedding(self, side):
@@ -554,7 +550,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         cache = self.__dict__.setdefault("_embedding_cache", {})
         if side not in cache:
             nt = get_num_threads(self.n_threads)
-            with blas_limits(nt):
+            with blas_threads(nt):
                 cache[side] = self._embed_all(side, kernel_csr(self._catalogue[side], self.params_["E_left"].dtype), nt)
         return cache[side]
 
@@ -582,7 +578,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         nt = get_num_threads(self.n_threads)
         XL = check_features(left_features, "left_features", dt, self.normalize, self.n_features_left_)
         XR = check_features(right_features, "right_features", dt, self.normalize, self.n_features_right_)
-        with blas_limits(nt):  # the Gramians the penalty is about (item weights per gramian_weights)
+        with blas_threads(nt):  # the Gramians the penalty is about (item weights per gramian_weights)
             GL = exact_gramian(self._embed_all("left", XL, nt), self._p_left)
             GR = exact_gramian(self._embed_all("right", XR, nt), self._p_right)
         return gramian_error(self.gramian_left_, GL), gramian_error(self.gramian_right_, GR)

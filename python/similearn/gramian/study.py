@@ -13,7 +13,7 @@ import time
 import numpy as np
 from sklearn.base import clone
 
-from .._config import blas_limits, get_num_threads
+from .._config import blas_threads, get_num_threads
 from .._validation import check_int, seed_from_random_state
 from . import towers, training
 from .estimators import exact_gramian, gramian_error
@@ -86,7 +86,7 @@ def _trajectory(m, st, estimators, n_steps, eval_every):
     n, bs = P.shape[0], st.batch_size
     st.shuffle()
     pos, t_train = 0, 0.0
-    with blas_limits(1):
+    with blas_threads(1):
         for step in range(1, n_steps + 1):
             for left, right in ests.values():
                 for est, side, X in ((left, "left", XL), (right, "right", XR)):
