@@ -70,7 +70,8 @@ def _kernel(X, pairs, s, cp, W, B=64, C=1):
     Wt = np.array(W.T, order="C")
     v = np.zeros(W.shape[1])
     with blas_threads(1):
-        return _kernels.ssne_epoch(X, pairs, s, cp, Wt, v, B, C, 0.05, 1e-4, True, 0.99, 0)
+        return _kernels.ssne_epoch(X, pairs, s, cp, Wt, v, batch_size=B, block_size=C, eta=0.05, inv_lam=1e-4,
+                                   adaptive=True, beta=0.99, t0=0)
 
 
 @pytest.mark.benchmark(group="ssne epoch growth pairs")

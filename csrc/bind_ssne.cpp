@@ -26,7 +26,7 @@ void def_ssne_t(py::module_& m, const char* epoch_name, const char* transform_na
         return py::make_tuple(st.loss, st.n_batches);
       },
       py::arg("X").noconvert(), py::arg("pairs").noconvert(), py::arg("s").noconvert(),
-      py::arg("col_perm").noconvert(), py::arg("Wt").noconvert(), py::arg("v").noconvert(), py::arg("batch_size"),
+      py::arg("col_perm").noconvert(), py::arg("Wt").noconvert(), py::arg("v").noconvert(), py::kw_only(), py::arg("batch_size"),
       py::arg("block_size"), py::arg("eta"), py::arg("inv_lam"), py::arg("adaptive"), py::arg("beta"),
       py::arg("t0"));
   m.def(

@@ -67,7 +67,8 @@ _INTERRUPT = textwrap.dedent(
         cp = np.tile(np.arange(M), (4000000 // 256, 1))
         Wt = rng.standard_normal((M, 201))
         v = np.zeros(M)
-        call = lambda: _core.ssne_epoch_f64(X, P, s, cp, Wt, v, 256, 1, 0.01, 0.0, True, 0.99, 0)
+        call = lambda: _core.ssne_epoch_f64(X, P, s, cp, Wt, v, batch_size=256, block_size=1, eta=0.01, inv_lam=0.0,
+                                              adaptive=True, beta=0.99, t0=0)
     elif which == "nash":  # the training loop is Python over C++ steps of a few ms
         import scipy.sparse as sp
         from similearn import NASH

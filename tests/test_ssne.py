@@ -15,6 +15,11 @@ from similearn.evaluation import knn_cv_accuracy
 from similearn.triplets import pairs_from_labels
 
 _EPOCH = _kernels.ssne_epoch  # the variant of X's dtype
+
+
+def _epoch_config(batch_size, block_size, eta, inv_lam, adaptive, t0):
+    return dict(batch_size=batch_size, block_size=block_size, eta=eta, inv_lam=inv_lam, adaptive=adaptive, beta=0.99,
+                t0=t0)
 _TRANSFORM = _kernels.ssne_transform
 _TOL = {np.float32: 2e-4, np.float64: 1e-10}
 
@@ -35,7 +40,7 @@ def _kernel_epoch(X, W, pairs, s, cp, B, C, eta, thresh, v=None, t0=0):
     Wt = np.array(W.T, dtype=X.dtype, order="C")  # a copy: W.T of a one-column W is contiguous
     inv_lam = thresh / eta
     vv = np.zeros(W.shape[1]) if v is None else v
-    loss, nb = _EPOCH(X, pairs, s, cp, Wt, vv, B, C, eta, inv_lam, v is not None, 0.99, t0)
+    loss, nb = _EPOCH(X, pairs, s, cp, Wt, vv, **_epoch_config(B, C, eta, inv_lam, v is not None, t0))
     return loss, nb, Wt.T.astype(np.float64)
 
 

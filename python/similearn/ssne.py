@@ -319,8 +319,8 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
                 eta = float(self.learning_rate)
                 if self.schedule == "invscaling":
                     eta /= np.sqrt(ep)
-                loss_sum, nb = epoch(Xs, Pe, Se, col_perm, Wt, v, bs, blk, eta, 1.0 / lam, bool(self.adaptive),
-                                     _BETA, t_batches)
+                loss_sum, nb = epoch(Xs, Pe, Se, col_perm, Wt, v, batch_size=bs, block_size=blk, eta=eta,
+                                     inv_lam=1.0 / lam, adaptive=bool(self.adaptive), beta=_BETA, t0=t_batches)
                 t_batches += nb
                 if not np.isfinite(Wt).all():
                     raise FloatingPointError("SSNE diverged (non-finite weights); lower learning_rate")
