@@ -23,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -215,8 +216,7 @@ def main(argv=None):
         print(f"{name:24s} A min {min(times['a']):8.4f} s  med {ma:8.4f} s | B min {min(times['b']):8.4f} s  "
               f"med {mb:8.4f} s | B/A {mb / ma:5.3f}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
+        Path(args.json).write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

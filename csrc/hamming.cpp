@@ -280,8 +280,7 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
     }
     const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
     for (std::int64_t i = 0; i < nqb; ++i) wk.sel[static_cast<std::size_t>(i)].reset();
-    if (exclude)
-      for (std::int64_t i = 0; i < nqb; ++i) wk.cur[static_cast<std::size_t>(i)] = exclude->indptr[q0 + i];
+    if (exclude) exclude->start(q0, nqb, wk.cur.data());
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
       const std::int64_t nb = std::min(bx, nx - x0);

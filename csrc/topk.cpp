@@ -323,8 +323,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     }
     if (!full)
       for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
-    if (exclude)
-      for (std::int64_t i = 0; i < ntq; ++i) w.cur[static_cast<std::size_t>(i)] = exclude->indptr[t0 + i];
+    if (exclude) exclude->start(t0, ntq, w.cur.data());
 
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end

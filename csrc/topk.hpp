@@ -22,6 +22,12 @@ constexpr std::int64_t kNoSelf = std::numeric_limits<std::int64_t>::min();
 struct IdSets {
   const std::int64_t* indptr = nullptr;
   const std::int64_t* indices = nullptr;
+
+  // The cursors of queries q0 .. q0 + n at the start of their rows (a pass over the
+  // database starts); cur must hold n entries.
+  void start(std::int64_t q0, std::int64_t n, std::int64_t* cur) const {
+    for (std::int64_t i = 0; i < n; ++i) cur[i] = indptr[q0 + i];
+  }
 };
 
 // How the tiles are multiplied: the packed AVX-512 kernel when the CPU has it
