@@ -43,6 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _kernels
 from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
+from ._label_forms import parse_labels
 from ._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
 from ._targets import check_labels
@@ -254,15 +255,13 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """-> (kind, targets, n_classes): "single" (int64 class ids) or "multi" (rows of the
         label matrix normalised to sum 1).  y: 1-D labels (or a column of them), a 2-D 0/1
         indicator (dense or sparse) or a list of label sets (parsed as in similearn.metrics)."""
-        from .metrics import _parse_labels
-
         if y is None:
             raise ValueError("supervised > 0 needs labels y (1-D class labels, a 2-D 0/1 label matrix or a list "
                              "of label sets)")
         if not sp.issparse(y) and np.ndim(y) == 2 and np.shape(y)[1] == 1:
             form = "single"  # a column of labels: check_labels takes it (with sklearn's warning)
         else:
-            form, y = _parse_labels(y, n, "y")
+            form, y = parse_labels(y, n, "y")
         if form == "single":
             self.classes_, codes = check_labels(y, n, "y")
             self.n_classes_ = self.classes_.size
