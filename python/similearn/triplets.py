@@ -30,7 +30,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from ._group_sampling import PairDrawer, group_layout, map_other_group, map_same_group, sample_distinct
-from ._hard_triplets import cycle_fill, hard_negatives_dense, hard_negatives_sparse, hard_positives
+from ._label_triplets import draw_triplets
 from ._memory import check_memory
 from ._targets import check_labels, check_pair_labels, check_pairs, check_triplets
 from ._validation import check_X, check_indices, check_int, seed_from_random_state
@@ -177,48 +177,14 @@ def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="
         n = np.shape(y)[0] if np.ndim(y) >= 1 else 1  # check_labels rejects non-1-D y
     _, groups = check_labels(y, n, "y", min_classes=2)
     n = groups.shape[0]
-    n_classes = int(groups.max()) + 1
-    if anchors is None:
-        anchors = np.arange(n, dtype=np.int64)
-    else:
+    if anchors is not None:
         anchors = check_indices(anchors, n, "anchors", ndim=1)
-    check_memory(anchors.size * n_per_anchor * _BYTES_PER_TRIPLET, f"n_per_anchor={n_per_anchor}",
-                 f"the triplets of {anchors.size} anchors and their sampling temporaries",
+    n_anchors = n if anchors is None else anchors.size
+    check_memory(n_anchors * n_per_anchor * _BYTES_PER_TRIPLET, f"n_per_anchor={n_per_anchor}",
+                 f"the triplets of {n_anchors} anchors and their sampling temporaries",
                  "lower n_per_anchor or pass fewer anchors at a time")
-    layout = group_layout(groups, n_classes)
-    sizes = layout[1]
-    a_size = sizes[groups[anchors]]
-    ok = a_size >= 2
-    if not ok.all():
-        warnings.warn(f"{int((~ok).sum())} anchor(s) skipped: their class has a single member, so no positive "
-                      "exists", UserWarning, stacklevel=2)
-        anchors, a_size = anchors[ok], a_size[ok]
-    if anchors.size == 0:
-        raise ValueError("no anchor left: every anchor's class has a single member")
-    k = n_per_anchor
-    rng = _make_rng(random_state)
-
-    n_pos = a_size - 1
-    if positives == "random":
-        off = sample_distinct(n_pos, k, rng)
-        pos = map_same_group(off, anchors[:, None], groups, layout)
-    else:
-        pos = cycle_fill(hard_positives(X, anchors, groups, layout, k, metric), n_pos)
-
-    n_neg = n - a_size
-    if negatives == "random":
-        off = sample_distinct(n_neg, k, rng)
-        neg = map_other_group(off, anchors[:, None], groups, layout)
-    elif sp.issparse(X):
-        neg = cycle_fill(hard_negatives_sparse(X, anchors, groups, k, metric), n_neg)
-    else:
-        neg = cycle_fill(hard_negatives_dense(X, anchors, groups, sizes, k, metric), n_neg)
-
-    out = np.empty((anchors.size * k, 3), dtype=np.int64)
-    out[:, 0] = np.repeat(anchors, k)
-    out[:, 1] = pos.reshape(-1)
-    out[:, 2] = neg.reshape(-1)
-    return out
+    return draw_triplets(groups, n_per_anchor, negatives, X if need_x else None, metric, random_state, anchors,
+                         positives, stacklevel=3)
 
 
 def _check_pair_input(pairs, labels, n_samples):
