@@ -1,7 +1,9 @@
 """NASH: end-to-end variational semantic hashing of documents (Shen et al., ACL 2018).
 
-Model (papers/nash.txt; ALGORITHMS.md "NASH"), for a document with word weights
-c (counts or TF-IDF, length V) and l = ``n_bits``:
+Model (Shen et al., "NASH: Toward End-to-End Neural Architecture for Generative
+Semantic Hashing": "Training with Binary Latent Variables", Eq. 1-5; "Injecting
+Data-dependent Noise to z", Eq. 6; "Extension to Supervised Hashing", Eq. 7), for a
+document with word weights c (counts or TF-IDF, length V) and l = ``n_bits``:
 
 * encoder: xt = c / ||c||_2, h_k = relu(h_{k-1} W_k + b_k) (``hidden_sizes``),
   g = h_L W_g + b_g, s = sigmoid(g) = q(z = 1 | x)  (Bernoulli posterior);
@@ -25,6 +27,7 @@ sigma(x) = sigma0 (NASH-N) and lets each document move its noise level at a
 price.  This is our reading of the paper's rate-distortion view; it is stated
 here so users can compare.
 
+The network is :mod:`similearn._nash_network` (functions on the parameter dict).
 The hot loops are C++ (csrc/nash.cpp): the sparse input layer and its row-sparse
 gradient, the fused decoder (GEMM, row softmax over V, sparse targets, the two
 gradient GEMMs) and Adam; the hidden layers are BLAS calls.  X is never densified.

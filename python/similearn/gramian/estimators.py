@@ -1,6 +1,6 @@
 """Gramian estimators for the repulsive term of two-tower models (Krichene et al.,
-"Efficient training on very large corpora via Gramian estimation", Sec. 2-3,
-App. B, C; ALGORITHMS.md "Gramian estimation").
+"Efficient training on very large corpora via Gramian estimation", ICLR 2019,
+Sec. 2-3, App. B, C).
 
 A two-tower model scores a pair by <u(x), v(y)>.  Its low-similarity prior on all
 pairs, (lam / n^2) sum_ij <u_i, v_j>^2, equals lam <G_u, G_v> with the k x k
