@@ -1,6 +1,6 @@
 """PyTorch CPU reference implementation of the two-tower model with a Gramian
 penalty (Krichene et al., "Efficient training on very large corpora via Gramian
-estimation"; ALGORITHMS.md "Gramian estimation"): the peer of
+estimation", ICLR 2019, Sec. 2-3): the peer of
 ``similearn.TwoTower`` (same model, same penalty), written independently.
 
 Two uses:

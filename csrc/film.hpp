@@ -1,4 +1,6 @@
-// FILM kernels: the sparse C / C^T products of the K-free gradient (ALGORITHMS.md).
+// FILM kernels: the sparse C / C^T products of the gradient of Tang & Aw, "FILM: A Fast,
+// Interpretable, and Low-rank Metric Learning Approach for Sentence Matching", Sec. 3.2,
+// Eq. 28, evaluated without forming K = -V^T C T Lambda V (Sec. 3.1, Step 4).
 #pragma once
 
 #include <cstdint>

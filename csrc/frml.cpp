@@ -1,5 +1,7 @@
 // FRML kernels: violator sampling, symmetric low-rank retraction, the SGD loop.
-// See frml.hpp for the layouts and ALGORITHMS.md "FRML" for the equations.
+// See frml.hpp for the layouts; the equations are Lim & Lanckriet, "Efficient Learning
+// of Mahalanobis Metrics for Ranking", Sec. 2.1-2.2 (WARP weights, rank-gamma truncation,
+// Eq. 5-6) and Sec. 3 (Alg. 1, the retraction of Lemma 3.2; Alg. 2, the sampling loop).
 #include "frml.hpp"
 
 #include <algorithm>

@@ -1,5 +1,7 @@
-// FRML (Lim & Lanckriet 2014; ALGORITHMS.md "FRML"): WARP / AUC violator sampling
-// and Riemannian SGD on the manifold of rank-m PSD matrices W = L L^T.
+// FRML (Lim & Lanckriet, "Efficient Learning of Mahalanobis Metrics for Ranking",
+// ICML 2014): WARP / AUC violator sampling with rank-gamma truncation (Sec. 2.1-2.2,
+// Alg. 2) and Riemannian SGD on the manifold of rank-m PSD matrices W = L L^T
+// (Sec. 3, Alg. 1).
 //
 // Layout: X (n x D), L (D x m), L^T L (m x m), Z = X L (n x m), all row-major.
 // Randomness is counter-based (SplitMix64 of (seed, sample, draw)): sample s of the

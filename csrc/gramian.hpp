@@ -1,6 +1,7 @@
 // Gramian estimators and the two-tower batch surrogate (Krichene et al., "Efficient
-// training on very large corpora via Gramian estimation"; ALGORITHMS.md "Gramian
-// estimation").  All matrices are row-major; G is k x k symmetric (both triangles
+// training on very large corpora via Gramian estimation", ICLR 2019: Sec. 3.1 SAGram,
+// Alg. 1; Sec. 3.2 SOGram, Alg. 2; Sec. 3.3 sampling, Eq. 14; App. B low-rank prior,
+// Alg. 3-4).  All matrices are row-major; G is k x k symmetric (both triangles
 // are written), H is k x kP (App. B cross term), E is a batch of b embeddings (b x k).
 //
 // Every estimator is a weighted rank-b update of a k x k matrix, one GEMM

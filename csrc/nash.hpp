@@ -1,5 +1,6 @@
-// NASH (Shen et al. 2018; ALGORITHMS.md "NASH"): the kernels of one training step
-// whose cost grows with the vocabulary V.  The dense hidden layers are BLAS calls
+// NASH (Shen et al., "NASH: Toward End-to-End Neural Architecture for Generative
+// Semantic Hashing", ACL 2018: the decoder log q(x | z') of the lower bound, Eq. 4, and
+// Adam): the kernels of one training step whose cost grows with the vocabulary V.  The dense hidden layers are BLAS calls
 // made from Python; these are the parts a dense framework would pay V for:
 //
 //   * the sparse input layer's weight gradient (diag(scale) X[rows])^T dA fused

@@ -15,8 +15,9 @@ namespace stiefel {
 // O(r d^2).  They do not depend on the step size, so backtracking re-uses them.
 void cayley_prepare(const double* P, const double* G, std::int64_t r, std::int64_t d, double* HtF, double* HtP);
 
-// P(tau) = P - tau F (I_2d + tau/2 H^T F)^{-1} H^T P   (paper Eq. 25, with the
-// ALGORITHMS.md correction A = G P^T - P G^T = F H^T).  One 2d x 2d LU solve
+// P(tau) = P - tau F (I_2d + tau/2 H^T F)^{-1} H^T P   (Tang & Aw, FILM, Sec. 3.2,
+// Eq. 25, with A = G P^T - P G^T = F H^T: the paper's A, printed with phi(P) where the
+// gradient G is meant, Eq. 22-24).  One 2d x 2d LU solve
 // (LAPACK dgesv) and one r x 2d x d GEMM.  Returns false if the 2d x 2d system is
 // singular.
 bool cayley_apply(const double* P, const double* G, const double* HtF, const double* HtP, std::int64_t r,

@@ -287,9 +287,9 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   // position, so a search split over database shards (or query chunks) gives the
   // same bits.  SciPy's OpenBLAS does not promise that: with < 32 queries its
   // results changed in the last bit with the block boundaries (dgemm, measured).
-  // From 3 queries on it is about as fast as BLAS or faster (31 queries f64, 200k x 64:
-  // 31 vs 184 ms); 1-2 queries use gemm_direct (1 query: 10.3 vs 9.1 ms f32, 13.0 vs
-  // 10.6 ms f64; packing would cost 13.5 / 18.2 ms).
+  // From 3 queries on it is about as fast as BLAS or faster; 1-2 queries use
+  // gemm_direct, faster there than the packed kernel (timings in bench/README.md,
+  // "Figures moved out of code comments").
   const bool packed = gemmk::available() && gemm != GemmMode::kBlas;
   // ... and for one or two queries the same chains without the packing (gemm_direct:
   // bit for bit the packed result)

@@ -1,7 +1,7 @@
 // The fused training loop of linear two-tower models (towers = embedding bags, no
 // hidden layers) with a Gramian penalty estimated from rank-|B'| updates (SOGram,
 // Alg. 2; or a candidate-sampling estimate, Sec. 3.3), run over a chunk of steps in
-// one call.  Each step (see TwoTower in python/similearn/twotower.py):
+// one call.  Each step (python_step in python/similearn/gramian/training.py):
 //
 //   A. per side s: E'_s = bag(X_s, gramian ids), G_s <- decay G_s + E'_s^T diag(w) E'_s;
 //      U_s = bag(X_s, batch rows)

@@ -1,4 +1,5 @@
-"""Plain NumPy oracle of FRML (ALGORITHMS.md "FRML"), written for clarity, not speed.
+"""Plain NumPy oracle of FRML (Lim & Lanckriet, "Efficient Learning of Mahalanobis
+Metrics for Ranking", ICML 2014, Sec. 2-3), written for clarity, not speed.
 
 It mirrors the C++ kernels of ``csrc/frml.cpp`` draw for draw: the same
 counter-based random stream (SplitMix64 of (seed, sample, draw)), the same

@@ -1,6 +1,6 @@
 """NumPy oracle of the Gramian estimators and the two-tower step
 (Krichene et al., "Efficient training on very large corpora via Gramian
-estimation"; ALGORITHMS.md "Gramian estimation").
+estimation", ICLR 2019, Sec. 2-3 and App. B).
 
 Plain, loop-free NumPy written from the paper, used to check the C++ kernels
 and the estimator classes on random inputs.  Notation: a side (left or right)

@@ -1,4 +1,5 @@
-"""NumPy oracle for NASH (ALGORITHMS.md "NASH"; model spelled out in similearn/nash.py).
+"""NumPy oracle for NASH (Shen et al., "NASH: Toward End-to-End Neural Architecture for
+Generative Semantic Hashing", ACL 2018, Eq. 1-7; model spelled out in similearn/nash.py).
 
 Everything here is plain NumPy on dense arrays and follows the model's equations
 term by term; the C++ kernels and the estimator's batch step are tested against it.

@@ -1,4 +1,5 @@
-"""Plain NumPy oracle of SSNE (ALGORITHMS.md "SSNE"), written for clarity, not speed.
+"""Plain NumPy oracle of SSNE (Batra & Shakhnarovich, "Similarity Sensitive Nonlinear
+Embeddings", Eq. 1-3), written for clarity, not speed.
 
 Model (paper Eq. 1-2): phi(x) = [x; 1], W = [coef; intercept] of shape (D+1, M),
 h_m(x) = 2 / (1 + exp(w_m^T phi(x))) - 1 = -tanh(w_m^T phi(x) / 2),

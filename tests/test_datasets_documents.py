@@ -483,14 +483,36 @@ def test_vectorize_tfidf_and_errors():
         vectorize_documents(TRAIN_DOCS, "one string")
 
 
+def _imports(path):
+    """(module-level, function-level) modules imported by a source file: what importing
+    it runs (statements under if / try / with included), and what its functions import."""
+    top, inner = set(), set()
+
+    def visit(node, in_function):
+        for child in ast.iter_child_nodes(node):
+            names = set()
+            if isinstance(child, ast.Import):
+                names = {a.name for a in child.names}
+            elif isinstance(child, ast.ImportFrom) and child.module:
+                names = {child.module} | {f"{child.module}.{a.name}" for a in child.names}
+            (inner if in_function else top).update(names)
+            visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+    visit(ast.parse(Path(path).read_text()), False)
+    return top, inner
+
+
+# the document loaders and the modules they use: which heavy module each imports lazily
+_LAZY = {"_documents": (), "_hashing_mat": ("scipy.io",), "_bag_of_words": ("sklearn.feature_extraction",)}
+
+
 def test_heavy_imports_are_lazy():
     # module-level imports only (a subprocess "import similearn" check would take seconds)
-    tree = ast.parse(Path(doc_mod.__file__).read_text())
-    top = set()
-    for node in tree.body:
-        if isinstance(node, ast.Import):
-            top.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            top.add(node.module)
+    heavy = ("sklearn.feature_extraction", "scipy.io")
+    top, _ = _imports(doc_mod.__file__)
     assert "sklearn.utils" in top
-    assert not {m for m in top if m.startswith(("sklearn.feature_extraction", "scipy.io"))}
+    for name, lazy in _LAZY.items():
+        top, inner = _imports(Path(doc_mod.__file__).with_name(name + ".py"))
+        assert not {m for m in top if m.startswith(heavy)}, name
+        for m in lazy:  # still imported where it is used (else this test would check nothing)
+            assert any(i.startswith(m) for i in inner), (name, m)

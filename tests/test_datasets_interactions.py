@@ -291,7 +291,7 @@ def test_movielens_errors(tmp_path):
 # ---------------------------------------------------------------------------
 
 def _numbers(parser, data, kinds, sep, **kw):
-    cols, _ = inter._read_numeric(io.BytesIO(data), kinds, sep, "f.txt", **kw)
+    cols, _ = inter.read_numeric(io.BytesIO(data), kinds, sep, "f.txt", **kw)
     for c, k in zip(cols, kinds):
         assert c.dtype == (np.int64 if k == "i" else np.float64)
     return [c.tolist() for c in cols]
@@ -315,8 +315,8 @@ def test_read_numeric_fast_path(parser, monkeypatch):
     monkeypatch.setattr(inter, "_slow_chunk", _no_fallback)
     assert _numbers(parser, ML_100K["u.data"], "iifi", b"\t")[1] == [10, 20, 30, 10]
     assert _numbers(parser, ML_10M["ratings.dat"], "iifi", b"::")[2] == [5.0, 4.5, 0.5]
-    cols, head = inter._read_numeric(io.BytesIO(ML_CSV["ratings.csv"]), "iifi", b",", "r.csv",
-                                     header=True)
+    cols, head = inter.read_numeric(io.BytesIO(ML_CSV["ratings.csv"]), "iifi", b",", "r.csv",
+                                    header=True)
     assert head == b"userId,movieId,rating,timestamp" and cols[3].tolist() == [1112486027, 1112484676, 1094785740]
     edges = EDGES.replace(b"  \n", b"")
     assert _numbers(parser, edges, "ii", None, comment=b"#") == [[30, 10, 30, 20, 10], [10, 20, 10, 20, 30]]

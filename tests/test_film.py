@@ -190,9 +190,6 @@ def test_nan_and_too_few_samples(rng):
 
 
 _CHECKS = ("validate_params", "check_X", "check_labels", "check_triplets")
-_TRIPLETS_REVALIDATES = pytest.mark.xfail(
-    strict=True, reason="triplets_from_labels re-checks the encoded labels (and X for hard negatives): "
-    "triplets.py has no non-validating entry for FILM yet")
 
 
 def _count_checks(monkeypatch):
@@ -221,11 +218,7 @@ def _count_checks(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("source", [
-    "triplets",
-    pytest.param("labels", marks=_TRIPLETS_REVALIDATES),
-    pytest.param("hard", marks=_TRIPLETS_REVALIDATES),
-])
+@pytest.mark.parametrize("source", ["triplets", "labels", "hard"])
 @pytest.mark.parametrize("batch_size", [None, 10])
 def test_fit_validates_each_input_once(rng, monkeypatch, source, batch_size):
     """FILM.fit checks its parameters, X, and the labels or triplets once, and hands the

@@ -191,7 +191,7 @@ def test_retraction_is_lemma_3_2_psd_rank_m_and_second_order(rng):
 
 
 def test_printed_S_order_is_not_a_retraction_of_the_same_gradient(rng):
-    """ALGORITHMS.md: S = A1^T A2 as printed depends on how U V^T is factored."""
+    """Lim & Lanckriet, Alg. 1 line 2: S = A1^T A2 as printed depends on how U V^T is factored."""
     D, m = 10, 3
     L = rng.standard_normal((D, m))
     V = rng.standard_normal((D, 2))

@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from ._growth_fit import fit_exponent
-from ._timing_format import _fmt_exponent, _fmt_rate, _fmt_size, _fmt_time, _table
+from ._timing_format import fmt_exponent, fmt_rate, fmt_size, fmt_time, table
 
 
 @dataclass
@@ -111,13 +111,13 @@ def load_benchmark_json(path) -> list[BenchmarkRecord]:
     return out
 
 
-def _records(source):
+def records(source):
     if isinstance(source, (list, tuple)) and all(isinstance(r, BenchmarkRecord) for r in source):
         return list(source)
     return load_benchmark_json(source)
 
 
-def _group_key(rec, group_by):
+def group_key(rec, group_by):
     key = []
     for g in group_by:
         if g == "group":
@@ -143,10 +143,10 @@ class ExponentFit:
     stderr: float
 
     def __str__(self):
-        return f"{self.series}: time ~ n^{_fmt_exponent(self.exponent, self.stderr)} over {len(self.sizes)} sizes"
+        return f"{self.series}: time ~ n^{fmt_exponent(self.exponent, self.stderr)} over {len(self.sizes)} sizes"
 
 
-def _series_points(records, size_key, stat):
+def series_points(records, size_key, stat):
     """{series label: {size: time}}; labels get the test name when a group mixes tests."""
     several_tests = len({r.base_name for r in records}) > 1
     pts: dict[str, dict] = {}
@@ -188,13 +188,13 @@ def exponents_from_benchmark(path, size_key="n", group_by=("group",), stat="medi
     -------
     list of ExponentFit, ordered by group then series.
     """
-    recs = _records(path)
+    recs = records(path)
     groups: dict[tuple, list] = {}
     for r in recs:
-        groups.setdefault(_group_key(r, group_by), []).append(r)
+        groups.setdefault(group_key(r, group_by), []).append(r)
     fits = []
     for gkey, rs in groups.items():
-        for series, pts in _series_points(rs, size_key, stat).items():
+        for series, pts in series_points(rs, size_key, stat).items():
             if len(pts) < 2:
                 continue
             sizes = sorted(pts)
@@ -215,13 +215,13 @@ def report(path, size_key="n", group_by=("group",), reference="similearn", file=
     growth exponents of the series measured at several sizes.
     """
     out = file or sys.stdout
-    recs = _records(path)
+    recs = records(path)
     if not recs:
         print("no benchmarks in file", file=out)
         return
     groups: dict[tuple, list] = {}
     for r in recs:
-        groups.setdefault(_group_key(r, group_by), []).append(r)
+        groups.setdefault(group_key(r, group_by), []).append(r)
     fits = exponents_from_benchmark(recs, size_key=size_key, group_by=group_by)
     for gkey, rs in groups.items():
         title = " / ".join(str(g) for g in gkey)
@@ -261,24 +261,24 @@ def report(path, size_key="n", group_by=("group",), reference="similearn", file=
             row = [label]
             if has_size:
                 n = r.size(size_key)
-                row.append("-" if n is None else _fmt_size(n))
+                row.append("-" if n is None else fmt_size(n))
             if has_threads:
                 row.append("-" if r.threads is None else str(r.threads))
-            row += [_fmt_time(r.median), _fmt_time(r.stddev) if r.rounds > 1 else "-", str(r.rounds)]
+            row += [fmt_time(r.median), fmt_time(r.stddev) if r.rounds > 1 else "-", str(r.rounds)]
             if has_rate:
-                row.append(_fmt_rate(r.items_per_second()))
+                row.append(fmt_rate(r.items_per_second()))
             if show_ratio:
                 ref = refs.get((r._context(size_key), str(r.size(size_key))))
                 row.append("-" if ref is None or not ref > 0 else f"{r.median / ref:.2f}")
             rows.append(row)
-        print(_table(head, rows), file=out)
+        print(table(head, rows), file=out)
         gfits = [f for f in fits if f.group == gkey]
         if gfits:
             print(f"  growth with {size_key} (median time ~ {size_key}^exponent, least squares on log-log):",
                   file=out)
             for f in gfits:
-                sizes = ", ".join(_fmt_size(s) for s in f.sizes)
-                print(f"    {f.series}: exponent {_fmt_exponent(f.exponent, f.stderr)}  ({sizes})", file=out)
+                sizes = ", ".join(fmt_size(s) for s in f.sizes)
+                print(f"    {f.series}: exponent {fmt_exponent(f.exponent, f.stderr)}  ({sizes})", file=out)
         print(file=out)
     if _compares_against(groups, reference):
         print(f"time / {reference}: median time divided by {reference}'s at the same size and threads "

@@ -43,9 +43,9 @@ class DemoContext:
 
     def table(self, header, rows, indent="  "):
         """Print rows under a header, columns aligned (first left, others right)."""
-        from .scaling import _table
+        from ._timing_format import table
 
-        self.print(_table(header, [[str(c) for c in r] for r in rows], indent=indent))
+        self.print(table(header, [[str(c) for c in r] for r in rows], indent=indent))
 
     def record(self, **values):
         """Store headline numbers of the current section in ``results[section]``."""

@@ -12,10 +12,10 @@ from ._targets import check_similar_fraction
 
 # Blocks materialised by the NumPy/SciPy paths (the random sort keys here, the
 # scores of the hard-example search) hold at most this many entries.
-_BLOCK_ENTRIES = 1 << 22
+BLOCK_ENTRIES = 1 << 22
 
 
-def _sample_distinct(m, k, rng):
+def sample_distinct(m, k, rng):
     """Per-row draws from ``[0, m[i])`` without replacement.
 
     Parameters
@@ -50,7 +50,7 @@ def _sample_distinct(m, k, rng):
     rows = np.flatnonzero(small)
     if rows.size:
         width = int(m[rows].max())
-        step = max(1, _BLOCK_ENTRIES // max(width, k))
+        step = max(1, BLOCK_ENTRIES // max(width, k))
         cols_w = np.arange(width)
         cols_k = np.arange(k)
         for s in range(0, rows.size, step):
@@ -84,7 +84,7 @@ def _sample_distinct(m, k, rng):
     return out
 
 
-def _group_layout(groups, n_groups):
+def group_layout(groups, n_groups):
     """Samples sorted by group (then index): order, group sizes, group starts and
     each sample's position inside its group.  O(n log n)."""
     order = np.argsort(groups, kind="stable").astype(np.int64, copy=False)
@@ -96,7 +96,7 @@ def _group_layout(groups, n_groups):
     return order, sizes, starts, rank
 
 
-def _map_same_group(off, anchors, groups, layout):
+def map_same_group(off, anchors, groups, layout):
     """Offset ``off`` in [0, size - 1) -> a member of the anchor's group other than
     the anchor itself."""
     order, _, starts, rank = layout
@@ -104,21 +104,21 @@ def _map_same_group(off, anchors, groups, layout):
     return order[starts[groups[anchors]] + off]
 
 
-def _map_other_group(off, anchors, groups, layout):
+def map_other_group(off, anchors, groups, layout):
     """Offset ``off`` in [0, n - size) -> a sample outside the anchor's group."""
     order, sizes, starts, _ = layout
     g = groups[anchors]
     return order[off + sizes[g] * (off >= starts[g])]
 
 
-class _PairDrawer:
+class PairDrawer:
     """Draws labelled pairs from encoded labels; the class layout is computed once,
     so repeated draws (one per epoch) cost O(n_pairs) each."""
 
     def __init__(self, groups, similar_fraction):
         self.groups = groups
         self.frac = check_similar_fraction(similar_fraction)
-        self.layout = _group_layout(groups, int(groups.max()) + 1)
+        self.layout = group_layout(groups, int(groups.max()) + 1)
         sizes = self.layout[1]
         self.eligible = np.flatnonzero(sizes[groups] >= 2)
         if self.frac != "natural" and self.frac > 0 and self.eligible.size == 0:
@@ -141,11 +141,11 @@ class _PairDrawer:
         if n_sim:
             a = self.eligible[rng.integers(0, self.eligible.size, n_sim)]
             off = rng.integers(0, sizes[groups[a]] - 1)
-            out.append(np.c_[a, _map_same_group(off, a, groups, layout)])
+            out.append(np.c_[a, map_same_group(off, a, groups, layout)])
         if n_dis:
             a = rng.integers(0, n, n_dis)
             off = rng.integers(0, n - sizes[groups[a]])
-            out.append(np.c_[a, _map_other_group(off, a, groups, layout)])
+            out.append(np.c_[a, map_other_group(off, a, groups, layout)])
         pairs = np.ascontiguousarray(np.vstack(out), dtype=np.int64)
         labels = np.r_[np.ones(n_sim, dtype=np.int64), np.zeros(n_dis, dtype=np.int64)]
         return pairs, labels

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._group_sampling import _BLOCK_ENTRIES
+from ._group_sampling import BLOCK_ENTRIES
 from .neighbors import topk
 
 # Classes with at least this many members are searched against a copy of the
@@ -17,7 +17,7 @@ from .neighbors import topk
 _COMPLEMENT_MIN_CLASS = 64
 
 
-def _cycle_fill(sel, counts):
+def cycle_fill(sel, counts):
     """Rows of ``sel`` (n, k) hold ``counts[i] >= 1`` valid leading entries; repeat
     them cyclically over the k columns."""
     k = sel.shape[1]
@@ -75,7 +75,7 @@ def _scores(Q, M, metric, qn, mn):
     return P
 
 
-def _hard_negatives_dense(X, anchors, groups, sizes, k, metric):
+def hard_negatives_dense(X, anchors, groups, sizes, k, metric):
     """The min(k, n - size) nearest other-class rows of every anchor (best first,
     ties to the lower index), padded with zeros; uses :func:`topk`."""
     n = X.shape[0]
@@ -88,7 +88,7 @@ def _hard_negatives_dense(X, anchors, groups, sizes, k, metric):
         other = np.flatnonzero(groups != g)
         db = np.ascontiguousarray(X[other])
         kk = min(k, other.size)
-        step = max(1, _BLOCK_ENTRIES // max(kk, 1))
+        step = max(1, BLOCK_ENTRIES // max(kk, 1))
         for s in range(0, sel.size, step):
             rows = sel[s:s + step]
             idx, _ = topk(np.ascontiguousarray(X[anchors[rows]]), db, kk, metric)
@@ -96,7 +96,7 @@ def _hard_negatives_dense(X, anchors, groups, sizes, k, metric):
     # small classes: search everything with k + class size, drop same-class hits
     small = np.flatnonzero(~big)
     small = small[np.argsort(a_size[small], kind="stable")]
-    step = max(1, _BLOCK_ENTRIES // (k + _COMPLEMENT_MIN_CLASS))
+    step = max(1, BLOCK_ENTRIES // (k + _COMPLEMENT_MIN_CLASS))
     for s in range(0, small.size, step):
         rows = small[s:s + step]
         ks = int(min(n, k + a_size[rows].max()))
@@ -109,13 +109,13 @@ def _hard_negatives_dense(X, anchors, groups, sizes, k, metric):
     return out
 
 
-def _hard_negatives_sparse(X, anchors, groups, k, metric):
-    """Sparse-X version of :func:`_hard_negatives_dense`: blocks of anchors times
+def hard_negatives_sparse(X, anchors, groups, k, metric):
+    """Sparse-X version of :func:`hard_negatives_dense`: blocks of anchors times
     all rows with SciPy sparse products, O(block * n) memory per block."""
     n = X.shape[0]
     norms = _row_norms(X) if metric != "ip" else None
     out = np.zeros((anchors.size, k), dtype=np.int64)
-    step = max(1, _BLOCK_ENTRIES // n)
+    step = max(1, BLOCK_ENTRIES // n)
     for s in range(0, anchors.size, step):
         a = anchors[s:s + step]
         S = _scores(X[a], X, metric, None if norms is None else norms[a], norms)
@@ -125,7 +125,7 @@ def _hard_negatives_sparse(X, anchors, groups, k, metric):
     return out
 
 
-def _hard_positives(X, anchors, groups, layout, k, metric):
+def hard_positives(X, anchors, groups, layout, k, metric):
     """The min(k, size - 1) farthest same-class rows of every anchor (farthest
     first, ties to the lower index), padded with zeros.  O(sum_c a_c s_c d)."""
     order, sizes, starts, _ = layout
@@ -141,7 +141,7 @@ def _hard_positives(X, anchors, groups, layout, k, metric):
         members = order[starts[g]:starts[g] + sizes[g]]
         M = X[members]
         mn = None if norms is None else norms[members]
-        step = max(1, _BLOCK_ENTRIES // members.size)
+        step = max(1, BLOCK_ENTRIES // members.size)
         for s in range(0, rows.size, step):
             r = rows[s:s + step]
             a = anchors[r]

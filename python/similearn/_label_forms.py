@@ -17,7 +17,7 @@ def _is_set_like(e):
         isinstance(e, np.ndarray) and e.ndim == 0)
 
 
-def _parse_labels(labels, n, name):
+def parse_labels(labels, n, name):
     """Return (form, value): ("single", 1-D ndarray), ("indicator", csr) or ("sets", list of sets)."""
     if sp.issparse(labels):
         if labels.ndim != 2:
@@ -51,7 +51,7 @@ def _parse_labels(labels, n, name):
     if a.ndim == 1 and a.dtype == object:
         set_like = [_is_set_like(e) for e in a]
         if set_like and all(set_like):
-            return _parse_labels(list(a), n, name)
+            return parse_labels(list(a), n, name)
         if any(set_like):
             raise TypeError(f"{name} mixes label sets and scalar labels; pass either one label per item "
                             "or one label set (iterable of labels) per item")

@@ -18,7 +18,7 @@ from sklearn.exceptions import UndefinedMetricWarning
 from ._validation import check_int
 
 
-def _check_ks(ks, n_candidates):
+def check_ks(ks, n_candidates):
     if isinstance(ks, numbers.Integral) and not isinstance(ks, (bool, np.bool_)):
         ks = (ks,)
     try:
@@ -40,7 +40,7 @@ def _check_ks(ks, n_candidates):
     return out
 
 
-def _ap_auc_from_groups(Ce, Ne, starts, n_rel, n_tot):
+def ap_auc_from_groups(Ce, Ne, starts, n_rel, n_tot):
     """Tie-aware AP and ROC AUC from tie groups.
 
     Groups of query r are ``Ce[starts[r]:starts[r+1]]``, best score first; ``Ce``
@@ -76,7 +76,7 @@ def _ap_auc_from_groups(Ce, Ne, starts, n_rel, n_tot):
     return ap, auc
 
 
-def _topk_metrics(rs_k, n_rel, ks):
+def topk_metrics(rs_k, n_rel, ks):
     """P@k and AP@k from ranked relevance ``rs_k`` (b, max(ks)) and totals ``n_rel``."""
     kmax = rs_k.shape[1]
     Ck = np.cumsum(rs_k, axis=1, dtype=np.int64)
@@ -89,7 +89,7 @@ def _topk_metrics(rs_k, n_rel, ks):
     return out
 
 
-def _dense_block(work, ks):
+def dense_block(work, ks):
     """Per-query metrics of one block from ``work = [rs, s]``: ranked relevance and
     ranked scores, both (b, n).  The list is emptied so that both arrays are freed
     as soon as they are no longer needed (peak about 32 bytes per entry)."""
@@ -112,11 +112,11 @@ def _dense_block(work, ks):
     Ne = np.remainder(f, n).astype(np.float64)
     del f
     Ne += 1.0
-    ap, auc = _ap_auc_from_groups(Ce, Ne, starts, n_rel, np.full(b, n, np.int64))
-    return n_rel, ap, auc, _topk_metrics(rs_k, n_rel, ks)
+    ap, auc = ap_auc_from_groups(Ce, Ne, starts, n_rel, np.full(b, n, np.int64))
+    return n_rel, ap, auc, topk_metrics(rs_k, n_rel, ks)
 
 
-class _Accumulator:
+class Accumulator:
     def __init__(self, nq, ks):
         self.ks = ks
         self.n_rel = np.empty(nq, np.int64)

@@ -3,13 +3,13 @@ and for pytest-benchmark JSON files; matplotlib is an optional dependency
 (``pip install "similearn[plot]"``), imported when a figure is drawn."""
 from __future__ import annotations
 
-from ._benchmark_report import _group_key, _records, _series_points
+from ._benchmark_report import group_key, records, series_points
 from ._growth_fit import fit_exponent
 
 _PLOT_HINT = 'plotting needs matplotlib: pip install "similearn[plot]"'
 
 
-def _new_figure(n_panels):
+def new_figure(n_panels):
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -24,7 +24,7 @@ def _new_figure(n_panels):
     return fig
 
 
-def _draw_series(ax, sizes, times, label):
+def draw_series(ax, sizes, times, label):
     ax.loglog(sizes, times, marker="o", label=label)
     ax.grid(True, which="both", alpha=0.3)
 
@@ -36,17 +36,17 @@ def plot(path, out_png, size_key="n", group_by=("group",), stat="median"):
     groups when none is); each series is labelled with its fitted exponent.
     Needs matplotlib (``pip install "similearn[plot]"``).  Returns ``out_png``.
     """
-    recs = _records(path)
+    recs = records(path)
     groups: dict[tuple, list] = {}
     for r in recs:
         if r.size(size_key) is not None:
-            groups.setdefault(_group_key(r, group_by), []).append(r)
+            groups.setdefault(group_key(r, group_by), []).append(r)
     if not groups:
         raise ValueError(f"no benchmark in {path} has a size {size_key!r} in params or extra_info")
-    pts = {g: _series_points(rs, size_key, stat) for g, rs in groups.items()}
+    pts = {g: series_points(rs, size_key, stat) for g, rs in groups.items()}
     multi = [g for g, p in pts.items() if any(len(v) >= 2 for v in p.values())]
     chosen = multi or list(pts)
-    fig = _new_figure(len(chosen))
+    fig = new_figure(len(chosen))
     for ax, g in zip(fig.axes, chosen):
         for series, sp in sorted(pts[g].items()):
             sizes = sorted(sp)
@@ -55,7 +55,7 @@ def plot(path, out_png, size_key="n", group_by=("group",), stat="median"):
             if len(sizes) >= 2:
                 e, se = fit_exponent(sizes, times)
                 label += f"  ~n^{e:.2f}"
-            _draw_series(ax, sizes, times, label)
+            draw_series(ax, sizes, times, label)
         ax.set_title(" / ".join(str(x) for x in g), fontsize="medium")
         ax.set_xlabel(size_key)
         ax.set_ylabel(f"{stat} time [s]")

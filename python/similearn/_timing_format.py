@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 
 
-def _fmt_exponent(exponent, stderr):
+def fmt_exponent(exponent, stderr):
     if stderr is None or not math.isfinite(stderr):
         return f"{exponent:.2f} (2 sizes: no error estimate)"
     return f"{exponent:.2f} +/- {stderr:.2f}"
 
 
-def _fmt_time(t):
+def fmt_time(t):
     if t is None or not math.isfinite(t):
         return "-"
     if t >= 1.0:
@@ -21,7 +21,7 @@ def _fmt_time(t):
     return f"{t * 1e6:.1f} us"
 
 
-def _fmt_rate(r):
+def fmt_rate(r):
     if r is None or not math.isfinite(r):
         return "-"
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -30,13 +30,13 @@ def _fmt_rate(r):
     return f"{r:.3g}"
 
 
-def _fmt_size(n):
+def fmt_size(n):
     if isinstance(n, float) and n.is_integer():
         n = int(n)
     return f"{n:,}" if isinstance(n, int) else str(n)
 
 
-def _table(header, rows, indent="  "):
+def table(header, rows, indent="  "):
     """Left-aligned first column, right-aligned others."""
     cols = [header] + rows
     widths = [max(len(str(r[i])) for r in cols) for i in range(len(header))]

@@ -268,7 +268,7 @@ def _check_2d_shape(shape, name, min_samples, min_features):
     check_min_count(shape[1], min_features, name, "feature", shape)
 
 
-def _check_csr_structure(X, name):
+def check_csr_structure(X, name):
     """O(nnz) check that a CSR matrix's arrays describe its shape.
 
     SciPy builds CSR matrices from (data, indices, indptr) without checking the
@@ -292,7 +292,7 @@ def _check_X_sparse(X, name, dtypes, min_samples, min_features):
     if X.ndim != 2:  # pragma: no cover - scipy sparse is 2-D except coo_array
         raise ValueError(f"{name} must be 2-D, got a sparse array of shape {X.shape}")
     X = X.tocsr()  # no copy when already CSR
-    _check_csr_structure(X, name)
+    check_csr_structure(X, name)
     kind = X.dtype.kind
     if kind == "c":
         raise ValueError(f"Complex data not supported: {name} has dtype {X.dtype}")

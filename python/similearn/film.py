@@ -176,12 +176,11 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
             return check_triplets(triplets, n, distinct=True)
         _, codes = check_labels(y, n, "y", min_classes=2)
-        from .triplets import triplets_from_labels
+        from ._label_triplets import draw_triplets
 
-        # (the public generator re-checks the encoded labels, and X for hard negatives:
-        # triplets.py has no non-validating entry yet)
-        return triplets_from_labels(codes, n_per_anchor=self.n_triplets_per_anchor, negatives=self.negatives,
-                                    X=X if self.negatives == "hard" else None, random_state=rs)
+        # X and the labels are checked (fit, above): the generator's own checks are skipped
+        return draw_triplets(codes, int(self.n_triplets_per_anchor), self.negatives,
+                             X=X if self.negatives == "hard" else None, random_state=rs)
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y=None, triplets=None):

@@ -50,125 +50,34 @@ average over no query is NaN.
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from . import _kernels
 from ._config import get_num_threads
-from ._label_forms import _parse_labels
 from ._memory import check_memory
-from ._ranking_metrics import _Accumulator, _ap_auc_from_groups, _check_ks, _dense_block, _topk_metrics
+from ._ranking_metrics import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
+from ._relevance import DENSE_LABELS_MAX, MEMORY_BUDGET, Relevance
+from ._search_checks import check_metric, check_self, topk_raw
 from ._targets import check_pairs, pair_matrix
 from ._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 from ._dask import is_dask_array
-from .neighbors import _check_metric, _check_self, _topk_raw
 
 __all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k"]
 
-# Working memory of one query block is about block * n_database * bytes-per-pair;
-# blocks are sized to keep it under this budget (``block_size`` overrides).
-_MEMORY_BUDGET = 256 * 2**20
+# The limits of similearn._relevance (a query block's working memory, the label
+# count of the dense relevance path), read from here at each call.
+_MEMORY_BUDGET = MEMORY_BUDGET
+_DENSE_LABELS_MAX = DENSE_LABELS_MAX
 # Dense path per (query, candidate) pair: ranking indices (8) + scores (4/8) +
 # relevance and its ranked copy (2) + cumulative counts (4) + tie-group ends
 # (1 + 8 flat index) + per-group float temporaries.
 _DENSE_BYTES_PER_PAIR = 48
 # Hamming path: relevance (1) + label product / mask (5).
 _HAMMING_BYTES_PER_PAIR = 8
-# Multi-label relevance goes through a dense float32 GEMM when the label space is
-# at most this large (exact: counts < 2**24), through sparse products otherwise.
-_DENSE_LABELS_MAX = 512
 
 
-# --------------------------------------------------------------------------- relevance
-
-class _Relevance:
-    """Builds the (block, n_database) uint8 relevance matrix of a block of queries."""
-
-    def __init__(self, query_labels, database_labels, nq, ndb):
-        fq, q = _parse_labels(query_labels, nq, "query_labels")
-        fd, d = _parse_labels(database_labels, ndb, "database_labels")
-        if (fq == "single") != (fd == "single"):
-            raise TypeError(f"query_labels and database_labels must have the same form, got "
-                            f"{'single-label' if fq == 'single' else 'multi-label'} query_labels and "
-                            f"{'single-label' if fd == 'single' else 'multi-label'} database_labels")
-        if {fq, fd} == {"sets", "indicator"}:
-            raise TypeError("query_labels and database_labels must have the same form: both label sets or "
-                            "both indicator matrices (the columns of an indicator have no label names)")
-        self.single = fq == "single"
-        if self.single:
-            self._init_single(q, d)
-            return
-        if fq == "sets":
-            q, d = self._sets_to_indicators(q, d)
-        elif q.shape[1] != d.shape[1]:
-            raise ValueError(f"query_labels has {q.shape[1]} label columns but database_labels has {d.shape[1]}")
-        self.Yq = sp.csr_matrix(q, dtype=np.float32)
-        self.Yd = sp.csr_matrix(d, dtype=np.float32)
-        n_labels = self.Yq.shape[1]
-        if n_labels <= _DENSE_LABELS_MAX and ndb * n_labels * 4 <= _MEMORY_BUDGET // 2:
-            self.YdT_dense = np.ascontiguousarray(self.Yd.toarray().T)  # (n_labels, ndb)
-            self.YdT = None
-        else:
-            self.YdT_dense = None
-            self.YdT = sp.csr_matrix(self.Yd.T)
-
-    def _init_single(self, q, d):
-        num = set("biuf")
-        if (q.dtype.kind in num) != (d.dtype.kind in num) and "O" not in (q.dtype.kind, d.dtype.kind):
-            raise TypeError(f"query_labels ({q.dtype}) and database_labels ({d.dtype}) have incompatible "
-                            "types; no query label could match a database label")
-        if q.dtype == object or d.dtype == object:
-            codes = {}
-            try:
-                dc = np.fromiter((codes.setdefault(v, len(codes)) for v in d.tolist()), np.int64, d.shape[0])
-                qc = np.fromiter((codes.get(v, -1) for v in q.tolist()), np.int64, q.shape[0])
-            except TypeError as exc:
-                raise TypeError(f"labels must be hashable ({exc})") from None
-        else:
-            uniq, dc = np.unique(d, return_inverse=True)
-            pos = np.searchsorted(uniq, q)
-            pos_c = np.minimum(pos, len(uniq) - 1)
-            qc = np.where(uniq[pos_c] == q, pos_c, -1)
-        self.qc = np.ascontiguousarray(qc, dtype=np.int64)
-        self.dc = np.ascontiguousarray(dc.ravel(), dtype=np.int64)
-
-    @staticmethod
-    def _sets_to_indicators(q, d):
-        names = {}
-        for s in d:
-            for v in s:
-                names.setdefault(v, len(names))
-        for s in q:
-            for v in s:
-                names.setdefault(v, len(names))
-
-        def build(sets):
-            indptr = np.zeros(len(sets) + 1, dtype=np.int64)
-            indptr[1:] = np.cumsum([len(s) for s in sets])
-            indices = np.fromiter((names[v] for s in sets for v in s), np.int64, int(indptr[-1]))
-            return sp.csr_matrix((np.ones(len(indices), np.float32), indices, indptr),
-                                 shape=(len(sets), max(len(names), 1)))
-
-        return build(q), build(d)
-
-    def block(self, start, stop):
-        if self.single:
-            rel = self.qc[start:stop, None] == self.dc[None, :]
-            return rel.view(np.uint8)
-        Yb = self.Yq[start:stop]
-        if self.YdT_dense is not None:
-            prod = np.asarray(Yb.toarray() @ self.YdT_dense)
-        else:
-            prod = (Yb @ self.YdT).toarray()
-        return np.ascontiguousarray(prod > 0).view(np.uint8)
-
-    def at(self, start, stop, idx):
-        """Relevance of database rows ``idx[i, j]`` to query ``start + i`` (uint8, idx's shape)."""
-        if self.single:
-            return (self.dc[idx] == self.qc[start:stop, None]).view(np.uint8)
-        b, k = idx.shape
-        Yq = self.Yq[np.repeat(np.arange(start, stop), k)]
-        common = np.asarray(Yq.multiply(self.Yd[idx.ravel()]).sum(axis=1)).ravel()
-        return (common > 0).reshape(b, k).view(np.uint8)
+def _relevance(query_labels, database_labels, nq, ndb):
+    """The labels' :class:`~similearn._relevance.Relevance` under this module's limits."""
+    return Relevance(query_labels, database_labels, nq, ndb, _MEMORY_BUDGET, _DENSE_LABELS_MAX)
 
 
 # --------------------------------------------------------------------------- query blocks
@@ -187,28 +96,28 @@ def _block_rows(block_size, nq, per_row_bytes):
 
 def _retrieval_per_query(query_X, database_X, query_labels, database_labels, metric="cosine",
                          ks=(1, 10, 100), exclude_self=False, block_size=None, n_threads=None):
-    code = _check_metric(metric)
+    code = check_metric(metric)
     Q = check_dense(query_X, "query_X")
     X = check_dense(database_X, "database_X")
     check_same_dtype(Q, X, "query_X", "database_X")
     if Q.shape[1] != X.shape[1]:
         raise ValueError(f"query_X has {Q.shape[1]} features but database_X has {X.shape[1]}")
-    self_offset = _check_self(Q, X, exclude_self, "query_X", "database_X")
+    self_offset = check_self(Q, X, exclude_self, "query_X", "database_X")
     nq, ndb = Q.shape[0], X.shape[0]
     n = ndb - (1 if self_offset is not None else 0)
     if n < 1:
         raise ValueError("exclude_self=True needs at least 2 database rows")
-    ks = _check_ks(ks, n)
-    rel = _Relevance(query_labels, database_labels, nq, ndb)
+    ks = check_ks(ks, n)
+    rel = _relevance(query_labels, database_labels, nq, ndb)
     nt = get_num_threads(n_threads)
     bs = _block_rows(block_size, nq, _DENSE_BYTES_PER_PAIR * ndb)
-    acc = _Accumulator(nq, ks)
+    acc = Accumulator(nq, ks)
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
-        idx, s = _topk_raw(Q[start:stop], X, n, code, None if self_offset is None else start, nt)
+        idx, s = topk_raw(Q[start:stop], X, n, code, None if self_offset is None else start, nt)
         work = [np.take_along_axis(rel.block(start, stop), idx, axis=1), s]
         del idx, s
-        n_rel, ap, auc, tk = _dense_block(work, ks)
+        n_rel, ap, auc, tk = dense_block(work, ks)
         acc.put(start, stop, n_rel, n, ap, auc, tk)
     return acc
 
@@ -292,7 +201,7 @@ def _check_code_pair(query_codes, database_codes, exclude_self):
     if q.shape[1] != x.shape[1]:
         raise ValueError(f"query_codes have {q.shape[1]} words per code but database_codes have {x.shape[1]}; "
                          "codes must be packed from the same number of bits")
-    self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
+    self_offset = check_self(q, x, exclude_self, "query_codes", "database_codes")
     n = x.shape[0] - (1 if self_offset is not None else 0)
     if n < 1:
         raise ValueError("exclude_self=True needs at least 2 database codes")
@@ -302,14 +211,14 @@ def _check_code_pair(query_codes, database_codes, exclude_self):
 def _hamming_per_query(query_codes, database_codes, query_labels, database_labels, ks=(100,),
                        exclude_self=False, block_size=None, n_threads=None):
     q, x, self_offset, n = _check_code_pair(query_codes, database_codes, exclude_self)
-    ks = _check_ks(ks, n)
+    ks = check_ks(ks, n)
     nq, ndb, w = q.shape[0], x.shape[0], q.shape[1]
     nbins = 64 * w + 1
     kmax = max(ks)
-    rel = _Relevance(query_labels, database_labels, nq, ndb)
+    rel = _relevance(query_labels, database_labels, nq, ndb)
     nt = get_num_threads(n_threads)
     bs = _block_rows(block_size, nq, _HAMMING_BYTES_PER_PAIR * ndb + 48 * kmax + 64 * nbins)
-    acc = _Accumulator(nq, ks)
+    acc = Accumulator(nq, ks)
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
         b = stop - start
@@ -325,9 +234,9 @@ def _hamming_per_query(query_codes, database_codes, query_labels, database_label
         starts = np.searchsorted(f, np.arange(b, dtype=np.int64) * nbins)
         n_rel = cum_rel[:, -1].copy()
         n_tot = cum_all[:, -1].copy()
-        ap, auc = _ap_auc_from_groups(cum_rel.ravel()[f].astype(np.float64), cum_all.ravel()[f].astype(np.float64),
+        ap, auc = ap_auc_from_groups(cum_rel.ravel()[f].astype(np.float64), cum_all.ravel()[f].astype(np.float64),
                                       starts, n_rel, n_tot)
-        acc.put(start, stop, n_rel, n_tot, ap, auc, _topk_metrics(rs_k, n_rel, ks))
+        acc.put(start, stop, n_rel, n_tot, ap, auc, topk_metrics(rs_k, n_rel, ks))
     return acc
 
 
@@ -394,7 +303,7 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
     q, x, self_offset, n = _check_code_pair(query_codes, database_codes, exclude_self)
     k = check_k(k, n)
     nq = q.shape[0]
-    rel = _Relevance(query_labels, database_labels, nq, x.shape[0])
+    rel = _relevance(query_labels, database_labels, nq, x.shape[0])
     nt = get_num_threads(n_threads)
     bs = _block_rows(block_size, nq, 64 * k)
     hits = np.empty(nq, np.int64)

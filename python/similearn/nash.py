@@ -1,7 +1,9 @@
 """NASH: end-to-end variational semantic hashing of documents (Shen et al., ACL 2018).
 
-Model (papers/nash.txt; ALGORITHMS.md "NASH"), for a document with word weights
-c (counts or TF-IDF, length V) and l = ``n_bits``:
+Model (Shen et al., "NASH: Toward End-to-End Neural Architecture for Generative
+Semantic Hashing": "Training with Binary Latent Variables", Eq. 1-5; "Injecting
+Data-dependent Noise to z", Eq. 6; "Extension to Supervised Hashing", Eq. 7), for a
+document with word weights c (counts or TF-IDF, length V) and l = ``n_bits``:
 
 * encoder: xt = c / ||c||_2, h_k = relu(h_{k-1} W_k + b_k) (``hidden_sizes``),
   g = h_L W_g + b_g, s = sigmoid(g) = q(z = 1 | x)  (Bernoulli posterior);
@@ -25,6 +27,7 @@ sigma(x) = sigma0 (NASH-N) and lets each document move its noise level at a
 price.  This is our reading of the paper's rate-distortion view; it is stated
 here so users can compare.
 
+The network is :mod:`similearn._nash_network` (functions on the parameter dict).
 The hot loops are C++ (csrc/nash.cpp): the sparse input layer and its row-sparse
 gradient, the fused decoder (GEMM, row softmax over V, sparse targets, the two
 gradient GEMMs) and Adam; the hidden layers are BLAS calls.  X is never densified.
@@ -40,11 +43,13 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels
+from . import _nash_network
 from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
+from ._label_forms import parse_labels
 from ._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
+from ._nash_network import HEAD_HIDDEN, kl_bernoulli, sigmoid
 from ._targets import check_labels
 from ._validation import check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
 from .base import SaveLoadMixin, progress
@@ -54,13 +59,7 @@ __all__ = ["NASH"]
 
 _NOISE = ("none", "fixed", "data")
 _BIN = ("stochastic", "deterministic")
-_ADAM = (0.9, 0.999, 1e-8)
-_HEAD_HIDDEN = 128  # hidden units of the supervised head (a two-layer MLP, as in the paper)
 _CHUNK = 4096       # rows per block in transform
-
-
-def _sigmoid(a):
-    return 0.5 * (1.0 + np.tanh(0.5 * a))
 
 
 def _check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=None, estimator=None, min_samples=1):
@@ -81,15 +80,6 @@ def _check_documents(X, name="X", *, dtype=("float32", "float64"), n_features=No
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
     norms = np.sqrt(np.bincount(rows, weights=np.square(X.data, dtype=np.float64), minlength=X.shape[0]))
     return X, norms
-
-
-def _kl_bernoulli(g, s, gamma):
-    """KL(Bernoulli(s) || Bernoulli(gamma)) elementwise, s = sigmoid(g), in float64.
-
-    log s = -log(1 + e^-g) and log(1 - s) = -log(1 + e^g): finite for any g and gamma.
-    """
-    g = np.asarray(g, np.float64)
-    return s * (-np.logaddexp(0.0, -g) - np.log(gamma)) + (1 - s) * (-np.logaddexp(0.0, g) - np.log1p(-gamma))
 
 
 class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
@@ -189,9 +179,9 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         "_P.b[i]": ("=width[i+1]",),
         "_P.Wh": ("=width[-1]", "=head"),
         "_P.bh": ("=head",),
-        "_P.Ws1": ("n_bits", _HEAD_HIDDEN),
-        "_P.bs1": (_HEAD_HIDDEN,),
-        "_P.Ws2": (_HEAD_HIDDEN, "n_classes_"),
+        "_P.Ws1": ("n_bits", HEAD_HIDDEN),
+        "_P.bs1": (HEAD_HIDDEN,),
+        "_P.Ws2": (HEAD_HIDDEN, "n_classes_"),
         "_P.bs2": ("n_classes_",),
         "classes_": ("n_classes_",),
     }
@@ -254,15 +244,13 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         """-> (kind, targets, n_classes): "single" (int64 class ids) or "multi" (rows of the
         label matrix normalised to sum 1).  y: 1-D labels (or a column of them), a 2-D 0/1
         indicator (dense or sparse) or a list of label sets (parsed as in similearn.metrics)."""
-        from .metrics import _parse_labels
-
         if y is None:
             raise ValueError("supervised > 0 needs labels y (1-D class labels, a 2-D 0/1 label matrix or a list "
                              "of label sets)")
         if not sp.issparse(y) and np.ndim(y) == 2 and np.shape(y)[1] == 1:
             form = "single"  # a column of labels: check_labels takes it (with sklearn's warning)
         else:
-            form, y = _parse_labels(y, n, "y")
+            form, y = parse_labels(y, n, "y")
         if form == "single":
             self.classes_, codes = check_labels(y, n, "y")
             self.n_classes_ = self.classes_.size
@@ -283,28 +271,6 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return "multi", Y, Y.shape[1]
 
     # ------------------------------------------------------------------ parameters
-    def _init_params(self, V, hs, l, n_classes, counts, rng, dtype):
-        def glorot(a, b):
-            lim = np.sqrt(6.0 / (a + b))
-            return rng.uniform(-lim, lim, (a, b)).astype(dtype)
-
-        sizes = (V,) + hs
-        P = {"W": [glorot(sizes[k], sizes[k + 1]) for k in range(len(hs))],
-             "b": [np.zeros(h, dtype) for h in hs]}
-        HL = sizes[-1]
-        n_head = 2 * l if self.noise == "data" else l
-        Wh = np.zeros((HL, n_head), dtype)
-        Wh[:, :l] = glorot(HL, l)
-        P["Wh"], P["bh"] = Wh, np.zeros(n_head, dtype)
-        P["E"] = glorot(V, l)
-        # decoder bias: the smoothed log unigram distribution of the corpus, so the
-        # codes only have to explain what departs from the background
-        P["eb"] = np.log((counts + 1.0) / (counts.sum() + V)).astype(dtype)
-        if n_classes:
-            P["Ws1"], P["bs1"] = glorot(l, _HEAD_HIDDEN), np.zeros(_HEAD_HIDDEN, dtype)
-            P["Ws2"], P["bs2"] = glorot(_HEAD_HIDDEN, n_classes), np.zeros(n_classes, dtype)
-        return P
-
     @property
     def params_(self):
         check_is_fitted(self, "_P")
@@ -319,147 +285,16 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return out
 
     # ------------------------------------------------------------------ one batch
-    def _input_layer(self, X, rows, scale, nt):
-        """First affine map, applied to the sparse rows: (W[0], b[0]) or the head (Wh, bh)."""
-        P = self._P
-        W, b = (P["W"][0], P["b"][0]) if P["W"] else (P["Wh"], P["bh"])
-        return _kernels.nash_csr_matmul(X, rows, scale, W, b, nt)
+    def _workspace(self, B):
+        """Gradient, decoder and Adam buffers for batches of up to B rows (:mod:`similearn._nash_network`)."""
+        return _nash_network.workspace(self._P, B, self.n_bits)
 
     def _forward_backward(self, X, rows, scale, u, eps, yb, ws, nt):
-        """Loss parts and gradients of one batch (gradients in ws["grads"]).
-
-        The input layer's weight gradient is not formed: returns (parts dict of
-        batch means, dA) with dA (B x H_in) the gradient at the input layer's
-        output, from which the fused Adam kernel builds the word rows it needs.
-        """
-        P, l = self._P, self.n_bits
-        dt = P["E"].dtype
-        B = rows.shape[0]
-        w = 1.0 / B
-        L = len(P["W"])
-        a0 = self._input_layer(X, rows, scale, nt)
-        acts, hs = [], []
-        if L:
-            acts.append(a0)
-            h = np.maximum(a0, 0)
-            hs.append(h)
-            for k in range(1, L):
-                a = h @ P["W"][k]
-                a += P["b"][k]
-                acts.append(a)
-                h = np.maximum(a, 0)
-                hs.append(h)
-            out = h @ P["Wh"]
-            out += P["bh"]
-        else:
-            out = a0
-        g = out[:, :l]
-        s = _sigmoid(g)
-        thr = u if self.binarization == "stochastic" else 0.5
-        z = (s > thr).astype(dt)
-        sigma0 = float(self.noise_std)
-        if self.noise == "none":
-            zp = z
-        elif self.noise == "fixed":
-            zp = z + dt.type(sigma0) * eps
-        else:
-            log_sig = np.log(sigma0) + out[:, l:]
-            sig = np.exp(log_sig)
-            zp = z + sig * eps
-        zp = np.ascontiguousarray(zp, dtype=dt)
-        gr = ws["grads"]
-        rec = ws["rec"][:B]
-        rec_sum = _kernels.nash_decoder(zp, P["E"], P["eb"], X, rows, w, logits=ws["logits"], rec=rec, dE=gr["E"],
-                                        deb=gr["eb"], dzp=ws["dzp"][:B], n_threads=nt)
-        dzp = ws["dzp"][:B]
-        gamma = float(self.prior)
-        lg = np.log(gamma / (1 - gamma))
-        kl = _kl_bernoulli(g, s, gamma)
-        parts = {"rec": rec_sum * w, "kl": float(kl.sum()) * w, "nkl": 0.0, "ce": 0.0}
-        dout = np.empty_like(out)
-        dz = dzp.copy()
-        if self.noise == "data":
-            r2 = (sig / sigma0) ** 2
-            parts["nkl"] = float((-(log_sig - np.log(sigma0)) + 0.5 * r2 - 0.5).sum()) * w
-            dout[:, l:] = dzp * eps * sig + w * (r2 - 1.0)
-        alpha = float(self.supervised)
-        if alpha > 0:
-            a1 = z @ P["Ws1"]
-            a1 += P["bs1"]
-            r1 = np.maximum(a1, 0)
-            q = r1 @ P["Ws2"]
-            q += P["bs2"]
-            m = q.max(axis=1, keepdims=True)
-            e = np.exp(q - m)
-            se = e.sum(axis=1, keepdims=True)
-            dq = e / se
-            if ws["ykind"] == "single":
-                ce = (np.log(se[:, 0]) + m[:, 0] - q[np.arange(B), yb]).sum()
-                dq[np.arange(B), yb] -= 1
-            else:  # yb: rows of the label matrix normalised to sum 1 (all-zero rows stay 0)
-                lse = np.log(se) + m
-                ce = float((yb * (lse - q)).sum())
-                dq *= yb.sum(axis=1, keepdims=True)
-                dq -= yb
-            dq = (dq * (alpha * w)).astype(dt, copy=False)
-            parts["ce"] = float(ce) * w
-            gr["Ws2"][...] = r1.T @ dq
-            gr["bs2"][...] = dq.sum(axis=0)
-            da1 = dq @ P["Ws2"].T
-            da1 *= a1 > 0
-            gr["Ws1"][...] = z.T @ da1
-            gr["bs1"][...] = da1.sum(axis=0)
-            dz += da1 @ P["Ws1"].T
-        dout[:, :l] = s * (1 - s) * (dz + w * (g - lg))
-        if L == 0:
-            gr["bh"][...] = dout.sum(axis=0)
-            return parts, dout
-        gr["Wh"][...] = hs[-1].T @ dout
-        gr["bh"][...] = dout.sum(axis=0)
-        dh = dout @ P["Wh"].T
-        for k in range(L - 1, -1, -1):
-            da = dh
-            da *= acts[k] > 0
-            if k == 0:
-                gr["b"][0][...] = da.sum(axis=0)
-                return parts, da
-            gr["W"][k][...] = hs[k - 1].T @ da
-            gr["b"][k][...] = da.sum(axis=0)
-            dh = da @ P["W"][k].T
-
-    def _adam(self, X, rows, scale, dA, ws, t, nt):
-        """One Adam step on every parameter; the input layer's gradient comes from dA."""
-        P, gr, M, Vm = self._P, ws["grads"], ws["m"], ws["v"]
-        lr = float(self.learning_rate)
-        b1, b2, eps = _ADAM
-        step = _kernels.OptimStep(2, lr, b1, b2, eps, t, 0.0)  # opt 2: Adam (the shared optimiser kernels)
-        in_key = ("W", 0) if P["W"] else ("Wh", None)
-        for key, idx, p in self._iter_params():
-            if (key, idx) == in_key:
-                _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA,
-                                         self.optimizer == "lazy_adam", step, nt)
-            else:
-                g = gr[key] if idx is None else gr[key][idx]
-                _kernels.dense_step(p, [M[key, idx], Vm[key, idx]], g, step, nt)
-
-    def _iter_params(self):
-        for key, val in self._P.items():
-            if isinstance(val, list):
-                for i, a in enumerate(val):
-                    yield key, i, a
-            else:
-                yield key, None, val
-
-    def _workspace(self, B):
-        P = self._P
-        dt = P["E"].dtype
-        V = P["E"].shape[0]
-        grads = {k: ([np.zeros_like(a) for a in v] if isinstance(v, list) else np.zeros_like(v))
-                 for k, v in P.items()}
-        return {"grads": grads, "logits": np.empty(B * V, dt), "rec": np.empty(B, dt),
-                "dzp": np.empty((B, self.n_bits), dt),
-                "m": {(k, i): np.zeros_like(a) for k, i, a in self._iter_params()},
-                "v": {(k, i): np.zeros_like(a) for k, i, a in self._iter_params()}}
+        """Loss parts and gradients of one batch: :func:`similearn._nash_network.forward_backward`
+        with this model's parameters and settings."""
+        settings = _nash_network.Settings(self.n_bits, self.binarization, self.noise, self.noise_std, self.prior,
+                                          self.supervised)
+        return _nash_network.forward_backward(self._P, X, rows, scale, u, eps, yb, ws, nt, settings)
 
     # ------------------------------------------------------------------ fit
     def _prepare(self, X, y):
@@ -511,7 +346,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
         counts = np.bincount(X.indices, weights=X.data, minlength=V)  # corpus word weights (targets)
         self.n_features_in_ = V
-        self._P = self._init_params(V, hs, int(self.n_bits), n_classes, counts, rng, dt)
+        self._P = _nash_network.init_params(V, hs, int(self.n_bits), n_classes, counts, rng, dt,
+                                            data_noise=self.noise == "data")
         bs = int(min(self.batch_size, keep.size))
         ws = self._workspace(bs)
         ws["ykind"] = ykind
@@ -529,7 +365,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         scale = st["inv"][rows]
         parts, dA = self._forward_backward(st["X"], rows, scale, u, eps, yb, st["ws"], st["nt"])
         st["t"] += 1
-        self._adam(st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"])
+        _nash_network.adam(self._P, st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"],
+                           learning_rate=self.learning_rate, lazy=self.optimizer == "lazy_adam")
         return parts
 
     def fit(self, X, y=None):
@@ -592,7 +429,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         with blas_threads(nt):
             for start in range(0, n, _CHUNK):
                 rows = np.arange(start, min(n, start + _CHUNK), dtype=np.int64)
-                h = self._input_layer(Xd, rows, inv[rows], nt)
+                h = _nash_network.input_layer(P, Xd, rows, inv[rows], nt)
                 if P["W"]:
                     np.maximum(h, 0, out=h)
                     for k in range(1, len(P["W"])):
@@ -611,7 +448,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     def predict_proba_bits(self, X):
         """Posterior bit probabilities s = sigmoid(g(x)), shape (n, n_bits), the model's dtype."""
-        return _sigmoid(self._logits(*self._validated(X)))
+        return sigmoid(self._logits(*self._validated(X)))
 
     @dask_rows("X")
     def transform(self, X):
@@ -645,12 +482,12 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         total = 0.0
         for start in range(0, Xv.shape[0], 512):  # B x V blocks: never n x V
             g = g_all[start:start + 512]
-            s = _sigmoid(g)
+            s = sigmoid(g)
             logits = (g > 0).astype(np.float64) @ E.T + eb
             m = logits.max(axis=1, keepdims=True)
             lse = (m + np.log(np.exp(logits - m).sum(axis=1, keepdims=True))).ravel()
             C = Xv[start:start + 512].astype(np.float64) * self.target_scale_  # the decoder's targets
             rec = np.asarray(C.sum(axis=1)).ravel() * lse - np.asarray(C.multiply(logits).sum(axis=1)).ravel()
-            kl = _kl_bernoulli(g, s, gm)
+            kl = kl_bernoulli(g, s, gm)
             total += float((rec + kl.sum(axis=1)).sum())
         return -total / max(Xv.shape[0], 1)

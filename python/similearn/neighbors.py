@@ -19,38 +19,18 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import _kernels
-from ._config import blas_threads, get_num_threads
+from ._config import get_num_threads
 from ._dask import is_dask_array
 from ._params import Int, Options, Threads, validate_params
 from ._memory import check_memory
+from ._search_checks import METRICS, check_metric, check_self, topk_raw
 from ._targets import check_labels
-from ._validation import (_check_csr_structure, check_bool, check_codes, check_dense, check_indices, check_int,
-                          check_k, check_length, check_min_count, check_same_dtype, check_X, n_entries)
+from ._validation import (check_codes, check_csr_structure, check_dense, check_indices, check_int, check_k,
+                          check_length, check_min_count, check_same_dtype, check_X, n_entries)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "KNeighborsClassifier", "METRICS"]
 
-METRICS = {"ip": 0, "cosine": 1, "euclidean": 2}
 _MISSING = np.iinfo(np.int64).max  # the kernels' index of an unfilled slot (csrc/topk.hpp)
-
-
-def _check_metric(metric):
-    if not isinstance(metric, str) or metric not in METRICS:
-        raise ValueError(f"metric must be one of {sorted(METRICS)}, got {metric!r}")
-    return METRICS[metric]
-
-
-def _check_self(queries, database, exclude_self, qname="queries", dname="database"):
-    if not check_bool(exclude_self, "exclude_self"):
-        return None
-    same = queries is database or (
-        queries.shape == database.shape
-        and queries.dtype == database.dtype
-        and queries.__array_interface__["data"][0] == database.__array_interface__["data"][0]
-    )
-    if not same:
-        raise ValueError(f"exclude_self=True drops each query's own row, so {qname} must be {dname} itself "
-                         "(the same array)")
-    return 0
 
 
 def check_exclude(exclude, n_queries, n_database, qname="queries", dname="database"):
@@ -72,7 +52,7 @@ def check_exclude(exclude, n_queries, n_database, qname="queries", dname="databa
                          f"({n_queries}, {n_database})")
     ex = exclude.tocsr()  # no copy when already CSR
     indices = check_indices(ex.indices, n_database, "exclude", ndim=1)
-    _check_csr_structure(ex, "exclude")
+    check_csr_structure(ex, "exclude")
     indptr = np.ascontiguousarray(ex.indptr, dtype=np.int64)
     nnz = indices.shape[0]
     if nnz > 1:  # ascending within every row? (differences across a row boundary do not count)
@@ -97,16 +77,6 @@ def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
     check_memory(int(n_queries) * int(k) * (8 + int(itemsize)), f"{name}={int(k)}",
                  f"the (n_queries, {name}) result (indices and {what}) of {int(n_queries)} queries",
                  f"lower {name} or query in chunks")
-
-
-def _topk_raw(queries, database, k, metric_code, self_offset, n_threads, exclude=None):
-    """Kernel call on validated arrays (internal; also used by similearn.metrics).
-    ``exclude``: None or the ``(indptr, indices)`` of :func:`check_exclude`."""
-    fn = _kernels.topk
-    ex_ptr, ex_ind = (None, None) if exclude is None else exclude
-    with blas_threads(1):
-        return fn(queries, database, int(k), int(metric_code), None if self_offset is None else int(self_offset),
-                  int(n_threads), exclude_indptr=ex_ptr, exclude_indices=ex_ind)
 
 
 def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=None, *, exclude=None):
@@ -167,7 +137,7 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     See :mod:`similearn._dask.search`.  ``exclude`` stays an in-memory sparse matrix:
     each (query chunk, database block) task gets its own slice of it.
     """
-    code = _check_metric(metric)
+    code = check_metric(metric)
     if is_dask_array(queries) or is_dask_array(database):
         from ._dask.search import dask_topk
 
@@ -177,11 +147,11 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     check_same_dtype(queries, database, "queries", "database")
     if queries.shape[1] != database.shape[1]:
         raise ValueError(f"queries has {queries.shape[1]} features but database has {database.shape[1]}")
-    self_offset = _check_self(queries, database, exclude_self)
+    self_offset = check_self(queries, database, exclude_self)
     k = check_k(k, database.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(queries.shape[0], k, queries.dtype.itemsize)
     ex = check_exclude(exclude, queries.shape[0], database.shape[0])
-    return _topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex)
+    return topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex)
 
 
 def pack_bits(bits, n_threads=None):
@@ -261,7 +231,7 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     if q.shape[1] != x.shape[1]:
         raise ValueError(f"query_codes have {q.shape[1]} words per code but database_codes have {x.shape[1]}; "
                          "codes must be packed from the same number of bits")
-    self_offset = _check_self(q, x, exclude_self, "query_codes", "database_codes")
+    self_offset = check_self(q, x, exclude_self, "query_codes", "database_codes")
     k = check_k(k, x.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(q.shape[0], k, 4, "distances")
     ex = check_exclude(exclude, q.shape[0], x.shape[0], "query_codes", "database_codes")

@@ -41,8 +41,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ._benchmark_report import BenchmarkRecord, ExponentFit, exponents_from_benchmark, load_benchmark_json, report
 from ._growth_fit import fit_exponent
-from ._scaling_plot import _draw_series, _new_figure, plot
-from ._timing_format import _fmt_exponent, _fmt_size, _fmt_time, _table
+from ._scaling_plot import draw_series, new_figure, plot
+from ._timing_format import fmt_exponent, fmt_size, fmt_time, table
 
 __all__ = [
     "fit_exponent",
@@ -98,20 +98,20 @@ class ScalingResult:
         prev = None
         for n, t, ts in zip(self.sizes, self.times, self.all_times):
             growth = "" if prev is None else f"x{t / prev[1]:.2f} for x{n / prev[0]:.2f}"
-            rows.append([_fmt_size(n), _fmt_time(t), _fmt_time(statistics.median(ts)), growth])
+            rows.append([fmt_size(n), fmt_time(t), fmt_time(statistics.median(ts)), growth])
             prev = (n, t)
         head = ["size", f"{self.statistic} time", "median", "growth"]
-        return (f"{self.name}: time ~ size^{_fmt_exponent(self.exponent, self.stderr)}\n"
-                + _table(head, rows))
+        return (f"{self.name}: time ~ size^{fmt_exponent(self.exponent, self.stderr)}\n"
+                + table(head, rows))
 
     def __str__(self):
         return self.table()
 
     def plot(self, path):
         """Save a log-log plot of time against size to ``path`` (needs matplotlib)."""
-        fig = _new_figure(1)
+        fig = new_figure(1)
         ax = fig.axes[0]
-        _draw_series(ax, self.sizes, self.times, f"{self.name} (~n^{self.exponent:.2f})")
+        draw_series(ax, self.sizes, self.times, f"{self.name} (~n^{self.exponent:.2f})")
         ax.set_xlabel("size")
         ax.set_ylabel(f"{self.statistic} time per call [s]")
         ax.legend(fontsize="small")

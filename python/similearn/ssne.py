@@ -47,12 +47,12 @@ from sklearn.utils.validation import check_is_fitted
 from . import _kernels
 from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
+from ._group_sampling import PairDrawer
 from ._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
 from ._targets import check_labels, check_pairs, check_similarity
 from ._validation import check_X, seed_from_random_state
 from .base import PairMixin, SaveLoadMixin
-from .triplets import _PairDrawer
 
 __all__ = ["SSNE"]
 
@@ -282,7 +282,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             if y is None:
                 raise ValueError("SSNE needs class labels y or explicit pairs= and similarity=")
             _, groups = check_labels(y, n, "y", min_classes=2)
-            drawer = _PairDrawer(groups, self.pair_sampling)
+            drawer = PairDrawer(groups, self.pair_sampling)
             n_draw = self.n_pairs if self.n_pairs is not None else min(200_000, max(2_000, 20 * n))
 
             def draw():

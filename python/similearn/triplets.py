@@ -29,8 +29,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
-from ._group_sampling import _PairDrawer, _group_layout, _map_other_group, _map_same_group, _sample_distinct
-from ._hard_triplets import _cycle_fill, _hard_negatives_dense, _hard_negatives_sparse, _hard_positives
+from ._group_sampling import PairDrawer, group_layout, map_other_group, map_same_group, sample_distinct
+from ._label_triplets import draw_triplets
 from ._memory import check_memory
 from ._targets import check_labels, check_pair_labels, check_pairs, check_triplets
 from ._validation import check_X, check_indices, check_int, seed_from_random_state
@@ -96,7 +96,7 @@ def pairs_from_labels(y, n_pairs, similar_fraction=0.5, random_state=None):
                  "temporaries", "draw fewer pairs at a time")
     y_arr = np.asarray(y)
     _, groups = check_labels(y_arr, y_arr.shape[0] if y_arr.ndim else 0, "y", min_classes=2)
-    return _PairDrawer(groups, similar_fraction)(n_pairs, _make_rng(random_state))
+    return PairDrawer(groups, similar_fraction)(n_pairs, _make_rng(random_state))
 
 
 def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="cosine", random_state=None,
@@ -177,48 +177,14 @@ def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="
         n = np.shape(y)[0] if np.ndim(y) >= 1 else 1  # check_labels rejects non-1-D y
     _, groups = check_labels(y, n, "y", min_classes=2)
     n = groups.shape[0]
-    n_classes = int(groups.max()) + 1
-    if anchors is None:
-        anchors = np.arange(n, dtype=np.int64)
-    else:
+    if anchors is not None:
         anchors = check_indices(anchors, n, "anchors", ndim=1)
-    check_memory(anchors.size * n_per_anchor * _BYTES_PER_TRIPLET, f"n_per_anchor={n_per_anchor}",
-                 f"the triplets of {anchors.size} anchors and their sampling temporaries",
+    n_anchors = n if anchors is None else anchors.size
+    check_memory(n_anchors * n_per_anchor * _BYTES_PER_TRIPLET, f"n_per_anchor={n_per_anchor}",
+                 f"the triplets of {n_anchors} anchors and their sampling temporaries",
                  "lower n_per_anchor or pass fewer anchors at a time")
-    layout = _group_layout(groups, n_classes)
-    sizes = layout[1]
-    a_size = sizes[groups[anchors]]
-    ok = a_size >= 2
-    if not ok.all():
-        warnings.warn(f"{int((~ok).sum())} anchor(s) skipped: their class has a single member, so no positive "
-                      "exists", UserWarning, stacklevel=2)
-        anchors, a_size = anchors[ok], a_size[ok]
-    if anchors.size == 0:
-        raise ValueError("no anchor left: every anchor's class has a single member")
-    k = n_per_anchor
-    rng = _make_rng(random_state)
-
-    n_pos = a_size - 1
-    if positives == "random":
-        off = _sample_distinct(n_pos, k, rng)
-        pos = _map_same_group(off, anchors[:, None], groups, layout)
-    else:
-        pos = _cycle_fill(_hard_positives(X, anchors, groups, layout, k, metric), n_pos)
-
-    n_neg = n - a_size
-    if negatives == "random":
-        off = _sample_distinct(n_neg, k, rng)
-        neg = _map_other_group(off, anchors[:, None], groups, layout)
-    elif sp.issparse(X):
-        neg = _cycle_fill(_hard_negatives_sparse(X, anchors, groups, k, metric), n_neg)
-    else:
-        neg = _cycle_fill(_hard_negatives_dense(X, anchors, groups, sizes, k, metric), n_neg)
-
-    out = np.empty((anchors.size * k, 3), dtype=np.int64)
-    out[:, 0] = np.repeat(anchors, k)
-    out[:, 1] = pos.reshape(-1)
-    out[:, 2] = neg.reshape(-1)
-    return out
+    return draw_triplets(groups, n_per_anchor, negatives, X if need_x else None, metric, random_state, anchors,
+                         positives, stacklevel=3)
 
 
 def _check_pair_input(pairs, labels, n_samples):
@@ -350,7 +316,7 @@ def triplets_from_pairs(pairs, labels, n_samples=None, max_per_anchor=10, random
     M = check_int(max_per_anchor, "max_per_anchor", low=1)
     comp = _components(pairs, lab, n)
     n_comp = int(comp.max()) + 1
-    layout = _group_layout(comp, n_comp)
+    layout = group_layout(comp, n_comp)
     sizes = layout[1]
     s = sizes[comp]
     if sizes.max() == n:
@@ -383,8 +349,8 @@ def triplets_from_pairs(pairs, labels, n_samples=None, max_per_anchor=10, random
     anc = anchors[ai]
 
     kmax = int(t.max())
-    off = _sample_distinct(s[anchors] - 1, kmax, rng)
-    pos = _map_same_group(off[ai, j], anc, comp, layout)
+    off = sample_distinct(s[anchors] - 1, kmax, rng)
+    pos = map_same_group(off[ai, j], anc, comp, layout)
 
     # hard negatives in random order: sort by (anchor, random key)
     hkeys = rng.random(ha.size)
@@ -398,9 +364,9 @@ def triplets_from_pairs(pairs, labels, n_samples=None, max_per_anchor=10, random
     rnd = ~is_hard
     n_rand = t - n_hard
     if rnd.any():
-        off = _sample_distinct(n - s[anchors], int(n_rand.max()), rng)
+        off = sample_distinct(n - s[anchors], int(n_rand.max()), rng)
         r_ai = ai[rnd]
-        negs[rnd] = _map_other_group(off[r_ai, j[rnd] - n_hard[r_ai]], anc[rnd], comp, layout)
+        negs[rnd] = map_other_group(off[r_ai, j[rnd] - n_hard[r_ai]], anc[rnd], comp, layout)
 
     out = np.empty((total, 3), dtype=np.int64)
     out[:, 0] = anc

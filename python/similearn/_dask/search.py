@@ -363,14 +363,15 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
     over a Dask database: the top max(ks) come from :func:`dask_topk`, relevance from
     the labels on the client (labels are O(n_database), the embeddings never move).
     MAP and AUC rank the whole database per query and are not computed here."""
-    from .. import metrics as M
-    from ..neighbors import _check_metric
+    from .._ranking_metrics import check_ks, topk_metrics
+    from .._relevance import MEMORY_BUDGET
+    from .._search_checks import check_metric
 
-    code = _check_metric(metric)
+    code = check_metric(metric)
     plan_n = int(database_X.shape[0]) - (1 if exclude_self else 0)
     if plan_n < 1:
         raise ValueError("exclude_self=True needs at least 2 database rows")
-    ks = M._check_ks(ks, plan_n)
+    ks = check_ks(ks, plan_n)
     nq, ndb = int(query_X.shape[0]), int(database_X.shape[0])
     rel = _relevance(query_labels, database_labels, nq, ndb)  # labels checked before the search
     idx, _ = dask_topk(query_X, database_X, max(ks), code, exclude_self, n_threads)
@@ -382,12 +383,12 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
         n_rel = np.where(rel.qc >= 0, counts[np.maximum(rel.qc, 0)] if counts.size else 0, 0).astype(np.int64)
     else:  # multi-label: labels only, in blocks of queries
         n_rel = np.empty(nq, np.int64)
-        bs = max(1, M._MEMORY_BUDGET // max(1, ndb))
+        bs = max(1, MEMORY_BUDGET // max(1, ndb))
         for s in range(0, nq, bs):
             n_rel[s:s + bs] = rel.block(s, min(nq, s + bs)).sum(axis=1, dtype=np.int64)
     if exclude_self and nq:  # query i is database row i: it was relevant to itself
         n_rel -= rel.at(0, nq, np.arange(nq, dtype=np.int64)[:, None])[:, 0].astype(np.int64)
-    tk = M._topk_metrics(rs_k, n_rel, ks)
+    tk = topk_metrics(rs_k, n_rel, ks)
     ok = n_rel > 0
     n_ok = int(ok.sum())
     out = {}
@@ -409,12 +410,12 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
 
 def _relevance(query_labels, database_labels, nq, ndb):
     """The labels' relevance structure on the client (Dask labels computed: O(n) values)."""
-    from .. import metrics as M
+    from .._relevance import Relevance
     from . import is_dask_array
 
     query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab
                                      for lab in (query_labels, database_labels))
-    return M._Relevance(query_labels, database_labels, nq, ndb)
+    return Relevance(query_labels, database_labels, nq, ndb)
 
 
 def dask_precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k, exclude_self,

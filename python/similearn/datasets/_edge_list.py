@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._feature_blocks import _bag, _hstack, _one_hot
+from ._feature_blocks import bag, hstack_blocks, one_hot
 from ._fetch import fetch
-from ._numeric_table import _read_numeric
+from ._numeric_table import read_numeric
 
 __all__ = [
     "load_edge_list",
@@ -175,7 +175,7 @@ def load_edge_list(path, directed=True, comments="#", delimiter=None, node_featu
     sep_b = None if delimiter is None else delimiter.encode("utf-8")
     with _open_maybe_gz(path) as f:
         try:
-            (src_ids, dst_ids), _ = _read_numeric(f, "ii", sep_b, str(path), comment=comment_b)
+            (src_ids, dst_ids), _ = read_numeric(f, "ii", sep_b, str(path), comment=comment_b)
         except (OSError, EOFError) as exc:  # e.g. a corrupt .gz file
             raise OSError(f"could not read {path}: {exc}") from None
     feats = None if node_features is None else _read_node_features(node_features, comment_b)
@@ -209,7 +209,7 @@ def load_edge_list(path, directed=True, comments="#", delimiter=None, node_featu
     pairs = np.ascontiguousarray(pairs, dtype=np.int64).reshape(-1, 2)
     n_duplicates = n_lines - int(keep.size)
 
-    blocks = [_one_hot(np.arange(n_nodes), n_nodes)]
+    blocks = [one_hot(np.arange(n_nodes), n_nodes)]
     feature_names = [f"node={x}" for x in node_ids.tolist()]
     if feats is not None:
         vocab = sorted({name for names in feats.values() for name in names})
@@ -218,7 +218,7 @@ def load_edge_list(path, directed=True, comments="#", delimiter=None, node_featu
         rows_of = np.searchsorted(node_ids, feat_nodes) if relabel else feat_nodes
         for node, row in zip(feat_nodes.tolist(), rows_of.tolist()):
             rows[row] = [col[name] for name in feats[node]]
-        blocks.append(_bag(rows, len(vocab)))
+        blocks.append(bag(rows, len(vocab)))
         feature_names += [f"feature={name}" for name in vocab]
 
     kind = "directed" if directed else "undirected"
@@ -231,7 +231,7 @@ def load_edge_list(path, directed=True, comments="#", delimiter=None, node_featu
         node_ids=node_ids,
         n_nodes=n_nodes,
         n_duplicates=n_duplicates,
-        features=_hstack(blocks, n_nodes),
+        features=hstack_blocks(blocks, n_nodes),
         feature_names=feature_names,
         DESCR=descr,
         path=str(path),

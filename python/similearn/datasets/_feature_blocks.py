@@ -7,7 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 
-def _one_hot(codes, n_cols):
+def one_hot(codes, n_cols):
     """CSR float32 (n, n_cols) with a 1 at column codes[i] of row i (none where codes[i] < 0)."""
     codes = np.asarray(codes, dtype=np.int64)
     has = codes >= 0
@@ -16,7 +16,7 @@ def _one_hot(codes, n_cols):
                          shape=(codes.size, n_cols))
 
 
-def _bag(rows, n_cols):
+def bag(rows, n_cols):
     """CSR float32 (len(rows), n_cols) with a 1 at each (distinct) column of each row."""
     rows = [sorted(set(r)) for r in rows]
     indptr = np.zeros(len(rows) + 1, dtype=np.int64)
@@ -25,7 +25,7 @@ def _bag(rows, n_cols):
     return sp.csr_matrix((np.ones(indices.size, dtype=np.float32), indices, indptr), shape=(len(rows), n_cols))
 
 
-def _hstack(blocks, n_rows):
+def hstack_blocks(blocks, n_rows):
     if not blocks:
         return sp.csr_matrix((n_rows, 0), dtype=np.float32)
     X = sp.hstack(blocks, format="csr", dtype=np.float32)
@@ -33,7 +33,7 @@ def _hstack(blocks, n_rows):
     return X
 
 
-def _codes(values, vocabulary):
+def vocabulary_codes(values, vocabulary):
     """Codes of values in vocabulary (extended by the unknown values, sorted)."""
     vocab = list(vocabulary)
     extra = sorted({v for v in values if v is not None} - set(vocab))

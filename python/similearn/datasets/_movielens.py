@@ -18,10 +18,10 @@ import re
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._feature_blocks import _bag, _codes, _hstack, _one_hot
+from ._feature_blocks import bag, hstack_blocks, one_hot, vocabulary_codes
 from ._fetch import check_choice as _check_choice, check_download, fetch, resolve_path
-from ._numeric_table import _read_numeric
-from ._zip_folder import _Folder, _Zip
+from ._numeric_table import read_numeric
+from ._zip_folder import Folder, Zip
 
 __all__ = [
     "load_movielens",
@@ -78,7 +78,7 @@ _YEAR_AT_END = re.compile(r"(\d{4})\s*$")
 def _require(src, fnames, variant):
     missing = [f for f in fnames if not src.has(f)]
     if missing:
-        where = src.path if isinstance(src, _Zip) else src.root
+        where = src.path if isinstance(src, Zip) else src.root
         raise FileNotFoundError(f"{where} holds no {' or '.join(missing)} (the MovieLens {variant!r} files); "
                                 f"pass the {_ML_VARIANTS[variant][0]} archive of {MOVIELENS_URL} or the folder "
                                 f"extracted from it")
@@ -120,7 +120,7 @@ def _year(title, release_date=None):
 def _read_ratings(src, fname, fmt):
     with src.open(fname) as f:
         if fmt == "csv":
-            (u, i, r, t), head = _read_numeric(f, "iifi", b",", src.label(fname), header=True)
+            (u, i, r, t), head = read_numeric(f, "iifi", b",", src.label(fname), header=True)
             expected = ["userid", "movieid", "rating", "timestamp"]
             got = [] if head is None else [x.strip().lower() for x in head.decode("latin-1").split(",")]
             if got != expected:
@@ -128,7 +128,7 @@ def _read_ratings(src, fname, fmt):
                                  f"got {head!r:.100}")
         else:
             sep = b"\t" if fmt == "100k" else b"::"
-            (u, i, r, t), _ = _read_numeric(f, "iifi", sep, src.label(fname))
+            (u, i, r, t), _ = read_numeric(f, "iifi", sep, src.label(fname))
     return u, i, r, t
 
 
@@ -259,7 +259,7 @@ def _ml_source(variant, path, download, data_home):
         check_download(path, download, f"{path} not found. Pass download=True to fetch {url}, or download it by "
                        "other means and pass the archive (or the folder extracted from it) as path", (".zip",))
         fetch(url, path, _ML_SHA256[variant])
-    return path, (_Folder(path, top) if path.is_dir() else _Zip(path))
+    return path, (Folder(path, top) if path.is_dir() else Zip(path))
 
 
 def load_movielens(variant="100k", path=None, download=False, data_home=None):
@@ -393,10 +393,10 @@ def load_movielens(variant="100k", path=None, download=False, data_home=None):
     decades = sorted({it[3] // 10 * 10 for it in items if it[3] is not None})
     decade_col = {d: k for k, d in enumerate(decades)}
     n_items = item_ids.size
-    right = _hstack([
-        _one_hot(np.arange(n_items), n_items),
-        _bag([[genre_col[g] for g in it[2]] for it in items], len(genre_vocab)),
-        _one_hot([-1 if it[3] is None else decade_col[it[3] // 10 * 10] for it in items], len(decades)),
+    right = hstack_blocks([
+        one_hot(np.arange(n_items), n_items),
+        bag([[genre_col[g] for g in it[2]] for it in items], len(genre_vocab)),
+        one_hot([-1 if it[3] is None else decade_col[it[3] // 10 * 10] for it in items], len(decades)),
     ], n_items)
     right_names = ([f"item={x}" for x in item_ids.tolist()] + [f"genre={g}" for g in genre_vocab]
                    + [f"decade={d}" for d in decades])
@@ -407,18 +407,18 @@ def load_movielens(variant="100k", path=None, download=False, data_home=None):
         users = [users[k] for k in order]
         pairs[:, 0] = _index_of(u, user_ids, "user", ratings_label, users_label)
         n_users = user_ids.size
-        gender, gender_vocab = _codes([us[1] for us in users], _GENDERS)
-        age, age_vocab = _codes([us[2] for us in users], _AGE_LABELS)
-        occupation, occupation_vocab = _codes([us[3] for us in users], occupations)
-        left = _hstack([_one_hot(np.arange(n_users), n_users), _one_hot(gender, len(gender_vocab)),
-                        _one_hot(age, len(age_vocab)), _one_hot(occupation, len(occupation_vocab))], n_users)
+        gender, gender_vocab = vocabulary_codes([us[1] for us in users], _GENDERS)
+        age, age_vocab = vocabulary_codes([us[2] for us in users], _AGE_LABELS)
+        occupation, occupation_vocab = vocabulary_codes([us[3] for us in users], occupations)
+        left = hstack_blocks([one_hot(np.arange(n_users), n_users), one_hot(gender, len(gender_vocab)),
+                              one_hot(age, len(age_vocab)), one_hot(occupation, len(occupation_vocab))], n_users)
         left_names = ([f"user={x}" for x in user_ids.tolist()] + [f"gender={g}" for g in gender_vocab]
                       + [f"age={a}" for a in age_vocab] + [f"occupation={o}" for o in occupation_vocab])
     else:
         user_ids = np.unique(u)
         pairs[:, 0] = np.searchsorted(user_ids, u)
         n_users = user_ids.size
-        left = _hstack([_one_hot(np.arange(n_users), n_users)], n_users)
+        left = hstack_blocks([one_hot(np.arange(n_users), n_users)], n_users)
         left_names = [f"user={x}" for x in user_ids.tolist()]
 
     n_ratings = u.size

@@ -188,7 +188,7 @@ def _slow_chunk(buf, kinds, sep, comment, name, first_line):
             for j, kind in enumerate(kinds)]
 
 
-def _read_numeric(f, kinds, sep, name, comment=None, header=False):
+def read_numeric(f, kinds, sep, name, comment=None, header=False):
     """Read a text table of numbers from a binary file.
 
     Parameters

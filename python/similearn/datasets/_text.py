@@ -137,8 +137,7 @@ def load_quora_pairs(path=None, download=False, data_home=None):
 
     Notes
     -----
-    One pass with the ``csv`` module, O(file size); about 2 s for the full
-    404,290-pair file.
+    One pass with the ``csv`` module, O(file size).
     """
     path = resolve_path(path, data_home, QUORA_FILE)
     if not path.exists():

@@ -13,7 +13,7 @@ import zipfile
 from pathlib import PurePosixPath
 
 
-class _Folder:
+class Folder:
     def __init__(self, root, top):
         self.root, self.top = root, top
 
@@ -37,7 +37,7 @@ class _Folder:
         pass
 
 
-class _Zip:
+class Zip:
     def __init__(self, path):
         try:
             self.zf = zipfile.ZipFile(path)

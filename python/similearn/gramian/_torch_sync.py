@@ -198,7 +198,7 @@ def broadcast_estimators(comm, ests, src):
         comm.broadcast_(est.gramian_, int(src))
         if isinstance(est, SAGram):
             comm.broadcast_(est.cache_, int(src))
-            comm.broadcast_(est._S, int(src))
+            comm.broadcast_(est.average_, int(src))  # S, in place
 
 
 # ---------------------------------------------------------------------- update, observe
@@ -237,7 +237,7 @@ def _batch_contribution(est, ids, E, later_ids):
             pos = _last_positions(ids)
             if later_ids is not None and later_ids.size:
                 pos = pos[~np.isin(ids[pos], later_ids)]
-            w = est._pw[ids[pos]].astype(np.float64)
+            w = est.p_[ids[pos]].astype(est.dtype_).astype(np.float64)  # p_j as the kernels read it
         if pos.size == 0:
             return M
         rows = np.concatenate([E64[pos], est.cache_[ids[pos]].astype(np.float64)])
@@ -257,7 +257,7 @@ def _apply_update(est, M, n):
     elif isinstance(est, SampledGramian):
         new = M / n
     else:  # SAGram
-        new = est._S.astype(np.float64) + (M / n if est.variant == "saga" else M)
+        new = est.average_.astype(np.float64) + (M / n if est.variant == "saga" else M)
     np.copyto(G, new.astype(G.dtype))
     if isinstance(est, SAGram) and est.variant == "saga" and est.project:
         est.n_projections_ += bool(_kernels.psd_project(G))
@@ -336,4 +336,4 @@ def observe_synced(comm, k, sides):
     for j, (est, *_) in enumerate(sag):
         ids = np.concatenate(gathered[2 * j])
         E = np.ascontiguousarray(np.concatenate(gathered[2 * j + 1]))
-        est._observe(ids, E)
+        est.observe(ids, E, check_input=False)  # every rank checked its own batch

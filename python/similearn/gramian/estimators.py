@@ -1,6 +1,6 @@
 """Gramian estimators for the repulsive term of two-tower models (Krichene et al.,
-"Efficient training on very large corpora via Gramian estimation", Sec. 2-3,
-App. B, C; ALGORITHMS.md "Gramian estimation").
+"Efficient training on very large corpora via Gramian estimation", ICLR 2019,
+Sec. 2-3, App. B, C).
 
 A two-tower model scores a pair by <u(x), v(y)>.  Its low-similarity prior on all
 pairs, (lam / n^2) sum_ij <u_i, v_j>^2, equals lam <G_u, G_v> with the k x k
@@ -100,7 +100,7 @@ def gramian_error(estimate, exact):
 
 
 class _GramianEstimator:
-    """Shared state and checks; subclasses implement ``sample``/``update``."""
+    """Shared state and checks; subclasses implement ``_update`` (the step on a checked batch)."""
 
     needs_embeddings = False  # whether initialize() needs every item's embedding
 
@@ -164,10 +164,23 @@ class _GramianEstimator:
             raise ValueError(f"embeddings must be (len(ids), {self.k_}), got {E.shape} for {ids.size} ids")
         return ids, np.ascontiguousarray(E, dtype=self.dtype_)
 
-    def observe(self, ids, embeddings):
-        """Embeddings computed by the gradient batch (used by SAGram only; checked and
-        otherwise ignored here)."""
-        return self._observe(*self._check_batch(ids, embeddings))
+    def _batch(self, ids, embeddings, check_input):
+        return self._check_batch(ids, embeddings) if check_input else (ids, embeddings)
+
+    def update(self, ids, embeddings, check_input=True):
+        """The estimate's step from the Gramian batch B' (ids (b,), embeddings (b, k)).
+
+        ``check_input=False`` skips the checks of ids and embeddings, for callers that
+        validated them already: int64 ids in [0, n_items_), finite C-contiguous
+        embeddings of shape (len(ids), k) and dtype ``dtype_`` (the training loops).
+        """
+        return self._update(*self._batch(ids, embeddings, check_input))
+
+    def observe(self, ids, embeddings, check_input=True):
+        """Embeddings computed by the gradient batch: SAGram refreshes its cache with
+        them (Alg. 1 lines 11-12); the others check and otherwise ignore them.
+        ``check_input``: as in :meth:`update`."""
+        return self._observe(*self._batch(ids, embeddings, check_input))
 
     def _observe(self, ids, E):
         return self
@@ -193,10 +206,6 @@ class SOGram(_GramianEstimator):
         if self.alpha > 1:
             raise ValueError(f"alpha must be in (0, 1], got {self.alpha}")
         return super().initialize(item_weights, n_components, prior, embeddings, dtype, pool)
-
-    def update(self, ids, embeddings):
-        """The Gramian step from the batch (ids (b,), embeddings (b, k))."""
-        return self._update(*self._check_batch(ids, embeddings))
 
     def _update(self, ids, E):  # validated, contiguous input
         if ids.size == 0:
@@ -256,10 +265,6 @@ class SAGram(_GramianEstimator):
         self.n_projections_ = 0
         return self
 
-    def update(self, ids, embeddings):
-        """The SAGram estimate from the batch (ids (b,), embeddings (b, k))."""
-        return self._update(*self._check_batch(ids, embeddings))
-
     def _update(self, ids, E):
         if ids.size == 0:
             return self
@@ -270,10 +275,6 @@ class SAGram(_GramianEstimator):
             self.n_projections_ += bool(_kernels.psd_project(self.gramian_))
         self.n_updates_ += 1
         return self
-
-    def observe(self, ids, embeddings):
-        """Refresh the cache with the gradient batch's embeddings (Alg. 1 lines 11-12)."""
-        return self._observe(*self._check_batch(ids, embeddings))
 
     def _observe(self, ids, E):
         if ids.size:
@@ -323,10 +324,6 @@ class SampledGramian(_GramianEstimator):
         if self.proposal == "linear":
             return self._sample_p(rng, size)
         return _draw(self._qcdf, rng, size)
-
-    def update(self, ids, embeddings):
-        """The sampled estimate from the batch (ids drawn from ``sample``)."""
-        return self._update(*self._check_batch(ids, embeddings))
 
     def _update(self, ids, E):
         if ids.size == 0:

@@ -253,7 +253,7 @@ def _gramian_step(m, st, gb):
         def update(side):
             out = towers.forward(P, side, X[side], ids[side], nts, keep=items)
             E = out[0] if items else out
-            est[side]._update(ids[side], E)
+            est[side].update(ids[side], E, check_input=False)
             if items:
                 gb[side] = (ids[side], E, out[1], 1.0 / ids[side].size)
 
@@ -311,7 +311,7 @@ def python_step(m, st, batch):
     def finish(side):  # cache refresh, backward, the side's optimiser steps
         step = st.opt.step(m.t_)
         if est[side] is not None:
-            est[side]._observe(rows[side], out[side])
+            est[side].observe(rows[side], out[side], check_input=False)
         grads = {}
         dH = towers.backward(P, side, acts[side], grad_out[side], grads)
         r, r2, dH2 = rows[side], st.empty_rows, st.empty_d  # the step's sources: B (and B')

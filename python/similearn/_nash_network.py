@@ -1,0 +1,225 @@
+"""The network of NASH (:class:`similearn.NASH`) as functions on its parameter dict.
+
+Shen et al., "NASH: Toward End-to-End Neural Architecture for Generative Semantic
+Hashing", ACL 2018.  "Training with Binary Latent Variables": the Bernoulli prior
+(Eq. 1), deterministic and stochastic binarization of sigmoid(g(x)) (Eq. 2, 3), the
+variational lower bound with its closed-form Bernoulli KL (Eq. 4) and the
+straight-through gradient dz / d sigmoid(g) := 1 (Eq. 5); "Injecting Data-dependent
+Noise to z": z' = z + sigma eps, fixed or data-dependent sigma (the rate-distortion
+view, Eq. 6); "Extension to Supervised Hashing": the label cross-entropy of an MLP on
+z, weighted by alpha (Eq. 7).  The model is spelled out in :mod:`similearn.nash`.
+
+The parameters (``NASH._P``): "W", "b" (lists, the hidden layers), "Wh", "bh" (the
+head: the l code logits, then l noise log-scales with noise="data"), "E", "eb" (the
+decoder, V x l and V), "Ws1", "bs1", "Ws2", "bs2" (the supervised head).  The sparse
+input layer, the fused decoder and Adam are C++ kernels (csrc/nash.cpp), the hidden
+layers BLAS calls.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _kernels
+
+_ADAM = (0.9, 0.999, 1e-8)
+HEAD_HIDDEN = 128  # hidden units of the supervised head (a two-layer MLP, as in the paper)
+
+
+class Settings(NamedTuple):
+    """The hyper-parameters of a NASH model that one batch step reads."""
+    n_bits: int
+    binarization: str
+    noise: str
+    noise_std: float
+    prior: float
+    supervised: float
+
+
+def sigmoid(a):
+    return 0.5 * (1.0 + np.tanh(0.5 * a))
+
+
+def kl_bernoulli(g, s, gamma):
+    """KL(Bernoulli(s) || Bernoulli(gamma)) elementwise, s = sigmoid(g), in float64.
+
+    log s = -log(1 + e^-g) and log(1 - s) = -log(1 + e^g): finite for any g and gamma.
+    """
+    g = np.asarray(g, np.float64)
+    return s * (-np.logaddexp(0.0, -g) - np.log(gamma)) + (1 - s) * (-np.logaddexp(0.0, g) - np.log1p(-gamma))
+
+
+def init_params(V, hs, l, n_classes, counts, rng, dtype, *, data_noise):
+    """New parameters: Glorot-uniform weights, zero biases, the decoder bias at the
+    smoothed log unigram distribution; the head (Wh, bh) has 2 l outputs with
+    ``data_noise`` (code logits, then log sigma(x) - log sigma0, its weights 0 at first)."""
+    def glorot(a, b):
+        lim = np.sqrt(6.0 / (a + b))
+        return rng.uniform(-lim, lim, (a, b)).astype(dtype)
+
+    sizes = (V,) + hs
+    P = {"W": [glorot(sizes[k], sizes[k + 1]) for k in range(len(hs))],
+         "b": [np.zeros(h, dtype) for h in hs]}
+    HL = sizes[-1]
+    n_head = 2 * l if data_noise else l
+    Wh = np.zeros((HL, n_head), dtype)
+    Wh[:, :l] = glorot(HL, l)
+    P["Wh"], P["bh"] = Wh, np.zeros(n_head, dtype)
+    P["E"] = glorot(V, l)
+    # decoder bias: the smoothed log unigram distribution of the corpus, so the
+    # codes only have to explain what departs from the background
+    P["eb"] = np.log((counts + 1.0) / (counts.sum() + V)).astype(dtype)
+    if n_classes:
+        P["Ws1"], P["bs1"] = glorot(l, HEAD_HIDDEN), np.zeros(HEAD_HIDDEN, dtype)
+        P["Ws2"], P["bs2"] = glorot(HEAD_HIDDEN, n_classes), np.zeros(n_classes, dtype)
+    return P
+
+
+def input_layer(P, X, rows, scale, nt):
+    """First affine map, applied to the sparse rows: (W[0], b[0]) or the head (Wh, bh)."""
+    W, b = (P["W"][0], P["b"][0]) if P["W"] else (P["Wh"], P["bh"])
+    return _kernels.nash_csr_matmul(X, rows, scale, W, b, nt)
+
+
+def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
+    """Loss parts and gradients of one batch (gradients in ws["grads"]).
+
+    The input layer's weight gradient is not formed: returns (parts dict of
+    batch means, dA) with dA (B x H_in) the gradient at the input layer's
+    output, from which the fused Adam kernel builds the word rows it needs.
+    ``u`` and ``eps`` (B x l): the uniform thresholds and the Gaussian noise of the
+    batch; ``yb`` its supervised targets; ``net`` the model's :class:`Settings`.
+    """
+    l = net.n_bits
+    dt = P["E"].dtype
+    B = rows.shape[0]
+    w = 1.0 / B
+    L = len(P["W"])
+    a0 = input_layer(P, X, rows, scale, nt)
+    acts, hs = [], []
+    if L:
+        acts.append(a0)
+        h = np.maximum(a0, 0)
+        hs.append(h)
+        for k in range(1, L):
+            a = h @ P["W"][k]
+            a += P["b"][k]
+            acts.append(a)
+            h = np.maximum(a, 0)
+            hs.append(h)
+        out = h @ P["Wh"]
+        out += P["bh"]
+    else:
+        out = a0
+    g = out[:, :l]
+    s = sigmoid(g)
+    thr = u if net.binarization == "stochastic" else 0.5
+    z = (s > thr).astype(dt)
+    sigma0 = float(net.noise_std)
+    if net.noise == "none":
+        zp = z
+    elif net.noise == "fixed":
+        zp = z + dt.type(sigma0) * eps
+    else:
+        log_sig = np.log(sigma0) + out[:, l:]
+        sig = np.exp(log_sig)
+        zp = z + sig * eps
+    zp = np.ascontiguousarray(zp, dtype=dt)
+    gr = ws["grads"]
+    rec = ws["rec"][:B]
+    rec_sum = _kernels.nash_decoder(zp, P["E"], P["eb"], X, rows, w, logits=ws["logits"], rec=rec, dE=gr["E"],
+                                    deb=gr["eb"], dzp=ws["dzp"][:B], n_threads=nt)
+    dzp = ws["dzp"][:B]
+    gamma = float(net.prior)
+    lg = np.log(gamma / (1 - gamma))
+    kl = kl_bernoulli(g, s, gamma)
+    parts = {"rec": rec_sum * w, "kl": float(kl.sum()) * w, "nkl": 0.0, "ce": 0.0}
+    dout = np.empty_like(out)
+    dz = dzp.copy()
+    if net.noise == "data":
+        r2 = (sig / sigma0) ** 2
+        parts["nkl"] = float((-(log_sig - np.log(sigma0)) + 0.5 * r2 - 0.5).sum()) * w
+        dout[:, l:] = dzp * eps * sig + w * (r2 - 1.0)
+    alpha = float(net.supervised)
+    if alpha > 0:
+        a1 = z @ P["Ws1"]
+        a1 += P["bs1"]
+        r1 = np.maximum(a1, 0)
+        q = r1 @ P["Ws2"]
+        q += P["bs2"]
+        m = q.max(axis=1, keepdims=True)
+        e = np.exp(q - m)
+        se = e.sum(axis=1, keepdims=True)
+        dq = e / se
+        if ws["ykind"] == "single":
+            ce = (np.log(se[:, 0]) + m[:, 0] - q[np.arange(B), yb]).sum()
+            dq[np.arange(B), yb] -= 1
+        else:  # yb: rows of the label matrix normalised to sum 1 (all-zero rows stay 0)
+            lse = np.log(se) + m
+            ce = float((yb * (lse - q)).sum())
+            dq *= yb.sum(axis=1, keepdims=True)
+            dq -= yb
+        dq = (dq * (alpha * w)).astype(dt, copy=False)
+        parts["ce"] = float(ce) * w
+        gr["Ws2"][...] = r1.T @ dq
+        gr["bs2"][...] = dq.sum(axis=0)
+        da1 = dq @ P["Ws2"].T
+        da1 *= a1 > 0
+        gr["Ws1"][...] = z.T @ da1
+        gr["bs1"][...] = da1.sum(axis=0)
+        dz += da1 @ P["Ws1"].T
+    dout[:, :l] = s * (1 - s) * (dz + w * (g - lg))
+    if L == 0:
+        gr["bh"][...] = dout.sum(axis=0)
+        return parts, dout
+    gr["Wh"][...] = hs[-1].T @ dout
+    gr["bh"][...] = dout.sum(axis=0)
+    dh = dout @ P["Wh"].T
+    for k in range(L - 1, -1, -1):
+        da = dh
+        da *= acts[k] > 0
+        if k == 0:
+            gr["b"][0][...] = da.sum(axis=0)
+            return parts, da
+        gr["W"][k][...] = hs[k - 1].T @ da
+        gr["b"][k][...] = da.sum(axis=0)
+        dh = da @ P["W"][k].T
+
+
+def adam(P, X, rows, scale, dA, ws, t, nt, *, learning_rate, lazy):
+    """One Adam step on every parameter; the input layer's gradient comes from dA.
+    ``lazy``: the input layer's rows of words absent from the batch are left alone."""
+    gr, M, Vm = ws["grads"], ws["m"], ws["v"]
+    lr = float(learning_rate)
+    b1, b2, eps = _ADAM
+    step = _kernels.OptimStep(2, lr, b1, b2, eps, t, 0.0)  # opt 2: Adam (the shared optimiser kernels)
+    in_key = ("W", 0) if P["W"] else ("Wh", None)
+    for key, idx, p in iter_params(P):
+        if (key, idx) == in_key:
+            _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA, lazy, step, nt)
+        else:
+            g = gr[key] if idx is None else gr[key][idx]
+            _kernels.dense_step(p, [M[key, idx], Vm[key, idx]], g, step, nt)
+
+
+def iter_params(P):
+    """(key, index or None, array) of every parameter array, lists flattened."""
+    for key, val in P.items():
+        if isinstance(val, list):
+            for i, a in enumerate(val):
+                yield key, i, a
+        else:
+            yield key, None, val
+
+
+def workspace(P, B, n_bits):
+    """Gradients, the decoder's buffers for batches of up to B rows, and the two Adam moments."""
+    dt = P["E"].dtype
+    V = P["E"].shape[0]
+    grads = {k: ([np.zeros_like(a) for a in v] if isinstance(v, list) else np.zeros_like(v))
+             for k, v in P.items()}
+    return {"grads": grads, "logits": np.empty(B * V, dt), "rec": np.empty(B, dt),
+            "dzp": np.empty((B, n_bits), dt),
+            "m": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)},
+            "v": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)}}
