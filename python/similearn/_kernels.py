@@ -74,23 +74,18 @@ gemm_nn = _typed("gemm_nn", 0, "A")
 blas_gemm = _typed("blas_gemm", 0, "a")
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
-hamming_topk = _core.hamming_topk
-hamming_histograms = _core.hamming_histograms
-pack_bits = _core.pack_bits
+from ._core import hamming_histograms, hamming_topk, pack_bits  # noqa: E402
 
 # ---- FILM (csrc/film.cpp, csrc/stiefel.cpp) ---------------------------------------------------------
 film_forward = _typed("film_forward", 3, "W")
 film_backward = _typed("film_backward", 3, "W")
 film_stats = _typed("film_stats", 0, "W")
-cayley_prepare = _core.cayley_prepare
-cayley_apply = _core.cayley_apply
-bb_products = _core.bb_products
+from ._core import bb_products, cayley_apply, cayley_prepare  # noqa: E402  (float64 only)
 
 # ---- FRML (csrc/frml.cpp) ---------------------------------------------------------------------------
-FrmlRelevance = _core.FrmlRelevance  # relevance sets of every query (keyword arguments)
-FrmlParams = _core.FrmlParams  # batch, gamma, lam, loss, seed
-FrmlRunConfig = _core.FrmlRunConfig  # a run's steps, schedule, strategy, cache, threads
-FrmlRunState = _core.FrmlRunState  # what a run carries from one call to the next
+# relevance sets of every query (keyword arguments); batch, gamma, lam, loss, seed; a run's steps,
+# schedule, strategy, cache and threads; what a run carries from one call to the next
+from ._core import FrmlParams, FrmlRelevance, FrmlRunConfig, FrmlRunState  # noqa: E402
 frml_sample = _typed("frml_sample", 0, "X")
 frml_retract = _typed("frml_retract", 0, "L")
 frml_run = _typed("frml_run", 0, "X")

@@ -92,6 +92,24 @@ def check_label_values(y, name, *, continuous=False, other_hashables=False):
     return y
 
 
+def _dense_1d(y, missing, sparse, not_1d, warn=None):
+    """y as a 1-D array: ValueError ``missing`` for None, TypeError ``sparse`` for a sparse
+    matrix, a column vector raveled (with DataConversionWarning ``warn`` if given),
+    ValueError ``not_1d`` (formatted with the shape) for any other shape."""
+    if y is None:
+        raise ValueError(missing)
+    if sp.issparse(y):
+        raise TypeError(sparse)
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        if warn is not None:
+            warnings.warn(warn, DataConversionWarning, stacklevel=3)  # where check_labels warned before
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(not_1d.format(y.shape))
+    return y
+
+
 def check_labels(y, n_samples, name="y", min_classes=2):
     """Validate class labels and encode them as 0 .. n_classes - 1.
 
@@ -124,17 +142,11 @@ def check_labels(y, n_samples, name="y", min_classes=2):
     TypeError
         Sparse y.
     """
-    if y is None:
-        raise ValueError(f"This estimator requires y to be passed, but the target {name} is None")
-    if sp.issparse(y):
-        raise TypeError(f"{name} must be a dense 1-D array of labels, got a scipy.sparse matrix")
-    y = np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        warnings.warn(f"A column-vector y was passed when a 1d array was expected. Please change the shape of "
-                      f"{name} to (n_samples,), for example using ravel().", DataConversionWarning, stacklevel=2)
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(f"{name} should be a 1d array, got an array of shape {y.shape} instead")
+    y = _dense_1d(y, f"This estimator requires y to be passed, but the target {name} is None",
+                  f"{name} must be a dense 1-D array of labels, got a scipy.sparse matrix",
+                  f"{name} should be a 1d array, got an array of shape {{}} instead",
+                  warn=f"A column-vector y was passed when a 1d array was expected. Please change the shape of "
+                       f"{name} to (n_samples,), for example using ravel().")
     check_length(y.shape[0], n_samples, name, "labels", f"X has {n_samples} samples")
     y = check_label_values(y, name)
     classes, encoded = np.unique(y, return_inverse=True)
@@ -227,15 +239,8 @@ def check_pair_labels(labels, n_pairs, name="labels", *, min_classes=1):
     -------
     ndarray of shape (n_pairs,), int64
     """
-    if labels is None:
-        raise ValueError(f"{name} is required with the pairs")
-    if sp.issparse(labels):
-        raise TypeError(f"{name} must be a dense 1-D array of 0/1 labels")
-    y = np.asarray(labels)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = y.ravel()
-    if y.ndim != 1:
-        raise ValueError(f"{name} must be 1-D of shape (n_pairs,), got shape {y.shape}")
+    y = _dense_1d(labels, f"{name} is required with the pairs", f"{name} must be a dense 1-D array of 0/1 labels",
+                  f"{name} must be 1-D of shape (n_pairs,), got shape {{}}")
     check_length(y.shape[0], n_pairs, name, "entries", f"pairs has {n_pairs} rows",
                  f"one label per pair is needed ({y.shape[0]} labels but {n_pairs} pairs)")
     if y.dtype.kind not in "biuf":

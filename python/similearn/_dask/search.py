@@ -186,7 +186,7 @@ class _Plan:
         from . import is_dask_array
 
         da = require_dask("a search on Dask arrays")
-        self.da = da
+        self.da, self.qname, self.dname = da, qname, dname
         if is_dask_array(database):
             database = check_row_chunks(database, dname)
         else:
@@ -230,6 +230,13 @@ class _Plan:
         else:
             self.q_chunks = (self.nq,)
         self.q_off = _offsets(self.q_chunks)
+
+    def settings(self, k, exclude_self, exclude, split_every, n_threads):
+        """The search's validated settings: (k, exclude_self, exclude, split_every, kernel threads)."""
+        self_excl = self.same(exclude_self, self.qname, self.dname)
+        k = check_k(k, self.n_db - (1 if self_excl else 0))
+        ex = self.exclude(exclude, self.qname, self.dname)
+        return k, self_excl, ex, check_int(split_every, "split_every", low=2), _threads(n_threads)
 
     def same(self, exclude_self, qname, dname):
         if not exclude_self:
@@ -310,11 +317,7 @@ def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_
     from dask.base import tokenize
 
     plan = _Plan(queries, database, "queries", "database", is_codes=False)
-    self_excl = plan.same(exclude_self, "queries", "database")
-    k = check_k(k, plan.n_db - (1 if self_excl else 0))
-    ex = plan.exclude(exclude, "queries", "database")
-    split_every = check_int(split_every, "split_every", low=2)
-    nt = _threads(n_threads)
+    k, self_excl, ex, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads)
     dtype = plan.dtype
     # the single call's choices: GEMM flavour (csrc/topk.hpp), exact Euclidean
     # distances unless 4k >= n_database (global sizes)
@@ -339,11 +342,7 @@ def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, s
     from dask.base import tokenize
 
     plan = _Plan(query_codes, database_codes, "query_codes", "database_codes", is_codes=True)
-    self_excl = plan.same(exclude_self, "query_codes", "database_codes")
-    k = check_k(k, plan.n_db - (1 if self_excl else 0))
-    ex = plan.exclude(exclude, "query_codes", "database_codes")
-    split_every = check_int(split_every, "split_every", low=2)
-    nt = _threads(n_threads)
+    k, self_excl, ex, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads)
     token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
                      self_excl, split_every, ex, "hamming")
 

@@ -171,6 +171,15 @@ def _strip_footers(text):
     return text
 
 
+def _local_archive(path, download, url, sha256, how):
+    """``path`` if it exists; else, with ``download``, the .tar.gz archive fetched from ``url``
+    there (checked against ``sha256``); else FileNotFoundError "<path> not found. <how>"."""
+    if not path.exists():
+        check_download(path, download, f"{path} not found. " + how.format(url=url), (".tar.gz", ".tgz"))
+        fetch(url, path, sha256)
+    return path
+
+
 def load_20newsgroups(path=None, subset="train", download=False, data_home=None, remove=()):
     """Load the "bydate" version of the 20 Newsgroups data set.
 
@@ -243,13 +252,10 @@ def load_20newsgroups(path=None, subset="train", download=False, data_home=None,
     if bad:
         raise ValueError(f"remove must only contain names from {list(_REMOVE)}, got {bad!r}")
 
-    path = resolve_path(path, data_home, NEWSGROUPS_ARCHIVE)
-    if not path.exists():
-        check_download(path, download,
-                       f"{path} not found. Pass download=True to fetch {NEWSGROUPS_URL}, or download it by other "
-                       f"means and pass the archive (or the folder extracted from it, holding "
-                       f"20news-bydate-train/ and 20news-bydate-test/) as path", (".tar.gz", ".tgz"))
-        fetch(NEWSGROUPS_URL, path, NEWSGROUPS_SHA256)
+    path = _local_archive(resolve_path(path, data_home, NEWSGROUPS_ARCHIVE), download, NEWSGROUPS_URL,
+                          NEWSGROUPS_SHA256, "Pass download=True to fetch {url}, or download it by other means and "
+                          "pass the archive (or the folder extracted from it, holding 20news-bydate-train/ and "
+                          "20news-bydate-test/) as path")
     wanted = ("train", "test") if subset == "all" else (subset,)
     reader = _ng_read_dir if path.is_dir() else _ng_read_tar
     categories, found, posts = reader(path, wanted)
@@ -439,13 +445,10 @@ def load_reuters21578(path=None, subset="train", split="modapte", topics="top10"
     _check_choice("subset", subset, _SUBSETS)
     _check_choice("split", split, _SPLITS)
     _check_choice("topics", topics, _TOPIC_SETS)
-    path = resolve_path(path, data_home, REUTERS_ARCHIVE)
-    if not path.exists():
-        check_download(path, download,
-                       f"{path} not found. Download the Reuters-21578 collection ({REUTERS_URL}, described at "
-                       f"{REUTERS_PAGE}) and pass the archive, or the folder holding reut2-000.sgm ... "
-                       f"reut2-021.sgm, as path; or pass download=True", (".tar.gz", ".tgz"))
-        fetch(REUTERS_URL, path, REUTERS_SHA256)
+    path = _local_archive(resolve_path(path, data_home, REUTERS_ARCHIVE), download, REUTERS_URL, REUTERS_SHA256,
+                          f"Download the Reuters-21578 collection ({{url}}, described at {REUTERS_PAGE}) and pass the "
+                          "archive, or the folder holding reut2-000.sgm ... reut2-021.sgm, as path; or pass "
+                          "download=True")
     allowed = ("YES",) if split == "modapte" else ("YES", "NO")
     docs = {"train": [], "test": []}
     for name, text in _reuters_files(path):
