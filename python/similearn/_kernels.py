@@ -19,7 +19,6 @@ import numpy as np
 
 from . import _core
 
-__all__ = ["suffix", "variant"]
 
 # The argument classes and their constructors: building one checks an argument
 # (part of validation), it runs no kernel.
@@ -125,3 +124,13 @@ pair_loss = _typed("pair_loss", 0, "U")
 def build_info():
     """Compiler, flags and ISA of the loaded ``_core`` (``similearn info``)."""
     return _core._build_info()
+
+
+# every kernel and argument class of the door
+__all__ = ["suffix", "variant", "csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "blas_gemm",
+           "hamming_histograms", "hamming_topk", "pack_bits", "film_forward", "film_backward", "film_stats",
+           "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
+           "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",
+           "nash_csr_matmul", "nash_decoder", "nash_adam_input", "bag_forward", "sparse_step", "dense_step",
+           "fill_uniform", "linear_epoch", "LinearConfig", "linear_side", "gram_update", "cross_update",
+           "sagram_estimate", "sagram_refresh", "psd_project", "pair_loss", "build_info"]

@@ -3,9 +3,12 @@
 ``exclude_self`` check, and the top-k kernel call on arrays already validated."""
 from __future__ import annotations
 
+import numpy as np
+import scipy.sparse as sp
+
 from . import _kernels
 from ._config import blas_threads
-from ._validation import check_bool
+from ._validation import check_bool, check_csr_structure, check_indices
 
 METRICS = {"ip": 0, "cosine": 1, "euclidean": 2}
 
@@ -32,9 +35,41 @@ def check_self(queries, database, exclude_self, qname="queries", dname="database
 
 def topk_raw(queries, database, k, metric_code, self_offset, n_threads, exclude=None):
     """Kernel call on validated arrays (by :mod:`similearn.neighbors` and :mod:`similearn.metrics`).
-    ``exclude``: None or the ``(indptr, indices)`` of :func:`similearn.neighbors.check_exclude`."""
+    ``exclude``: None or the ``(indptr, indices)`` of :func:`check_exclude`."""
     fn = _kernels.topk
     ex_ptr, ex_ind = (None, None) if exclude is None else exclude
     with blas_threads(1):
         return fn(queries, database, int(k), int(metric_code), None if self_offset is None else int(self_offset),
                   int(n_threads), exclude_indptr=ex_ptr, exclude_indices=ex_ind)
+
+
+def check_exclude(exclude, n_queries, n_database, qname="queries", dname="database"):
+    """Validate ``exclude`` (None or scipy.sparse of shape (n_queries, n_database)).
+
+    Returns None or ``(indptr, indices)``: int64, C-contiguous, each row's ids
+    ascending (rows that are not are sorted here, O(nnz log nnz); duplicates are
+    kept, the kernels skip them).  Every stored entry counts, whatever its value
+    (explicit zeros too).  The caller's matrix is never modified.  O(n_queries + nnz).
+    """
+    if exclude is None:
+        return None
+    if not sp.issparse(exclude):
+        raise TypeError(f"exclude must be a scipy.sparse matrix or array of shape (n_{qname}, n_{dname}) whose "
+                        f"stored entries are the ids to skip (e.g. scipy.sparse.csr_array), or None; got "
+                        f"{type(exclude).__name__}")
+    if exclude.ndim != 2 or tuple(exclude.shape) != (n_queries, n_database):
+        raise ValueError(f"exclude has shape {tuple(exclude.shape)} but must be (n_{qname}, n_{dname}) = "
+                         f"({n_queries}, {n_database})")
+    ex = exclude.tocsr()  # no copy when already CSR
+    indices = check_indices(ex.indices, n_database, "exclude", ndim=1)
+    check_csr_structure(ex, "exclude")
+    indptr = np.ascontiguousarray(ex.indptr, dtype=np.int64)
+    nnz = indices.shape[0]
+    if nnz > 1:  # ascending within every row? (differences across a row boundary do not count)
+        ok = np.diff(indices) >= 0
+        starts = indptr[1:-1]
+        ok[starts[(starts > 0) & (starts < nnz)] - 1] = True
+        if not ok.all():
+            rows = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
+            indices = np.ascontiguousarray(indices[np.lexsort((indices, rows))])
+    return indptr, indices

@@ -23,46 +23,14 @@ from ._config import get_num_threads
 from ._dask import is_dask_array
 from ._params import Int, Options, Threads, validate_params
 from ._memory import check_memory
-from ._search_checks import METRICS, check_metric, check_self, topk_raw
+from ._search_checks import METRICS, check_exclude, check_metric, check_self, topk_raw
 from ._targets import check_labels
-from ._validation import (check_codes, check_csr_structure, check_dense, check_indices, check_int, check_k,
-                          check_length, check_min_count, check_same_dtype, check_X, n_entries)
+from ._validation import (check_codes, check_dense, check_int, check_k, check_length, check_min_count,
+                          check_same_dtype, check_X, n_entries)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "KNeighborsClassifier", "METRICS"]
 
 _MISSING = np.iinfo(np.int64).max  # the kernels' index of an unfilled slot (csrc/topk.hpp)
-
-
-def check_exclude(exclude, n_queries, n_database, qname="queries", dname="database"):
-    """Validate ``exclude`` (None or scipy.sparse of shape (n_queries, n_database)).
-
-    Returns None or ``(indptr, indices)``: int64, C-contiguous, each row's ids
-    ascending (rows that are not are sorted here, O(nnz log nnz); duplicates are
-    kept, the kernels skip them).  Every stored entry counts, whatever its value
-    (explicit zeros too).  The caller's matrix is never modified.  O(n_queries + nnz).
-    """
-    if exclude is None:
-        return None
-    if not sp.issparse(exclude):
-        raise TypeError(f"exclude must be a scipy.sparse matrix or array of shape (n_{qname}, n_{dname}) whose "
-                        f"stored entries are the ids to skip (e.g. scipy.sparse.csr_array), or None; got "
-                        f"{type(exclude).__name__}")
-    if exclude.ndim != 2 or tuple(exclude.shape) != (n_queries, n_database):
-        raise ValueError(f"exclude has shape {tuple(exclude.shape)} but must be (n_{qname}, n_{dname}) = "
-                         f"({n_queries}, {n_database})")
-    ex = exclude.tocsr()  # no copy when already CSR
-    indices = check_indices(ex.indices, n_database, "exclude", ndim=1)
-    check_csr_structure(ex, "exclude")
-    indptr = np.ascontiguousarray(ex.indptr, dtype=np.int64)
-    nnz = indices.shape[0]
-    if nnz > 1:  # ascending within every row? (differences across a row boundary do not count)
-        ok = np.diff(indices) >= 0
-        starts = indptr[1:-1]
-        ok[starts[(starts > 0) & (starts < nnz)] - 1] = True
-        if not ok.all():
-            rows = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
-            indices = np.ascontiguousarray(indices[np.lexsort((indices, rows))])
-    return indptr, indices
 
 
 def _fill_missing(idx):

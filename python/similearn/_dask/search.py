@@ -248,7 +248,7 @@ class _Plan:
 
     def exclude(self, exclude, qname, dname):
         """``exclude`` validated against the global shape: None or (indptr, indices)."""
-        from ..neighbors import check_exclude
+        from .._search_checks import check_exclude
 
         return check_exclude(exclude, self.nq, self.n_db, qname, dname)  # a Dask array: TypeError (not sparse)
 
