@@ -58,7 +58,7 @@ What is timed, and what is not
   ``partial_fit`` over the same 51,200 pairs = exactly 50 steps; the clock
   advances by its ``epoch_times_[-1]`` (the 50 steps plus one permutation of
   51,200 pairs, < 1 ms), not by ``partial_fit``'s set-up (feature validation,
-  item weights, interaction matrix).  A step is ``TwoTower._step``: draw B'
+  item weights, interaction matrix).  A step is ``similearn.gramian.training.python_step``: draw B'
   (1024 per side, from the pairs' item weights), embed it, SOGram updates, then
   forward, loss, backward and the sparse / dense optimiser steps on the batch.
   The batches are in a fresh random order each round (torch walks the 50
