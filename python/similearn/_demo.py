@@ -361,7 +361,7 @@ def _nash(ctx):
     ytr, yte = y[:n_train], y[n_train:]
     epochs = 10 if ctx.quick else 30
     ctx.print(f"{n_train} training / {n_test} query documents from a 20-topic model, V = 3000, TF-IDF;")
-    ctx.print(f"precision of the 100 training documents nearest in Hamming distance (relevant = same topic);")
+    ctx.print("precision of the 100 training documents nearest in Hamming distance (relevant = same topic);")
     ctx.print("NASH-DN with default parameters" + (f" except n_epochs = {epochs} (default 30)" if ctx.quick else ""))
     rows = []
     for bits in (16, 32):

@@ -16,7 +16,7 @@ from sklearn.utils import check_random_state
 
 from ._config import blas_threads
 
-__all__ = ["randomized_range_svd", "range_svd", "gram_rows", "SLAB_ROWS", "slab_tree_sum"]
+__all__ = ["range_svd", "gram_rows", "SLAB_ROWS", "slab_tree_sum"]
 
 # Rows per slab of FILM's sums over rows (the Gram products of the range finder and
 # V^T M of every iteration).  Both the in-memory and the Dask fit add the slabs'
@@ -72,41 +72,8 @@ def gram_rows(X, Z, block_rows=None):
     return slab_tree_sum(X.shape[0], part, slab)
 
 
-def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None, block_rows=None,
-                         dtype=np.float64):
-    """Right singular vectors and singular values of X (n x D, dense or sparse) with
-    memory O(D r + block_rows r): the randomized range finder runs on the Gram
-    operator X^T X applied in row blocks, so no (n x r) matrix is stored.
-
-    Returns ``sigma`` (rank,) descending and ``U`` (D x rank) with X ~ V diag(sigma) U^T,
-    V = X U diag(1/sigma).  Cost O(n_iter nnz(X) r + D r^2).  Accuracy: singular values
-    come from eig(B^T B), so relative precision ~ eps * sigma_1^2 / sigma_i^2.
-
-    ``block_rows``: rows per slab of the Gram sums (default :data:`SLAB_ROWS`).
-
-    ``X`` may be a ``dask.array.Array`` sharded by rows (NumPy or scipy.sparse blocks):
-    each Gram product is then a block reduction on the workers
-    (:mod:`similearn._dask.film`) over the same slabs in the same canonical tree; only
-    (D x ell) matrices move, ell = rank + n_oversamples.  The random draws and the
-    small dense algebra are the in-memory ones, so the result is the in-memory result
-    bit for bit (with the default slab size).
-    """
-    from ._dask import is_dask_array
-
-    if is_dask_array(X):
-        from ._dask.film import DaskRowBlocks
-
-        blocks = DaskRowBlocks(X, "X", min_samples=1)
-        try:
-            return range_svd(blocks.gram, X.shape[1], rank, n_oversamples, n_iter, random_state, dtype)
-        finally:
-            blocks.release()
-    n, D = X.shape
-    return range_svd(lambda Z: gram_rows(X, Z, block_rows), D, rank, n_oversamples, n_iter, random_state, dtype)
-
-
 def range_svd(gram, D, rank, n_oversamples=10, n_iter=4, random_state=None, dtype=np.float64):
-    """The randomized range finder of :func:`randomized_range_svd` on a Gram operator
+    """The randomized range finder of :func:`similearn.film.randomized_range_svd` on a Gram operator
     ``gram(Z) = X^T (X Z)`` ((D x ell) float64 -> (D x ell) float64): n_iter + 2 calls,
     the orthonormalisations and the (ell x ell) Rayleigh-Ritz eigenproblem run here."""
     rs = check_random_state(random_state)

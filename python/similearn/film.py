@@ -33,18 +33,49 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._config import blas_threads, get_num_threads
-from ._dask import dask_rows
+from ._dask import dask_rows, is_dask_array
 from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._memory import check_memory, check_output_memory
 from ._targets import check_labels, check_triplets
 from ._validation import check_int, check_X
 from ._film_objective import FilmObjective, load_batch, triplet_matrices, valid_objective
 from ._film_operators import DenseOperator, InMemoryRows, InMemoryV  # noqa: F401  (DenseOperator: public name)
-from ._range_finder import randomized_range_svd, range_svd
+from ._range_finder import gram_rows, range_svd
 from .base import SaveLoadMixin
 from .manifold import random_stiefel, stiefel_minimize
 
 __all__ = ["FILM", "FilmObjective", "triplet_matrices", "randomized_range_svd"]
+
+
+def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None, block_rows=None,
+                         dtype=np.float64):
+    """Right singular vectors and singular values of X (n x D, dense or sparse) with
+    memory O(D r + block_rows r): the randomized range finder runs on the Gram
+    operator X^T X applied in row blocks, so no (n x r) matrix is stored.
+
+    Returns ``sigma`` (rank,) descending and ``U`` (D x rank) with X ~ V diag(sigma) U^T,
+    V = X U diag(1/sigma).  Cost O(n_iter nnz(X) r + D r^2).  Accuracy: singular values
+    come from eig(B^T B), so relative precision ~ eps * sigma_1^2 / sigma_i^2.
+
+    ``block_rows``: rows per slab of the Gram sums (default :data:`similearn._range_finder.SLAB_ROWS`).
+
+    ``X`` may be a ``dask.array.Array`` sharded by rows (NumPy or scipy.sparse blocks):
+    each Gram product is then a block reduction on the workers
+    (:mod:`similearn._dask.film`) over the same slabs in the same canonical tree; only
+    (D x ell) matrices move, ell = rank + n_oversamples.  The random draws and the
+    small dense algebra are the in-memory ones, so the result is the in-memory result
+    bit for bit (with the default slab size).
+    """
+    if is_dask_array(X):
+        from ._dask.film import DaskRowBlocks
+
+        blocks = DaskRowBlocks(X, "X", min_samples=1)
+        try:
+            return range_svd(blocks.gram, X.shape[1], rank, n_oversamples, n_iter, random_state, dtype)
+        finally:
+            blocks.release()
+    n, D = X.shape
+    return range_svd(lambda Z: gram_rows(X, Z, block_rows), D, rank, n_oversamples, n_iter, random_state, dtype)
 
 
 class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
@@ -217,8 +248,6 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         (full FILM: V is never there) or O((batch + D) r) (M-FILM); bytes shipped as in
         ``dask_bytes_per_iter_``.
         """
-        from ._dask import is_dask_array
-
         validate_params(self)
         on_dask = is_dask_array(X)
         if on_dask:
