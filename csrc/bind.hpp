@@ -111,7 +111,7 @@ void def_film(py::module_& m);       // bind_film.cpp: FILM's operator products 
 void def_frml(py::module_& m);       // bind_frml.cpp
 void def_ssne(py::module_& m);       // bind_ssne.cpp
 void def_nash(py::module_& m);       // bind_nash.cpp
-void def_embedding(py::module_& m);  // bind_twotower.cpp: embedding bags and optimisers (TwoTower, NASH)
+void def_embedding(py::module_& m);  // bind_embedding.cpp: embedding bags and optimisers (TwoTower, NASH)
 void def_twotower(py::module_& m);   // bind_twotower.cpp: the fused epoch, Gramian estimators, pair loss
 
 }  // namespace bind
