@@ -35,7 +35,7 @@ twotower::Side<T> side_view(LinearSide<T>& a, int opt, i64 n_steps, i64 gb) {
   const auto R = a.X.rows(a.rows, F);
   if (a.gids) {
     need(a.gids->shape(0) == n_steps * gb, "linear_epoch: Gramian ids size");
-    a.X.rows(*a.gids, F);
+    a.X.rows(*a.gids, F);  // the check only: the kernel reads the Gramian rows through the same CSR
   }
   need(!a.gw || (a.gids && a.gw->shape(0) == n_steps * gb), "linear_epoch: Gramian weights size");
   const auto s = opt_state<T>(a.state, opt, a.E.size());

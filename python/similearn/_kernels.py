@@ -26,16 +26,6 @@ ARGUMENTS = ("csr", "OptimStep", "FrmlRelevance", "FrmlParams", "FrmlRunConfig",
              "linear_side")
 
 
-def suffix(dtype):
-    """``"f32"`` for float32, ``"f64"`` for every other dtype."""
-    return "f32" if np.dtype(dtype) == np.float32 else "f64"
-
-
-def variant(name, dtype):
-    """The ``_core`` binding ``name`` in its ``dtype`` variant."""
-    return getattr(_core, f"{name}_{suffix(dtype)}")
-
-
 def _typed(name, pos, key):
     """A function calling ``name_f32`` or ``name_f64`` by the dtype of one argument.
 
@@ -127,7 +117,7 @@ def build_info():
 
 
 # every kernel and argument class of the door
-__all__ = ["suffix", "variant", "csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "blas_gemm",
+__all__ = ["csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "blas_gemm",
            "hamming_histograms", "hamming_topk", "pack_bits", "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
            "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",

@@ -232,25 +232,17 @@ class _Plan:
         self.q_off = _offsets(self.q_chunks)
 
     def settings(self, k, exclude_self, exclude, split_every, n_threads):
-        """The search's validated settings: (k, exclude_self, exclude, split_every, kernel threads)."""
-        self_excl = self.same(exclude_self, self.qname, self.dname)
-        k = check_k(k, self.n_db - (1 if self_excl else 0))
-        ex = self.exclude(exclude, self.qname, self.dname)
-        return k, self_excl, ex, check_int(split_every, "split_every", low=2), _threads(n_threads)
-
-    def same(self, exclude_self, qname, dname):
-        if not exclude_self:
-            return False
-        if not (self.q_is_dask and self.queries.name == self.database.name):
-            raise ValueError(f"exclude_self=True drops each query's own row, so {qname} must be {dname} itself "
-                             "(the same array)")
-        return True
-
-    def exclude(self, exclude, qname, dname):
-        """``exclude`` validated against the global shape: None or (indptr, indices)."""
+        """The search's validated settings: (k, exclude_self, exclude, split_every, kernel threads).
+        ``exclude`` validated against the global shape: None or (indptr, indices)."""
         from .._search_checks import check_exclude
 
-        return check_exclude(exclude, self.nq, self.n_db, qname, dname)  # a Dask array: TypeError (not sparse)
+        self_excl = bool(exclude_self)
+        if self_excl and not (self.q_is_dask and self.queries.name == self.database.name):
+            raise ValueError(f"exclude_self=True drops each query's own row, so {self.qname} must be {self.dname} "
+                             "itself (the same array)")
+        k = check_k(k, self.n_db - (1 if self_excl else 0))
+        ex = check_exclude(exclude, self.nq, self.n_db, self.qname, self.dname)  # a Dask array: TypeError
+        return k, self_excl, ex, check_int(split_every, "split_every", low=2), _threads(n_threads)
 
     def build(self, token, block_task, finalize, k, larger, split_every, self_excl, ex=None):
         """Graph of the whole search: one result key per query chunk."""

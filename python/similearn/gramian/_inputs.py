@@ -20,8 +20,10 @@ __all__ = ["check_features", "check_targets", "check_prior"]
 def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
     """int n (one-hot ids) or a 2-D matrix (sparse or dense) -> the kernels' CSR view, values of dtype.
 
-    One copy at most: a dense matrix becomes CSR, a sparse one of another dtype is cast
-    (a sparse one of the right dtype is copied once, since zeros are then eliminated in place).
+    One new matrix at most, the caller's never modified: a dense matrix becomes CSR; the
+    l2 scaling makes a new matrix (SciPy's product stores no zeros); otherwise a sparse
+    matrix handed back by ``check_X`` as the caller's own is copied before its explicit
+    zeros are eliminated.
     """
     if isinstance(F, (numbers.Integral, np.integer)) and not isinstance(F, (bool, np.bool_)):
         n = check_int(F, name, low=1)
@@ -32,16 +34,16 @@ def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
     else:
         X = check_X(F, name, accept_sparse=True, dtype=(np.dtype(dtype).name,), min_samples=min_samples)
         if not sp.issparse(X):
-            X = sp.csr_matrix(X)
-        elif X is F:  # check_X handed the caller's matrix back: copy before eliminate_zeros
-            X = X.copy()
-        X.eliminate_zeros()
+            X = sp.csr_matrix(X)  # stores no zeros
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}")
     if normalize == "l2":
         nrm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         scale = np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0).astype(dtype)
-        X = sp.csr_matrix(sp.diags(scale) @ X, dtype=dtype)
+        X = sp.csr_matrix(sp.diags(scale) @ X, dtype=dtype)  # a new matrix, without stored zeros
+    elif X.nnz and not X.data.all():  # explicit zeros: drop them, on a copy of the caller's matrix
+        X = X.copy() if X is F else X
+        X.eliminate_zeros()
     return kernel_csr(X, dtype, name=name)
 
 

@@ -57,11 +57,6 @@ class OptimizerSettings:
     def of(cls, name, lr, l2):
         return cls(code=OPTIMIZERS[name], lr=float(lr), l2=float(l2), eps=1e-10 if name == "adagrad" else 1e-8)
 
-    @property
-    def n_state(self):
-        """Arrays of optimiser state per trained array (0 SGD, 1 Adagrad, 2 Adam)."""
-        return self.code
-
     def step(self, t):
         """The kernels' step object at step ``t`` (``_kernels.OptimStep``)."""
         return _kernels.OptimStep(self.code, self.lr, self.beta1, self.beta2, self.eps, t, self.l2)
