@@ -283,6 +283,50 @@ def test_frml_digits_beats_euclidean_with_defaults():
     assert f.validation_scores_ and f.components_.shape == (32, 64)
 
 
+def test_frml_stopping_rule_checks_geometrically_and_keeps_the_best():
+    """Default stopping (issue 18): checks after 1000 samples and at each doubling;
+    it stops after n_iter_no_change checks that remove less than the fraction tol
+    of the remaining validation error, and components_ are the best check's."""
+    from similearn.frml import _enough_progress
+    assert _enough_progress(0.8, 0.85, 0.2)          # 0.05 >= 0.2 * 0.2
+    assert not _enough_progress(0.8, 0.83, 0.2)      # 0.03 < 0.04
+    assert not _enough_progress(0.9, 0.9, 0.0)       # tol=0: a strict rise is needed
+    assert _enough_progress(0.9, 0.9001, 0.0)
+    assert not _enough_progress(1.0, 1.0, 0.0)       # nothing left to learn
+    X, y, _ = make_planted_metric(600, 30, 6, 3, random_state=1)
+    f = FRML(n_components=4, max_iter=64_000, random_state=0).fit(X, y)
+    seen = [s for s, _ in f.validation_scores_]
+    assert seen[:3] == [1000, 2000, 4000] and all(b == 2 * a for a, b in zip(seen[:-1], seen[1:]))
+    assert f.n_iter_ == seen[-1]
+    scores = [m for _, m in f.validation_scores_]
+    best = [max(scores[:i + 1]) for i in range(len(scores))]
+    # replay the rule: where it stopped, the last n_iter_no_change checks missed the bar, the one before
+    # had not (or was the first)
+    missed = [not _enough_progress(a, b, f.tol) for a, b in zip(best[:-1], best[1:])]
+    if f.n_iter_ < 64_000:
+        assert all(missed[-f.n_iter_no_change:])
+        assert not all(missed[-f.n_iter_no_change - 1:]) or len(missed) == f.n_iter_no_change
+    else:
+        assert not all(missed[-f.n_iter_no_change:])
+    assert f.best_iter_ == seen[int(np.argmax(scores))]
+    # components_ are those of the best check: refitting to best_iter_ without validation stopping
+    # reaches the same L (same seed, same samples, same step sizes up to that check)
+    g = FRML(n_components=4, max_iter=f.best_iter_, random_state=0, n_iter_no_change=10**6).fit(X, y)
+    np.testing.assert_allclose(g.components_, f.components_, rtol=1e-12, atol=1e-12)
+    # a stricter bar never runs longer; tol=0 runs at least as long
+    h = FRML(n_components=4, max_iter=64_000, random_state=0, tol=0.9).fit(X, y)
+    z = FRML(n_components=4, max_iter=64_000, random_state=0, tol=0.0).fit(X, y)
+    assert h.n_iter_ <= f.n_iter_ <= z.n_iter_
+    assert h.n_iter_ == 4000  # 0.9 is never met: two misses after the first check
+
+
+def test_frml_fixed_validation_interval():
+    X, y, _ = make_planted_metric(300, 20, 4, 3, random_state=0)
+    f = FRML(n_components=3, max_iter=6000, validation_interval=1500, n_iter_no_change=100,
+             random_state=0).fit(X, y)
+    assert [s for s, _ in f.validation_scores_] == [1500, 3000, 4500, 6000]
+
+
 def test_frml_reproducible_and_api(rng):
     X, y, _ = make_planted_metric(200, 20, 4, 3, random_state=2)
     kw = dict(n_components=4, max_iter=3000, random_state=5)
