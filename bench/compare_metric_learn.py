@@ -10,8 +10,8 @@ scikit-learn >= 1.8, so run it from a separate environment, e.g.::
     /work/venv-ml/bin/pip install --no-build-isolation .          # similearn itself
     /work/venv-ml/bin/python bench/compare_metric_learn.py --datasets digits --json out.json
 
-Protocol (per data set): stratified 70/30 train/test split
-(``train_test_split(..., stratify=y, random_state=seed)``), StandardScaler
+Protocol (per data set): stratified train/test split, 50/50 by default
+(``train_test_split(..., test_size=--test-size, stratify=y, random_state=seed)``), StandardScaler
 fitted on the training part and applied to both (``--no-scale``: not).  Every
 method is fitted on the training part; train and test are mapped with
 ``.transform``; every test point is a query against the training set (relevant
@@ -69,6 +69,7 @@ def parse_args(argv=None):
     p.add_argument("--methods", default=",".join(ALL_METHODS),
                    help="comma-separated subset of " + ", ".join(ALL_METHODS))
     p.add_argument("--seed", type=int, default=0, help="split seed and random_state of every method")
+    p.add_argument("--test-size", type=float, default=0.5, help="test fraction of the stratified split")
     p.add_argument("--data-seed", type=int, default=0, help="random_state of make_planted_metric")
     p.add_argument("--no-scale", action="store_true",
                    help="skip the StandardScaler (it removes the per-feature noise scales of the planted sets, "
@@ -134,7 +135,7 @@ def _raise(msg):
 
 # --------------------------------------------------------------------------- data
 
-def load_dataset(name, seed, data_seed, scale=True):
+def load_dataset(name, seed, data_seed, scale=True, test_size=0.5):
     import numpy as np
     from sklearn.model_selection import train_test_split
     from sklearn.preprocessing import StandardScaler
@@ -149,7 +150,7 @@ def load_dataset(name, seed, data_seed, scale=True):
                                       random_state=data_seed)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.3, stratify=y, random_state=seed)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=test_size, stratify=y, random_state=seed)
     if scale:
         scaler = StandardScaler().fit(X_tr)
         X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
@@ -342,6 +343,14 @@ def print_table(report, file=sys.stdout):
                 note = (note + f" ({len(r['warnings'])} warning type(s))").strip()
             print(f"{r['method']:<10} {_fmt(s.get('map'))} {_fmt(s.get('auc'))} {_fmt(s.get('p@1'))} "
                   f"{_fmt(s.get('p@10'))} {_fmt(r.get('fit_time'), '10.2f')}  {note}", file=file)
+        ok = {r["method"]: r for r in ds["results"] if r["status"] == "ok"}
+        if "frml" in ok and "lmnn" in ok:
+            f, m = ok["frml"], ok["lmnn"]
+            ratio = f["fit_time"] / max(m["fit_time"], 1e-12)
+            gap = f["scores"]["map"] - m["scores"]["map"]
+            print(f"frml vs lmnn: MAP {gap:+.4f}, fit time {ratio:.3f} x LMNN's (1/{1 / max(ratio, 1e-12):.0f}); "
+                  f"issue 18 target (MAP >= LMNN's in <= 1/20 of its time): "
+                  f"{'met' if gap >= 0 and ratio <= 0.05 else 'missed'}", file=file)
     file.flush()
 
 
@@ -374,7 +383,8 @@ def main(argv=None):
 
     with threadpool_limits(limits=args.threads):
         for name in args.datasets:
-            X_tr, X_te, y_tr, y_te, info = load_dataset(name, args.seed, args.data_seed, scale=not args.no_scale)
+            X_tr, X_te, y_tr, y_te, info = load_dataset(name, args.seed, args.data_seed, scale=not args.no_scale,
+                                                        test_size=args.test_size)
             ds = {"info": info, "results": []}
             report["datasets"].append(ds)
             log(f"data set {name}: {info}")
