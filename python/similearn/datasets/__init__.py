@@ -8,6 +8,7 @@ from ._edge_list import load_edge_list
 from ._hashing_mat import load_hashing_mat
 from ._movielens import load_movielens
 from ._npy import dask_from_npy
+from ._recbole import load_recbole_atomic
 from ._pair_split import train_test_split_pairs
 from ._synthetic import (make_interactions, make_planted_metric, make_planted_stiefel, make_text_pairs,
                          make_tfidf_like, make_topic_documents)
@@ -25,6 +26,7 @@ __all__ = [
     "load_hashing_mat",
     "vectorize_documents",
     "load_movielens",
+    "load_recbole_atomic",
     "load_edge_list",
     "train_test_split_pairs",
     "make_tfidf_like",
