@@ -16,6 +16,9 @@ Curves:
   stopping rule switched off, each fit timed on its own (set-up included);
 * ``frml default`` -- ``FRML(random_state=seed)``: where the default stopping rule
   ends, the point a user gets;
+* ``frml tol`` -- ``FRML(random_state=seed, tol=t)`` for t in ``--tols``: the
+  stopping rule's knob, time against MAP (a lower bar halves the step size less
+  often and runs longer);
 * ``lmnn`` -- ``metric_learn.LMNN(random_state=seed, max_iter=I)`` for I in
   ``--lmnn-iters`` (1000 is its default), when metric-learn is importable.
 
@@ -54,6 +57,7 @@ def parse_args(argv=None):
     p.add_argument("--test-size", type=float, default=0.5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-samples", type=int, default=128_000, help="largest FRML budget of the curve")
+    p.add_argument("--tols", default="0.1,0.05,0.02", help="tol values of the 'frml tol' curve ('' to skip)")
     p.add_argument("--lmnn-iters", default="10,30,100,300,1000",
                    help="LMNN max_iter values ('' to skip LMNN)")
     p.add_argument("--json", default=None, metavar="PATH")
@@ -100,6 +104,8 @@ def curves(name, args):
         add("frml budget", B, similearn.FRML(random_state=args.seed, max_iter=B, n_iter_no_change=10**9), "n_iter_")
         B *= 2
     add("frml default", "-", similearn.FRML(random_state=args.seed), "n_iter_")
+    for tol in [float(t) for t in args.tols.split(",") if t.strip()]:
+        add("frml tol", tol, similearn.FRML(random_state=args.seed, tol=tol), "n_iter_")
     iters = [int(i) for i in args.lmnn_iters.split(",") if i.strip()]
     try:
         import metric_learn
@@ -125,16 +131,17 @@ def print_table(name, info, rows):
               f"MAP {full['map']:.4f} in {full['seconds']:.2f} s; time ratio 1/{full['seconds'] / d['seconds']:.0f}")
 
 
-def plot(results, path):
+def plot(results, path, args):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, len(results), figsize=(5.5 * len(results), 4), squeeze=False)
     for ax, (name, (_, rows)) in zip(axes[0], results.items()):
-        for method, style in (("frml budget", "o-"), ("lmnn", "s--")):
+        for method, style in (("frml budget", "o-"), ("frml tol", "^:"), ("lmnn", "s--")):
             pts = [(r["seconds"], r["map"]) for r in rows if r["method"] == method]
             if pts:
-                ax.plot(*zip(*pts), style, label=method.replace(" budget", " (stopping off)"))
+                ax.plot(*zip(*pts), style, label={"frml budget": "frml, stopping off (max_iter 500..)",
+                                                  "frml tol": "frml, tol " + args.tols}.get(method, method))
         d = next(r for r in rows if r["method"] == "frml default")
         ax.plot([d["seconds"]], [d["map"]], "r*", markersize=14, label="frml defaults (early stop)")
         ax.set_xscale("log")
@@ -172,7 +179,7 @@ def main(argv=None):
                                                     for k, v in vars(args).items()},
                        "results": {n: {"info": i, "rows": r} for n, (i, r) in results.items()}}, fh, indent=1)
     if args.plot:
-        plot(results, args.plot)
+        plot(results, args.plot, args)
 
 
 if __name__ == "__main__":
