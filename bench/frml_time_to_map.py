@@ -60,6 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--tols", default="0.1,0.05,0.02", help="tol values of the 'frml tol' curve ('' to skip)")
     p.add_argument("--lmnn-iters", default="10,30,100,300,1000",
                    help="LMNN max_iter values ('' to skip LMNN)")
+    p.add_argument("--include", action="append", default=[], metavar="JSON",
+                   help="add the data sets of an earlier run's --json to the tables, the plot and --json")
     p.add_argument("--json", default=None, metavar="PATH")
     p.add_argument("--plot", default=None, metavar="PNG", help="needs matplotlib")
     return p.parse_args(argv)
@@ -169,6 +171,10 @@ def main(argv=None):
         for name in [s.strip() for s in args.datasets.split(",") if s.strip()]:
             print(f"[{name}]", file=sys.stderr, flush=True)
             results[name] = curves(name, args)
+    for path in args.include:
+        with open(path) as fh:
+            for name, r in json.load(fh)["results"].items():
+                results.setdefault(name, (r["info"], r["rows"]))
     print(f"CPU: {cpu_model()}; similearn {similearn.__version__}")
     for name, (info, rows) in results.items():
         print_table(name, info, rows)
