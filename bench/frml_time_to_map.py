@@ -143,7 +143,7 @@ def plot(results, path, args):
             pts = [(r["seconds"], r["map"]) for r in rows if r["method"] == method]
             if pts:
                 ax.plot(*zip(*pts), style, label={"frml budget": "frml, stopping off (max_iter 500..)",
-                                                  "frml tol": "frml, tol " + args.tols}.get(method, method))
+                                                  "frml tol": "frml, lower tol"}.get(method, method))
         d = next(r for r in rows if r["method"] == "frml default")
         ax.plot([d["seconds"]], [d["map"]], "r*", markersize=14, label="frml defaults (early stop)")
         ax.set_xscale("log")
