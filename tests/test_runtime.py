@@ -83,6 +83,12 @@ _INTERRUPT = textwrap.dedent(
         pairs = rng.integers(0, 5000, (2000000, 2))
         call = lambda: TwoTower(n_components=16, hidden_sizes=(32,), n_epochs=1000, n_threads=2).fit(5000, 5000,
                                                                                                        pairs)
+    elif which == "interaction_map":  # MAP@k: GEMM tiles and selections per block of queries
+        from similearn.metrics import interaction_map_at_k
+        L = rng.standard_normal((100000, 64)).astype(np.float32)
+        R = rng.standard_normal((400000, 64)).astype(np.float32)
+        rel = np.c_[rng.integers(0, 100000, 200000), rng.integers(0, 400000, 200000)]
+        call = lambda: interaction_map_at_k(L, R, rel, n_threads=2)
     else:
         X = rng.integers(0, 2**63, (2000000, 2), dtype=np.uint64)
         call = lambda: hamming_topk(X, X, 10, n_threads=2)
@@ -109,6 +115,7 @@ _DELAYS = {
     "nash": [0, 0.5],
     "twotower": [0, 0.5],
     "twotower-deep": [0, 0.5],
+    "interaction_map": [0, 0.01, 0.3, 1.0],
 }
 
 

@@ -345,24 +345,6 @@ def test_bad_input():
         TwoTower().transform_left()
 
 
-def test_map_at_k_metric():
-    U = np.eye(3)
-    V = np.array([[1.0, 0, 0], [0.9, 0, 0], [0, 1, 0], [0, 0, 1]])
-    rel = np.array([[0, 1], [1, 2], [2, 3], [2, 0]])
-    # query 0: relevant {1} ranked 2nd -> 1/2; query 1: {2} ranked 1st -> 1; query 2: {3, 0}: 3 first, 0 tied
-    # with 1 and 2 at score 0 -> ranked last (4th): AP = (1/1 + 2/4) / 2
-    got = interaction_map_at_k(U, V, rel, k=10)
-    assert abs(got - (0.5 + 1 + 0.75) / 3) < 1e-12
-    # excluding item 0 for query 0 promotes item 1 to rank 1
-    assert abs(interaction_map_at_k(U, V, rel[:1], exclude_pairs=np.array([[0, 0]])) - 1.0) < 1e-12
-    # a constant model is not rewarded by ties
-    assert interaction_map_at_k(np.ones((3, 1)), np.ones((4, 1)), rel, k=2) == 0.0
-    # sampled candidates still rank each query's relevant items
-    assert 0 < interaction_map_at_k(U, V, rel, n_candidates=2, random_state=0) <= 1
-    with pytest.raises(ValueError, match="relevant_pairs"):
-        interaction_map_at_k(U, V, np.array([[0, 9]]))
-
-
 _FUSED_SUPPORTS = training.FusedEngine.supports
 
 
