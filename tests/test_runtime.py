@@ -77,12 +77,12 @@ _INTERRUPT = textwrap.dedent(
     elif which == "twotower":  # the fused C++ loop of linear towers, called per chunk of steps
         from similearn import TwoTower
         pairs = rng.integers(0, 100000, (2000000, 2))
-        call = lambda: TwoTower(n_components=32, n_epochs=1000, n_threads=2).fit(100000, 100000, pairs)
+        call = lambda: TwoTower(validation=None, n_components=32, n_epochs=1000, n_threads=2).fit(100000, 100000, pairs)
     elif which == "twotower-deep":  # hidden layers: the Python step loop
         from similearn import TwoTower
         pairs = rng.integers(0, 5000, (2000000, 2))
-        call = lambda: TwoTower(n_components=16, hidden_sizes=(32,), n_epochs=1000, n_threads=2).fit(5000, 5000,
-                                                                                                       pairs)
+        call = lambda: TwoTower(n_components=16, hidden_sizes=(32,), n_epochs=1000, n_threads=2,
+                                validation=None).fit(5000, 5000, pairs)
     elif which == "interaction_map":  # MAP@k: GEMM tiles and selections per block of queries
         from similearn.metrics import interaction_map_at_k
         L = rng.standard_normal((100000, 64)).astype(np.float32)
