@@ -1,9 +1,7 @@
 """similearn.metrics.interaction_map_at_k (the C++ kernel csrc/interaction_map.cpp) against
 its NumPy oracle (tests/oracles.py: the package's per-query implementation before the
-kernel) on random inputs, edge sizes, ties, bad input, threads and the GIL."""
-import threading
-import time
-
+kernel) on random inputs, edge sizes, ties, bad input and threads (the GIL and Ctrl-C:
+tests/test_runtime.py)."""
 import numpy as np
 import pytest
 
@@ -161,26 +159,3 @@ def test_the_binding_guards_memory_itself():
                 dict(cand_pos=np.array([0, 1, 2, 4])), dict(exc_indptr=np.array([0, 0, 0, 0]))):
         with pytest.raises((ValueError, IndexError)):
             _kernels.interaction_ap_at_k(L, R, R, **{**ok, **bad})
-
-
-def test_the_kernel_releases_the_gil():
-    rng = np.random.default_rng(5)
-    L = rng.standard_normal((3000, 32)).astype(np.float32)
-    R = rng.standard_normal((60000, 32)).astype(np.float32)
-    rel = np.c_[rng.integers(0, 3000, 20000), rng.integers(0, 60000, 20000)]
-    plan = InteractionMap(3000, 60000, rel, 10)
-    done = threading.Event()
-    ticks = 0
-
-    def run():
-        for _ in range(3):
-            plan(L, R, 1)
-        done.set()
-
-    t = threading.Thread(target=run)
-    t.start()
-    while not done.is_set():
-        ticks += 1  # pure-Python work: only progresses if the kernel released the GIL
-        time.sleep(0.001)
-    t.join()
-    assert ticks > 20

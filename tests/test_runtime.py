@@ -14,14 +14,29 @@ import similearn
 from similearn.neighbors import hamming_topk, pack_bits, topk
 
 
-def test_topk_releases_the_gil(rng):
+def _interaction_map_call(rng):
+    from similearn._interaction_map import InteractionMap
+
+    L = rng.standard_normal((3000, 32)).astype(np.float32)
+    R = rng.standard_normal((60000, 32)).astype(np.float32)
+    plan = InteractionMap(3000, 60000, np.c_[rng.integers(0, 3000, 20000), rng.integers(0, 60000, 20000)], 10)
+    return lambda: [plan(L, R, 1) for _ in range(3)]
+
+
+def _topk_call(rng):
     X = rng.standard_normal((60000, 64)).astype(np.float32)
     Q = rng.standard_normal((3000, 64)).astype(np.float32)
+    return lambda: topk(Q, X, 10, n_threads=1)
+
+
+@pytest.mark.parametrize("make_call", [_topk_call, _interaction_map_call], ids=["topk", "interaction_map"])
+def test_kernels_release_the_gil(rng, make_call):
+    call = make_call(rng)
     done = threading.Event()
     ticks = 0
 
     def run():
-        topk(Q, X, 10, n_threads=1)
+        call()
         done.set()
 
     t = threading.Thread(target=run)

@@ -185,8 +185,12 @@ def test_save_load_after_early_stopping(data, tmp_path):
         d.left_features, d.right_features, tr)
     with pytest.raises(TypeError, match="parameter 'validation' is an array"):  # parameters are JSON-able
         m.save(tmp_path / "m.npz")
-    m.set_params(validation=None)  # the fitted state stays
+    m.set_params(validation=va.tolist())  # a list is JSON-able; the fitted state stays
     m2 = TwoTower.load(m.save(tmp_path / "m.npz"))
+    assert m2.validation == va.tolist()
+    m3 = TwoTower(n_components=8, n_epochs=8, validation=va.tolist(), n_iter_no_change=2, random_state=0).fit(
+        d.left_features, d.right_features, tr)
+    _same_model(m3, m2)
     assert m2.validation_scores_ == m.validation_scores_ and m2.best_epoch_ == m.best_epoch_
     assert np.array_equal(m2.right_embedding_, m.right_embedding_)
     for model in (m, m2):

@@ -136,7 +136,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         rows of rare ids move only when they occur, so sparse catalogues need several
         epochs, while large catalogues with few pairs per item can peak after one or two:
         the epoch count is the main lever, hence the early stopping by default.
-    validation : float in [0, 1), int array (m, 2), tuple (pairs, targets) or None, default=0.2
+    validation : float in [0, 1), int array or list (m, 2), tuple (pairs, targets) or None, default=0.2
         Held-out pairs for early stopping on MAP@10 (Sec. 4.1's metric: each left item
         with held-out relevant pairs ranks the right items, its training pairs excluded;
         :func:`similearn.metrics.interaction_map_at_k`), computed after every epoch.
@@ -150,8 +150,8 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         - Pairs, or (pairs, targets) (the relevant pairs are those with a target > 0): a
           separate validation set, never trained on; the model of the best epoch is put
           back at the end (a copy of the parameters and optimiser state is kept at each
-          improvement).  A model with an array here cannot be saved (parameters must be
-          JSON-able): ``set_params(validation=None)`` first.
+          improvement).  ``save`` stores parameters as JSON: pass the pairs as a list
+          (``pairs.tolist()``), or ``set_params(validation=None)`` before saving.
         - None or 0: no validation, exactly ``n_epochs`` epochs.
 
         With targets (e.g. centred ratings) the relevant held-out pairs are those with a
@@ -374,7 +374,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         "batch_size": (Int(low=1),),
         "n_epochs": (Int(low=0),),
         "validation": (Real(low=0, high=1, high_open=True), Instance(tuple, what="a tuple (pairs, targets)"),
-                       ArrayLike(), None),
+                       Instance(list, what="a list of pairs"), ArrayLike(), None),
         "n_iter_no_change": (Int(low=1),),
         "tol": (Real(low=0),),
         "l2": (Real(low=0),),
