@@ -131,8 +131,8 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         but take fewer steps per epoch: raise n_epochs or the learning rate with it.
     n_epochs : int, default=100
         With validation: the most epochs; training stops earlier (measured with the
-        defaults: best epochs 9-35 on MovieLens-100K, 3-6 and 10-30 on the generated
-        sets of bench/compare_twotower_als.py).  Without: exactly this many.  Embedding
+        defaults: best epochs 16-32 on MovieLens-100K, 5-7 and 19-27 on the generated
+        sets of bench/compare_twotower_als.py, then 10 more).  Without: exactly this many.  Embedding
         rows of rare ids move only when they occur, so sparse catalogues need several
         epochs, while large catalogues with few pairs per item can peak after one or two:
         the epoch count is the main lever, hence the early stopping by default.
@@ -206,7 +206,8 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
     gramian_left_, gramian_right_ : ndarray (k, k)
         The current estimates Ghat_u, Ghat_v.
     loss_history_ : list of float
-        Per epoch: mean data loss + lam * <Ghat_u, Ghat_v> (the penalty's estimate).
+        Per epoch: mean data loss + lam <Ghat_u, Ghat_v> + rho (tr Ghat_u + tr Ghat_v)
+        (the penalty's estimate).
     loss_parts_history_ : dict of lists, "data" and "penalty".
     epoch_times_ : list of float
         Wall-clock seconds of each training epoch (the pass over the pairs, without
