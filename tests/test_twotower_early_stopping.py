@@ -114,9 +114,11 @@ def test_split_is_per_left_item_and_keeps_training_pairs():
         assert not held_keys & set(map(tuple, P[keep]))
         a, b = validation.split(P, frac, np.random.default_rng(1))
         assert np.array_equal(a, keep)
-    # one pair per left item: nothing can be held out
-    with pytest.raises(ValueError, match="validation=0.1 cannot hold out"):
-        validation.split(np.c_[np.arange(5), np.arange(5)], 0.1, rng)
+    # one pair per left item: a uniform sample of the pairs; a single pair cannot be split
+    keep, held = validation.split(np.c_[np.arange(50), np.arange(50) % 7], 0.2, rng)
+    assert held.sum() == 10 and keep.sum() == 40
+    with pytest.raises(ValueError, match="validation=0.1 cannot hold out a pair"):
+        validation.split(np.array([[3, 4], [3, 4]]), 0.1, rng)
     # tiny data: at least one pair is held out
     keep, held = validation.split(np.array([[0, 0], [0, 1], [1, 0]]), 0.01, rng)
     assert held.sum() == 1 and keep[2]

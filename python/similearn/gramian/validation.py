@@ -42,8 +42,11 @@ def split(P, fraction, rng):
     A left item with c distinct pairs holds out floor(fraction c + u) of them (u uniform
     in [0, 1): the expected count is fraction c), at most c - 1, so it keeps training
     pairs; duplicates of a pair go to the same side.  When that holds out nothing but some
-    left item has two distinct pairs, one of them is held out.  Returns (train mask,
-    validation mask) over the rows of P; raises ValueError when nothing can be held out.
+    left item has two distinct pairs, one of them is held out.  When no left item has two
+    (e.g. one document per query), about ``fraction`` of the distinct pairs are held out
+    uniformly (the paper's split): their left items are then validated from their features
+    alone.  Returns (train mask, validation mask) over the rows of P; raises ValueError
+    for a single distinct pair.
     """
     keys, inv = np.unique(P[:, 0] * (int(P[:, 1].max()) + 1) + P[:, 1], return_inverse=True)
     inv = inv.ravel()
@@ -55,15 +58,17 @@ def split(P, fraction, rng):
     starts = np.r_[0, np.flatnonzero(np.diff(left[order])) + 1]
     counts = np.diff(np.r_[starts, keys.size])
     held = np.minimum(counts - 1, np.floor(fraction * counts + rng.random(counts.size)).astype(np.int64))
+    val_key = np.zeros(keys.size, dtype=bool)
+    if held.sum() == 0 and not np.any(counts >= 2):  # one pair per left item: a uniform sample
+        if keys.size < 2:
+            raise ValueError(f"validation={fraction} cannot hold out a pair: there is a single distinct pair; "
+                             "pass validation=None")
+        val_key[rng.choice(keys.size, min(keys.size - 1, max(1, round(fraction * keys.size))), replace=False)] = True
+        return ~val_key[inv], val_key[inv]
     if held.sum() == 0:
         ok = np.flatnonzero(counts >= 2)
-        if ok.size == 0:
-            raise ValueError(f"validation={fraction} cannot hold out any pair: every left item has a single "
-                             "distinct pair (it must keep one for training); pass validation=None or a "
-                             "validation set")
         held[ok[rng.integers(ok.size)]] = 1
     rank = np.arange(keys.size) - np.repeat(starts, counts)
-    val_key = np.zeros(keys.size, dtype=bool)
     val_key[order[rank < np.repeat(held, counts)]] = True
     val = val_key[inv]
     return ~val, val
