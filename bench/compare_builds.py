@@ -82,8 +82,8 @@ def twotower_linear_epoch(reps):
     rng = np.random.default_rng(2)
     n = 100_000
     pairs = np.stack([rng.zipf(1.3, 1_000_000) % n, rng.integers(0, n, 1_000_000)], axis=1).astype(np.int64)
-    m = lambda: sl.TwoTower(n_components=64, batch_size=1024, n_epochs=2, random_state=0, n_threads=2).fit(
-        n, n, pairs)
+    m = lambda: sl.TwoTower(n_components=64, batch_size=1024, n_epochs=2, validation=None, random_state=0,
+                            n_threads=2).fit(n, n, pairs)
     return _epoch_time(m, reps)
 
 
@@ -105,8 +105,8 @@ def twotower_deep_epoch(reps):
     rng = np.random.default_rng(3)
     XL, XR = _feature_rows(rng, 20_000, 100_000, 50), _feature_rows(rng, 20_000, 100_000, 50)
     pairs = rng.integers(0, 20_000, size=(100_000, 2)).astype(np.int64)
-    m = lambda: sl.TwoTower(n_components=64, hidden_sizes=(256,), batch_size=1024, n_epochs=1, random_state=0,
-                            n_threads=2).fit(XL, XR, pairs)
+    m = lambda: sl.TwoTower(n_components=64, hidden_sizes=(256,), batch_size=1024, n_epochs=1, validation=None,
+                            random_state=0, n_threads=2).fit(XL, XR, pairs)
     return _epoch_time(m, reps)
 
 
@@ -157,7 +157,7 @@ def recommend_all_users(reps):
     rng = np.random.default_rng(7)
     pairs = np.unique(np.stack([rng.integers(0, 943, 150_000), rng.zipf(1.2, 150_000) % 1682], axis=1), axis=0)
     pairs = pairs[rng.permutation(len(pairs))[:100_000]].astype(np.int64)
-    m = sl.TwoTower(n_components=32, n_epochs=1, random_state=0, n_threads=1).fit(943, 1682, pairs)
+    m = sl.TwoTower(validation=None, n_components=32, n_epochs=1, random_state=0, n_threads=1).fit(943, 1682, pairs)
     rows = np.arange(943)
     return _min_time(lambda: m.recommend(rows, k=10), reps)
 

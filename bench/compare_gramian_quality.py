@@ -140,7 +140,7 @@ def train_curve(penalty, d, train, qpairs, args, n_epochs):
 
     model = TwoTower(n_components=args.k, penalty=penalty, random_state=args.seed, n_threads=args.threads,
                      gramian_weights=args.gramian_weights, penalty_weight=args.penalty_weight,
-                     n_epochs=1)
+                     n_epochs=1, validation=None)
     steps_per_epoch = -(-train.shape[0] // model.batch_size)
     rows = []
     for epoch in range(1, n_epochs + 1):
@@ -176,7 +176,7 @@ def check_continuation(d, train, qpairs, args, curve):
     from similearn.metrics import interaction_map_at_k
 
     E = args.check_epochs
-    m = TwoTower(n_components=args.k, penalty="sogram", random_state=args.seed, n_threads=args.threads,
+    m = TwoTower(n_components=args.k, penalty="sogram", random_state=args.seed, n_threads=args.threads, validation=None,
                  gramian_weights=args.gramian_weights, penalty_weight=args.penalty_weight,
                  n_epochs=E).fit(d.left_features, d.right_features, train)
     mp = interaction_map_at_k(m.left_embedding_, m.right_embedding_, qpairs, k=10, n_candidates=args.n_candidates,
@@ -198,7 +198,7 @@ def error_trajectory(d, train, args):
             "linear": (SampledGramian("linear"), SampledGramian("linear")),
             "sqrt": (SampledGramian("sqrt"), SampledGramian("sqrt"))}
     model = TwoTower(n_components=args.k, penalty="sogram", random_state=args.seed, n_threads=args.threads,
-                     gramian_weights=args.gramian_weights, penalty_weight=args.penalty_weight)
+                     gramian_weights=args.gramian_weights, penalty_weight=args.penalty_weight, validation=None)
     n_steps = args.traj_steps or -(-train.shape[0] // model.batch_size)
     t0 = time.perf_counter()
     res = gramian_error_trajectory(model, d.left_features, d.right_features, train, ests, n_steps=n_steps,

@@ -50,7 +50,7 @@ def _outputs():
                          "shared-adam": dict(shared_embeddings=True, optimizer="adam"),
                          "sqrt-sgd": dict(penalty="sqrt", optimizer="sgd"), "gor": dict(regularizer="gor"),
                          "prior": dict(penalty="sogram")}.items():
-            m = sl.TwoTower(n_components=8, n_epochs=2, batch_size=64, random_state=0, dtype=tag, **kw)
+            m = sl.TwoTower(validation=None, n_components=8, n_epochs=2, batch_size=64, random_state=0, dtype=tag, **kw)
             if name == "shared-adam":
                 m.fit(d.left_features[:, :30], d.right_features[:, :30], d.pairs)
             elif name == "prior":  # the low-rank prior of App. B

@@ -14,7 +14,7 @@ Peers (each only if importable, "not installed" otherwise):
   slower as the model improves (more negatives drawn before a violating one), so
   the figure is the epoch after the first.
 * similearn: :func:`time_similearn` — ``TwoTower(n_components=64, hidden_sizes=(),
-  penalty="sogram", n_epochs=1, n_threads=threads).fit(n_users, n_items, pairs)``
+  penalty="sogram", n_epochs=1, validation=None, n_threads=threads).fit(n_users, n_items, pairs)``
   (ints as left / right features: one-hot ids), the whole fit; "not available yet"
   while ``similearn.TwoTower`` does not exist.
 
@@ -114,8 +114,8 @@ def time_lightfm(user_items, threads, repeats=3, components=64):
 def time_similearn(pairs, n_users, n_items, threads):
     """Seconds of one training epoch (``epoch_times_``: the pass over the pairs, after
     the tables are set up) of ``similearn.TwoTower(n_components=64, hidden_sizes=(),
-    penalty="sogram", batch_size=1024, n_epochs=1, n_threads=threads,
-    random_state=0).fit(n_users, n_items, pairs)``, and the whole fit's seconds;
+    penalty="sogram", batch_size=1024, n_epochs=1, validation=None,
+    n_threads=threads, random_state=0).fit(n_users, n_items, pairs)``, and the whole fit's seconds;
     None while ``similearn.TwoTower`` does not exist."""
     try:
         import similearn
@@ -124,7 +124,7 @@ def time_similearn(pairs, n_users, n_items, threads):
     TwoTower = getattr(similearn, "TwoTower", None)
     if TwoTower is None:
         return None
-    model = TwoTower(n_components=64, hidden_sizes=(), penalty="sogram", batch_size=1024, n_epochs=1,
+    model = TwoTower(validation=None, n_components=64, hidden_sizes=(), penalty="sogram", batch_size=1024, n_epochs=1,
                      n_threads=threads, random_state=0)
     t0 = time.perf_counter()
     model.fit(n_users, n_items, pairs)

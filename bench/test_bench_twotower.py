@@ -29,8 +29,8 @@ What is timed, and what is not
   ``items`` = REPS * |B| (rows/s).  impl labels: "gram_update, k=64" (the |B|
   sweep), "gram_update, |B|=1024" (the k sweep), the same for pair_loss.
 * ``twotower-linear``: ``TwoTower(n_components=64, hidden_sizes=(), penalty="sogram",
-  optimizer="adagrad", gramian_weights=w, batch_size=1024, n_epochs=2, random_state=0,
-  n_threads=threads)`` for w in ("pairs", "items") on one-hot ids (``fit(n_items, n_items, pairs)``),
+  optimizer="adagrad", gramian_weights=w, batch_size=1024, n_epochs=2, validation=None,
+  random_state=0, n_threads=threads)`` for w in ("pairs", "items") on one-hot ids (``fit(n_items, n_items, pairs)``),
   pairs from ``make_interactions(n_items, n_items, n_pairs, random_state=0)``
   (Zipf popularity 1.0 on both sides, duplicates kept), for (n_items, n_pairs) =
   (100,000, 2,000,000) and (1,000,000, 10,000,000) (n = n_pairs, items =
@@ -53,7 +53,7 @@ What is timed, and what is not
   ``TwoTower(n_components=64, hidden_sizes=(256,), embedding_dim=64,
   penalty="sogram", penalty_weight=1.0, gramian_rate=0.1,
   gramian_batch_size=1024, batch_size=1024, optimizer=adagrad|sgd,
-  normalize=None)``, the torch peer's settings.  Untimed: the problem, a
+  normalize=None, validation=None)``, the torch peer's settings.  Untimed: the problem, a
   warm-up ``fit(n_epochs=1)`` over the 51,200 pairs (50 steps).  A round is
   ``partial_fit`` over the same 51,200 pairs = exactly 50 steps; the clock
   advances by its ``epoch_times_[-1]`` (the 50 steps plus one permutation of
@@ -190,7 +190,7 @@ def test_twotower_linear_epoch(benchmark, timed, threads, n_items, n_pairs, weig
     fits = []
 
     def run():
-        model = TwoTower(n_components=64, hidden_sizes=(), penalty="sogram", optimizer="adagrad",
+        model = TwoTower(validation=None, n_components=64, hidden_sizes=(), penalty="sogram", optimizer="adagrad",
                          gramian_weights=weights, batch_size=1024, n_epochs=2, random_state=0, n_threads=threads)
         t0 = time.perf_counter()
         model.fit(n_items, n_items, pairs)
@@ -237,6 +237,7 @@ def test_twotower_step(benchmark, timed, threads, impl):
     left, right, pairs, targets = _step_problem()
     optimizer = impl.split("-", 1)[1]
     model = TwoTower(n_components=64, hidden_sizes=(256,), embedding_dim=64, penalty="sogram", penalty_weight=LAM,
+                     validation=None,
                      gramian_weights="pairs",  # the torch peer's prior: Gramian batches drawn from the pairs
                      gramian_rate=ALPHA, gramian_batch_size=STEP_BATCH, batch_size=STEP_BATCH, optimizer=optimizer,
                      n_epochs=1, normalize=None, random_state=0, n_threads=threads)

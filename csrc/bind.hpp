@@ -113,6 +113,7 @@ void def_ssne(py::module_& m);       // bind_ssne.cpp
 void def_nash(py::module_& m);       // bind_nash.cpp
 void def_embedding(py::module_& m);  // bind_embedding.cpp: embedding bags and optimisers (TwoTower, NASH)
 void def_twotower(py::module_& m);   // bind_twotower.cpp: the fused epoch, Gramian estimators, pair loss
+void def_metrics(py::module_& m);    // bind_metrics.cpp: ranking metrics (MAP@k on interactions)
 
 }  // namespace bind
 }  // namespace sl

@@ -25,7 +25,7 @@ struct LinearSide {
 // The chunk-independent part of twotower.hpp Config.
 struct LinearConfig {
   i64 b, gb;
-  double w_all, decay, lam;
+  double w_all, decay, lam, ridge;
   bool shared, items;
 };
 
@@ -75,7 +75,7 @@ void def_twotower_t(py::module_& m, const std::string& sfx) {
           R.s1 = L.s1;
           R.s2 = L.s2;
         }
-        const twotower::Config cfg{k, b, n, left.gids ? c.gb : 0, c.w_all, c.decay, c.lam, c.shared,
+        const twotower::Config cfg{k, b, n, left.gids ? c.gb : 0, c.w_all, c.decay, c.lam, c.ridge, c.shared,
                                    c.items && bool(left.gids)};
         carray<double> data_out(n_steps), pen_out(n_steps);
         {
@@ -190,13 +190,15 @@ void def_twotower_t(py::module_& m, const std::string& sfx) {
 void def_twotower(py::module_& m) {
   py::class_<LinearConfig>(m, "LinearConfig",
                            "The fused epoch's settings: batch b, Gramian batch gb, Gramian row weight w_all, decay "
-                           "(1 - alpha for SOGram, 0 for sampling), penalty weight lam, shared table, items.")
-      .def(py::init([](i64 b, i64 gb, double w_all, double decay, double lam, bool shared, bool items) {
+                           "(1 - alpha for SOGram, 0 for sampling), penalty weight lam, output L2 weight ridge, "
+                           "shared table, items.")
+      .def(py::init([](i64 b, i64 gb, double w_all, double decay, double lam, double ridge, bool shared,
+                       bool items) {
              need(b >= 1 && gb >= 1, "LinearConfig: b and gb must be >= 1");
-             return LinearConfig{b, gb, w_all, decay, lam, shared, items};
+             return LinearConfig{b, gb, w_all, decay, lam, ridge, shared, items};
            }),
            py::kw_only(), py::arg("b"), py::arg("gb"), py::arg("w_all"), py::arg("decay"), py::arg("lam"),
-           py::arg("shared"), py::arg("items"));
+           py::arg("ridge") = 0.0, py::arg("shared"), py::arg("items"));
   def_twotower_t<float>(m, "f32");
   def_twotower_t<double>(m, "f64");
 }

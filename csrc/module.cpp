@@ -51,4 +51,5 @@ PYBIND11_MODULE(_core, m) {
   sl::bind::def_nash(m);
   sl::bind::def_embedding(m);
   sl::bind::def_twotower(m);
+  sl::bind::def_metrics(m);
 }

@@ -14,7 +14,44 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__) || defined(_M_X64)
+#include <emmintrin.h>
+#define SL_HAVE_SSE2 1
+#else
+#define SL_HAVE_SSE2 0
+#endif
+
 namespace sl {
+
+// true if any of x[0..16) > thr: the pre-check of a block of keys against a selection's
+// admission threshold (one vector comparison when none passes, the usual case)
+inline bool any_greater16(const float* x, float thr) {
+#if SL_HAVE_SSE2
+  __m128 t = _mm_set1_ps(thr);
+  __m128 m = _mm_or_ps(_mm_or_ps(_mm_cmpgt_ps(_mm_loadu_ps(x), t), _mm_cmpgt_ps(_mm_loadu_ps(x + 4), t)),
+                       _mm_or_ps(_mm_cmpgt_ps(_mm_loadu_ps(x + 8), t), _mm_cmpgt_ps(_mm_loadu_ps(x + 12), t)));
+  return _mm_movemask_ps(m) != 0;
+#else
+  int c = 0;
+  for (int i = 0; i < 16; ++i) c |= x[i] > thr;
+  return c != 0;
+#endif
+}
+
+inline bool any_greater16(const double* x, double thr) {
+#if SL_HAVE_SSE2
+  __m128d t = _mm_set1_pd(thr);
+  __m128d m0 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 2), t));
+  __m128d m1 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x + 4), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 6), t));
+  __m128d m2 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x + 8), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 10), t));
+  __m128d m3 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x + 12), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 14), t));
+  return _mm_movemask_pd(_mm_or_pd(_mm_or_pd(m0, m1), _mm_or_pd(m2, m3))) != 0;
+#else
+  int c = 0;
+  for (int i = 0; i < 16; ++i) c |= x[i] > thr;
+  return c != 0;
+#endif
+}
 
 template <class K, bool LARGER>
 class TopK {

@@ -56,7 +56,7 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
   const i64 k = cfg.k, b = cfg.b, n = cfg.n_pairs;
   const i64 n_steps = (n + b - 1) / b;
   const bool est = L.gids && R.gids;  // the estimates are updated (even when lam = 0)
-  const bool pen = est && cfg.lam != 0;  // and the penalty is applied
+  const bool pen = est && (cfg.lam != 0 || cfg.ridge != 0);  // and the penalty is applied
   const int nw = n_threads >= 2 ? 2 : 1;
   std::vector<T> U(static_cast<std::size_t>(b * k)), V(U.size()), dU(U.size()), dV(U.size());
   std::vector<T> EpL(static_cast<std::size_t>(cfg.gb * k)), EpR(EpL.size());
@@ -79,15 +79,20 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
     }
     embedding::bag_forward<T>(rows_of(S, S.rows + step * b, nb), S.E, k, out[s], 1);
   };
-  auto scale_gramians = [&]() {  // Mu = 2 lam G_R, Mv = 2 lam G_L; and the penalty's value
+  auto scale_gramians = [&]() {  // Mu = 2 lam G_R + 2 rho I, Mv = 2 lam G_L + 2 rho I; and the penalty's value
     if (!est) return 0.0;
-    double g = 0;
+    double g = 0, tr = 0;
     for (i64 i = 0; i < k * k; ++i) {
       Mu[i] = T(2 * cfg.lam) * R.G[i];
       Mv[i] = T(2 * cfg.lam) * L.G[i];
       g += double(L.G[i]) * double(R.G[i]);
     }
-    return cfg.lam * g;
+    for (i64 i = 0; i < k; ++i) {
+      Mu[i * k + i] += T(2 * cfg.ridge);
+      Mv[i * k + i] += T(2 * cfg.ridge);
+      tr += double(L.G[i * k + i]) + double(R.G[i * k + i]);
+    }
+    return cfg.lam * g + cfg.ridge * tr;
   };
   auto do_loss = [&](int h, i64 step, i64 nb) {  // rows [0, nb/2) or [nb/2, nb) of the batch
     const i64 mid = nb / 2, r0 = h == 0 ? 0 : mid, r1 = h == 0 ? mid : nb;

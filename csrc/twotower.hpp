@@ -46,14 +46,16 @@ struct Config {
   i64 gb;            // Gramian batch size |B'|
   double w_all;      // weight of every Gramian row when gw is null (alpha / |B'|)
   double decay;      // 1 - alpha (SOGram) or 0 (sampling)
-  double lam;        // penalty weight (0: no penalty)
+  double lam;        // penalty weight
+  double ridge;      // rho, the weight of the outputs' mean squared norm rho (tr G_L + tr G_R): M_s += 2 rho I
+                     // (lam = ridge = 0: no penalty)
   bool shared;       // one table for both towers (not with items)
   bool items;        // the penalty gradient goes to the Gramian batch (gramian_weights="items"):
                      // dE'_s = (1/|B'|) E'_s M_s, stepped with the batch's gradient; else to B
 };
 
 // Runs the chunk; data_out / pen_out (n_steps) get each step's mean data loss and
-// lam <G_L, G_R> after the step's Gramian update.  st.t is the Adam step of the
+// lam <G_L, G_R> + rho (tr G_L + tr G_R) after the step's Gramian update.  st.t is the Adam step of the
 // first step (incremented per step).
 template <class T>
 void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Config& cfg,

@@ -177,18 +177,20 @@ def tower_forward(X, E, Ws, bs):
     return h
 
 
-def objective(XL, XR, params, pairs, s, lam, pl, pr, regularizer="gramian", Q=None, R=None):
-    """The full objective (1/n) sum (<u_i, v_j> - s)^2 + lam <G_u, G_v> (Eq. 1, 4),
-    with G_u = sum_i pl_i u_i u_i^T over the left catalogue (App. B cross term
-    -2 lam <H_u, H_v> with a prior; App. C: lam [max(<G_u,G_u>,1/k) + max(<G_v,G_v>,1/k)])."""
+def objective(XL, XR, params, pairs, s, lam, pl, pr, regularizer="gramian", Q=None, R=None, rho=0.0):
+    """The full objective (1/n) sum (<u_i, v_j> - s)^2 + lam <G_u, G_v> (Eq. 1, 4)
+    + rho (tr G_u + tr G_v) (the output L2), with G_u = sum_i pl_i u_i u_i^T over the left
+    catalogue (App. B cross term -2 lam <H_u, H_v> with a prior; App. C:
+    lam [max(<G_u,G_u>,1/k) + max(<G_v,G_v>,1/k)])."""
     U = tower_forward(XL, params["E_left"], params["W_left"], params["b_left"])
     V = tower_forward(XR, params["E_right"], params["W_right"], params["b_right"])
     r = np.sum(U[pairs[:, 0]] * V[pairs[:, 1]], axis=1) - s
     Gu, Gv = exact_gramian(U, pl), exact_gramian(V, pr)
+    ridge = rho * (np.trace(Gu) + np.trace(Gv))
     if regularizer == "gor":
         k = U.shape[1]
-        return np.mean(r * r) + lam * (max(np.sum(Gu * Gu), 1 / k) + max(np.sum(Gv * Gv), 1 / k))
-    val = np.mean(r * r) + lam * np.sum(Gu * Gv)
+        return np.mean(r * r) + lam * (max(np.sum(Gu * Gu), 1 / k) + max(np.sum(Gv * Gv), 1 / k)) + ridge
+    val = np.mean(r * r) + lam * np.sum(Gu * Gv) + ridge
     if Q is not None:
         val -= 2 * lam * np.sum(exact_cross(U, Q, pl) * exact_cross(V, R, pr))
     return val

@@ -194,6 +194,27 @@ def test_dense_step_matches_oracle_and_l2(dt, sfx, tol, opt):
     assert _rel(P, ref) < 10 * tol
 
 
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+@pytest.mark.parametrize("opt", [0, 1, 2])
+def test_optimiser_flushes_values_below_sqrt_min_normal_to_zero(dt, sfx, tol, opt):
+    """A stored parameter (or optimiser state) whose new value is below sqrt(smallest normal)
+    becomes 0, so shrinking rows never reach subnormal numbers; larger ones follow the step."""
+    tiny = np.sqrt(np.finfo(dt).tiny)
+    P = np.array([[0.5 * tiny, 4 * tiny, 1e-3], [-0.5 * tiny, -4 * tiny, 0.0]], dtype=dt)
+    g = np.zeros_like(P)
+    s1 = np.zeros_like(P) if opt else None
+    s2 = np.zeros_like(P) if opt == 2 else None
+    # SGD with l2 = 0.5, lr = 1: p <- p / 2 (no flush above 2 tiny); Adagrad / Adam with zero
+    # gradient and l2 = 0: p unchanged except the flushed entries
+    l2, lr = (0.5, 1.0) if opt == 0 else (0.0, 0.1)
+    getattr(_core, "dense_step_" + sfx)(P, [a for a in (s1, s2) if a is not None], g,
+                                        _core.OptimStep(opt, lr, 0.9, 0.999, 1e-8, 1, l2), 1)
+    assert P[0, 0] == 0 and P[1, 0] == 0
+    want = 2 * tiny if opt == 0 else 4 * tiny
+    assert P[0, 1] == pytest.approx(want, rel=1e-6) and P[1, 1] == pytest.approx(-want, rel=1e-6)
+    assert P[0, 2] == pytest.approx(1e-3 / (2 if opt == 0 else 1), rel=1e-6)
+
+
 # ----------------------------------------------------------------------------- estimators
 def _catalogue(rng, N=30, k=4, dt=np.float64):
     U = rng.standard_normal((N, k)).astype(dt)

@@ -14,14 +14,29 @@ import similearn
 from similearn.neighbors import hamming_topk, pack_bits, topk
 
 
-def test_topk_releases_the_gil(rng):
+def _interaction_map_call(rng):
+    from similearn._interaction_map import InteractionMap
+
+    L = rng.standard_normal((3000, 32)).astype(np.float32)
+    R = rng.standard_normal((60000, 32)).astype(np.float32)
+    plan = InteractionMap(3000, 60000, np.c_[rng.integers(0, 3000, 20000), rng.integers(0, 60000, 20000)], 10)
+    return lambda: [plan(L, R, 1) for _ in range(3)]
+
+
+def _topk_call(rng):
     X = rng.standard_normal((60000, 64)).astype(np.float32)
     Q = rng.standard_normal((3000, 64)).astype(np.float32)
+    return lambda: topk(Q, X, 10, n_threads=1)
+
+
+@pytest.mark.parametrize("make_call", [_topk_call, _interaction_map_call], ids=["topk", "interaction_map"])
+def test_kernels_release_the_gil(rng, make_call):
+    call = make_call(rng)
     done = threading.Event()
     ticks = 0
 
     def run():
-        topk(Q, X, 10, n_threads=1)
+        call()
         done.set()
 
     t = threading.Thread(target=run)
@@ -77,12 +92,18 @@ _INTERRUPT = textwrap.dedent(
     elif which == "twotower":  # the fused C++ loop of linear towers, called per chunk of steps
         from similearn import TwoTower
         pairs = rng.integers(0, 100000, (2000000, 2))
-        call = lambda: TwoTower(n_components=32, n_epochs=1000, n_threads=2).fit(100000, 100000, pairs)
+        call = lambda: TwoTower(validation=None, n_components=32, n_epochs=1000, n_threads=2).fit(100000, 100000, pairs)
     elif which == "twotower-deep":  # hidden layers: the Python step loop
         from similearn import TwoTower
         pairs = rng.integers(0, 5000, (2000000, 2))
-        call = lambda: TwoTower(n_components=16, hidden_sizes=(32,), n_epochs=1000, n_threads=2).fit(5000, 5000,
-                                                                                                       pairs)
+        call = lambda: TwoTower(n_components=16, hidden_sizes=(32,), n_epochs=1000, n_threads=2,
+                                validation=None).fit(5000, 5000, pairs)
+    elif which == "interaction_map":  # MAP@k: GEMM tiles and selections per block of queries
+        from similearn.metrics import interaction_map_at_k
+        L = rng.standard_normal((100000, 64)).astype(np.float32)
+        R = rng.standard_normal((400000, 64)).astype(np.float32)
+        rel = np.c_[rng.integers(0, 100000, 200000), rng.integers(0, 400000, 200000)]
+        call = lambda: interaction_map_at_k(L, R, rel, n_threads=2)
     else:
         X = rng.integers(0, 2**63, (2000000, 2), dtype=np.uint64)
         call = lambda: hamming_topk(X, X, 10, n_threads=2)
@@ -109,6 +130,7 @@ _DELAYS = {
     "nash": [0, 0.5],
     "twotower": [0, 0.5],
     "twotower-deep": [0, 0.5],
+    "interaction_map": [0, 0.01, 0.3, 1.0],
 }
 
 

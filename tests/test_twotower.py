@@ -54,6 +54,9 @@ CASES = [
     dict(hidden_sizes=(), gramian_weights="items"),
     dict(hidden_sizes=(5,), embedding_dim=4, gramian_weights="items", shared_embeddings=True),
     dict(hidden_sizes=(), regularizer="gor", penalty_weight=50.0, gramian_weights="items"),
+    dict(hidden_sizes=(), output_l2=0.0),
+    dict(hidden_sizes=(4,), embedding_dim=3, penalty_weight=0.0, output_l2=1.5),
+    dict(hidden_sizes=(), penalty_weight=0.0, output_l2=1.5, gramian_weights="items"),
 ]
 
 
@@ -67,10 +70,11 @@ def test_step_gradient_matches_finite_differences_of_the_objective(case):
     prior = None
     if case.pop("prior", False):
         prior = (rng.standard_normal((7, 2)), rng.standard_normal((6, 2)))
-    kw = dict(n_components=3, penalty="exact", penalty_weight=case.pop("penalty_weight", 0.7), optimizer="sgd",
+    kw = dict(n_components=3, penalty="exact", penalty_weight=case.pop("penalty_weight", 0.7),
+              output_l2=case.pop("output_l2", 0.3), optimizer="sgd",
               learning_rate=1e-4, batch_size=len(pairs), normalize=None, dtype="float64", random_state=0,
               init_std=0.7, **case)
-    m = TwoTower(n_epochs=0, **kw).fit(XL, XR, pairs, s, prior=prior)
+    m = TwoTower(validation=None, n_epochs=0, **kw).fit(XL, XR, pairs, s, prior=prior)
     P0 = _params_copy(m)
     m.partial_fit(XL, XR, pairs, s, prior=prior)
     P1 = m.params_
@@ -83,7 +87,7 @@ def test_step_gradient_matches_finite_differences_of_the_objective(case):
 
     def f(P):
         return O.objective(XLd, XRd, P, pairs, s, kw["penalty_weight"], pl, pr, kw.get("regularizer", "gramian"),
-                           Q, R)
+                           Q, R, rho=kw["output_l2"])
 
     checked = 0
     for (name, a0), (_, a1) in zip(_flat(P0), _flat(P1)):
@@ -112,9 +116,9 @@ def test_linear_one_hot_model_reaches_the_closed_form_optimum():
     B = rng.standard_normal((nR, 2))
     pairs = np.array([(i, j) for i in range(nL) for j in range(nR) if rng.random() < 0.5])
     s = np.sum(A[pairs[:, 0]] * B[pairs[:, 1]], 1) + 0.1 * rng.standard_normal(len(pairs))
-    m = TwoTower(n_components=k, penalty="exact", penalty_weight=lam, optimizer="adam", learning_rate=0.01,
-                 batch_size=len(pairs), n_epochs=6000, dtype="float64", random_state=0, normalize=None,
-                 gramian_weights="pairs")
+    m = TwoTower(validation=None, n_components=k, penalty="exact", penalty_weight=lam, optimizer="adam",
+                 learning_rate=0.01, batch_size=len(pairs), n_epochs=6000, dtype="float64", random_state=0,
+                 normalize=None, gramian_weights="pairs", output_l2=0.0)
     m.fit(nL, nR, pairs, s)
     U, V = m.left_embedding_, m.right_embedding_
     pl = np.bincount(pairs[:, 0], minlength=nL) / len(pairs)
@@ -143,12 +147,12 @@ def planted():
 
 
 def test_sogram_beats_uniform_sampling_on_map_and_gramian_error(planted):
-    """The paper's setting (Sec. 4): the prior over the training pairs, penalty weight 3."""
+    """The paper's setting (Sec. 4): the prior over the training pairs, penalty weight 3, no output L2."""
     d, tr, te = planted
     res = {}
     for pen in ("sogram", "uniform"):
-        m = TwoTower(penalty=pen, n_epochs=8, random_state=0, gramian_weights="pairs", penalty_weight=3.0,
-                     n_components=64).fit(d.left_features, d.right_features, tr)
+        m = TwoTower(validation=None, penalty=pen, n_epochs=8, random_state=0, gramian_weights="pairs",
+                     penalty_weight=3.0, output_l2=0.0, n_components=64).fit(d.left_features, d.right_features, tr)
         res[pen] = (interaction_map_at_k(m.left_embedding_, m.right_embedding_, te, exclude_pairs=tr),
                     np.mean(m.estimation_error(d.left_features, d.right_features)))
     assert res["sogram"][1] < 0.5 * res["uniform"][1]
@@ -163,7 +167,8 @@ def test_penalty_pushes_unobserved_pairs_down(planted):
     rand = np.stack([rng.integers(0, 1500, 3000), rng.integers(0, 1500, 3000)], 1)
     scores = {}
     for pen in ("sogram", "none"):
-        m = TwoTower(penalty=pen, n_epochs=3, random_state=0).fit(d.left_features, d.right_features, tr)
+        m = TwoTower(validation=None, penalty=pen, n_epochs=3, random_state=0).fit(d.left_features,
+                                                                                   d.right_features, tr)
         scores[pen] = np.mean(np.abs(m.score_pairs(rand)))
         assert np.mean(m.score_pairs(tr[:2000])) > 0.5  # observed pairs are pulled towards 1
     assert scores["sogram"] < 0.5 * scores["none"]
@@ -173,9 +178,9 @@ def test_penalty_pushes_unobserved_pairs_down(planted):
 def test_every_penalty_trains_and_is_reproducible(planted, penalty):
     d, tr, te = planted
     kw = dict(penalty=penalty, n_epochs=2, random_state=7, n_components=16)
-    a = TwoTower(**kw, n_threads=1).fit(d.left_features, d.right_features, tr[:8000])
-    b = TwoTower(**kw, n_threads=1).fit(d.left_features, d.right_features, tr[:8000])
-    c = TwoTower(**kw, n_threads=2).fit(d.left_features, d.right_features, tr[:8000])
+    a = TwoTower(validation=None, **kw, n_threads=1).fit(d.left_features, d.right_features, tr[:8000])
+    b = TwoTower(validation=None, **kw, n_threads=1).fit(d.left_features, d.right_features, tr[:8000])
+    c = TwoTower(validation=None, **kw, n_threads=2).fit(d.left_features, d.right_features, tr[:8000])
     assert np.array_equal(a.left_embedding_, b.left_embedding_)
     assert np.array_equal(a.left_embedding_, c.left_embedding_)  # thread count does not change the result
     assert a.loss_history_[-1] < a.loss_history_[0]
@@ -191,8 +196,8 @@ def test_hidden_layers_shared_embeddings_and_optimizers(planted):
         # the untrained model's level (random embeddings; a shared table already links the
         # towers' common tags, so the baseline is the unshared one)
         base = {k: v for k, v in kw.items() if k != "shared_embeddings"}
-        m0 = TwoTower(n_epochs=0, random_state=0, n_components=16, **base).fit(XL, XR, tr)
-        m = TwoTower(n_epochs=3, random_state=0, n_components=16, **kw).fit(XL, XR, tr)
+        m0 = TwoTower(validation=None, n_epochs=0, random_state=0, n_components=16, **base).fit(XL, XR, tr)
+        m = TwoTower(validation=None, n_epochs=3, random_state=0, n_components=16, **kw).fit(XL, XR, tr)
         assert np.all(np.isfinite(m.left_embedding_))
         if kw.get("shared_embeddings"):
             assert m.params_["E_left"] is m.params_["E_right"]
@@ -203,7 +208,7 @@ def test_hidden_layers_shared_embeddings_and_optimizers(planted):
 
 def test_api_transform_score_recommend(planted):
     d, tr, te = planted
-    m = TwoTower(n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr)
+    m = TwoTower(validation=None, n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr)
     U, V = m.transform_left(), m.transform_right()
     assert U.shape == (1500, 8) and V.shape == (1500, 8) and U.dtype == np.float32
     assert np.allclose(m.transform_left(d.left_features[:5]), U[:5], atol=1e-6)
@@ -232,7 +237,7 @@ def test_recommend_for_every_user_equals_filtering_a_longer_list():
     rng = np.random.default_rng(4)
     n_left, n_right = 40, 25
     pairs = np.array([(i, j) for i in range(n_left) for j in range(n_right) if rng.random() < 0.3 + 0.6 * (i < 3)])
-    m = TwoTower(n_components=6, n_epochs=2, random_state=1).fit(n_left, n_right, pairs)
+    m = TwoTower(validation=None, n_components=6, n_epochs=2, random_state=1).fit(n_left, n_right, pairs)
     rows = np.arange(n_left)
     k = 10
     idx, sc = m.recommend(rows, k=k)
@@ -250,7 +255,8 @@ def test_recommend_for_every_user_equals_filtering_a_longer_list():
 
 def test_save_load_and_partial_fit_continue(planted, tmp_path):
     d, tr, te = planted
-    m = TwoTower(n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr[:5000])
+    m = TwoTower(validation=None, n_epochs=1, random_state=0, n_components=8).fit(d.left_features,
+                                                                                  d.right_features, tr[:5000])
     path = m.save(tmp_path / "tt.npz")
     m2 = TwoTower.load(path)
     assert np.array_equal(m2.right_embedding_, m.right_embedding_)
@@ -258,7 +264,7 @@ def test_save_load_and_partial_fit_continue(planted, tmp_path):
     m.partial_fit(d.left_features, d.right_features, tr[5000:10000])
     m2.partial_fit(d.left_features, d.right_features, tr[5000:10000])
     assert np.array_equal(m.left_embedding_, m2.left_embedding_)  # a loaded model continues identically
-    s = TwoTower(random_state=0, n_components=8)
+    s = TwoTower(validation=None, random_state=0, n_components=8)
     for chunk in np.array_split(tr[:6000], 3):
         s.partial_fit(d.left_features, d.right_features, chunk)
     assert s.n_iter_ == 3 and s.interactions_.nnz == len(np.unique(tr[:6000], axis=0))
@@ -266,14 +272,14 @@ def test_save_load_and_partial_fit_continue(planted, tmp_path):
 
 def test_sagram_cache_tracks_the_towers(planted):
     d, tr, te = planted
-    m = TwoTower(penalty="sagram", n_epochs=2, random_state=0, n_components=8, gramian_weights="pairs")
+    m = TwoTower(validation=None, penalty="sagram", n_epochs=2, random_state=0, n_components=8, gramian_weights="pairs")
     m.fit(d.left_features, d.right_features, tr)
     err = m.estimation_error(d.left_features, d.right_features)
     assert max(err) < 0.1
-    m = TwoTower(penalty="sagram", n_epochs=2, random_state=0, n_components=8).fit(d.left_features,
-                                                                                   d.right_features, tr)
+    m = TwoTower(validation=None, penalty="sagram", n_epochs=2, random_state=0, n_components=8, output_l2=0.0).fit(
+        d.left_features, d.right_features, tr)
     assert max(m.estimation_error(d.left_features, d.right_features)) < 0.2  # items: the cache sees B, B' is uniform
-    m2 = TwoTower(penalty="sagram", sagram_variant="sag", n_epochs=2, random_state=0, n_components=8,
+    m2 = TwoTower(validation=None, penalty="sagram", sagram_variant="sag", n_epochs=2, random_state=0, n_components=8,
                   gramian_weights="pairs")
     m2.fit(d.left_features, d.right_features, tr)
     assert max(m2.estimation_error(d.left_features, d.right_features)) < 0.2
@@ -282,14 +288,15 @@ def test_sagram_cache_tracks_the_towers(planted):
 def test_one_hot_ids_from_ints_and_targets():
     rng = np.random.default_rng(2)
     pairs = np.stack([rng.integers(0, 20, 300), rng.integers(0, 30, 300)], 1)
-    m = TwoTower(n_components=4, n_epochs=2, random_state=0).fit(20, 30, pairs, targets=rng.random(300))
+    m = TwoTower(validation=None, n_components=4, n_epochs=2, random_state=0).fit(20, 30, pairs,
+                                                                                  targets=rng.random(300))
     assert m.n_features_left_ == 20 and m.params_["E_right"].shape == (30, 4)
 
 
 def test_bad_input():
     rng = np.random.default_rng(3)
     XL, XR, pairs, s = _small(rng)
-    m = TwoTower(n_epochs=1, n_components=2)
+    m = TwoTower(validation=None, n_epochs=1, n_components=2)
     with pytest.raises(ValueError, match="pairs"):
         m.fit(XL, XR, np.array([[0, 6]]))  # right index out of range
     with pytest.raises(ValueError, match="pairs"):
@@ -309,28 +316,28 @@ def test_bad_input():
     with pytest.raises(ValueError, match="left_features"):
         m.fit(XL.toarray() * np.nan, XR, pairs)
     with pytest.raises(ValueError, match="n_components"):
-        TwoTower(n_components=0).fit(XL, XR, pairs)
+        TwoTower(validation=None, n_components=0).fit(XL, XR, pairs)
     with pytest.raises(ValueError, match="n_components"):
-        TwoTower(n_components=-3).fit(XL, XR, pairs)
+        TwoTower(validation=None, n_components=-3).fit(XL, XR, pairs)
     with pytest.raises(ValueError, match="embedding_dim"):
-        TwoTower(n_components=3, embedding_dim=4).fit(XL, XR, pairs)
+        TwoTower(validation=None, n_components=3, embedding_dim=4).fit(XL, XR, pairs)
     with pytest.raises(ValueError, match="shared_embeddings"):
-        TwoTower(shared_embeddings=True, n_components=2).fit(XL, XR[:, :5], pairs)
+        TwoTower(validation=None, shared_embeddings=True, n_components=2).fit(XL, XR[:, :5], pairs)
     with pytest.raises(ValueError, match="penalty"):
-        TwoTower(penalty="negative").fit(XL, XR, pairs)
+        TwoTower(validation=None, penalty="negative").fit(XL, XR, pairs)
     with pytest.raises(ValueError, match="optimizer"):
-        TwoTower(optimizer="rmsprop").fit(XL, XR, pairs)
+        TwoTower(validation=None, optimizer="rmsprop").fit(XL, XR, pairs)
     with pytest.raises(ValueError, match="gramian_rate"):
-        TwoTower(gramian_rate=0).fit(XL, XR, pairs)
+        TwoTower(validation=None, gramian_rate=0).fit(XL, XR, pairs)
     with pytest.raises(ValueError, match="learning_rate"):
-        TwoTower(learning_rate=-1).fit(XL, XR, pairs)
+        TwoTower(validation=None, learning_rate=-1).fit(XL, XR, pairs)
     with pytest.raises(TypeError, match="prior"):
-        TwoTower(n_components=2).fit(XL, XR, pairs, prior=np.zeros((7, 2)))
+        TwoTower(validation=None, n_components=2).fit(XL, XR, pairs, prior=np.zeros((7, 2)))
     with pytest.raises(ValueError, match="prior"):
-        TwoTower(n_components=2).fit(XL, XR, pairs, prior=(np.zeros((6, 2)), np.zeros((6, 2))))
+        TwoTower(validation=None, n_components=2).fit(XL, XR, pairs, prior=(np.zeros((6, 2)), np.zeros((6, 2))))
     with pytest.raises(ValueError, match="left_features"):
-        TwoTower(n_components=2).fit(0, XR, pairs)
-    fitted = TwoTower(n_epochs=1, n_components=2).fit(XL, XR, pairs)
+        TwoTower(validation=None, n_components=2).fit(0, XR, pairs)
+    fitted = TwoTower(validation=None, n_epochs=1, n_components=2).fit(XL, XR, pairs)
     with pytest.raises(ValueError, match="features"):
         fitted.transform_left(XL[:, :4])
     with pytest.raises(ValueError, match="catalogues"):
@@ -342,25 +349,7 @@ def test_bad_input():
     from sklearn.exceptions import NotFittedError
 
     with pytest.raises(NotFittedError):
-        TwoTower().transform_left()
-
-
-def test_map_at_k_metric():
-    U = np.eye(3)
-    V = np.array([[1.0, 0, 0], [0.9, 0, 0], [0, 1, 0], [0, 0, 1]])
-    rel = np.array([[0, 1], [1, 2], [2, 3], [2, 0]])
-    # query 0: relevant {1} ranked 2nd -> 1/2; query 1: {2} ranked 1st -> 1; query 2: {3, 0}: 3 first, 0 tied
-    # with 1 and 2 at score 0 -> ranked last (4th): AP = (1/1 + 2/4) / 2
-    got = interaction_map_at_k(U, V, rel, k=10)
-    assert abs(got - (0.5 + 1 + 0.75) / 3) < 1e-12
-    # excluding item 0 for query 0 promotes item 1 to rank 1
-    assert abs(interaction_map_at_k(U, V, rel[:1], exclude_pairs=np.array([[0, 0]])) - 1.0) < 1e-12
-    # a constant model is not rewarded by ties
-    assert interaction_map_at_k(np.ones((3, 1)), np.ones((4, 1)), rel, k=2) == 0.0
-    # sampled candidates still rank each query's relevant items
-    assert 0 < interaction_map_at_k(U, V, rel, n_candidates=2, random_state=0) <= 1
-    with pytest.raises(ValueError, match="relevant_pairs"):
-        interaction_map_at_k(U, V, np.array([[0, 9]]))
+        TwoTower(validation=None).transform_left()
 
 
 _FUSED_SUPPORTS = training.FusedEngine.supports
@@ -382,7 +371,7 @@ def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
         monkeypatch.setattr(training.FusedEngine, "supports", staticmethod(lambda m, fused=fused: fused and
                                                                           _FUSED_SUPPORTS(m)))
         for nt in (1, 2):
-            m = TwoTower(n_threads=nt, **base).fit(d.left_features, d.right_features, pairs)
+            m = TwoTower(validation=None, n_threads=nt, **base).fit(d.left_features, d.right_features, pairs)
             out[fused, nt] = (m.params_["E_left"].copy(), m.params_["E_right"].copy(), m.gramian_left_.copy(),
                               np.array(m.loss_history_))
     ref = out[False, 1]
@@ -396,7 +385,8 @@ def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
                                 dict(penalty="sagram")])
 def test_save_load_keeps_shared_table_and_estimators(planted, tmp_path, kw):
     d, tr, te = planted
-    m = TwoTower(n_epochs=1, random_state=0, n_components=8, **kw).fit(d.left_features, d.right_features, tr[:4000])
+    m = TwoTower(validation=None, n_epochs=1, random_state=0, n_components=8, **kw).fit(d.left_features,
+                                                                                        d.right_features, tr[:4000])
     m2 = TwoTower.load(m.save(tmp_path / "m.npz"))
     for model in (m, m2):
         model.partial_fit(d.left_features, d.right_features, tr[4000:8000])
@@ -409,7 +399,8 @@ def test_save_load_keeps_shared_table_and_estimators(planted, tmp_path, kw):
 
 def test_partial_fit_refuses_structural_changes(planted):
     d, tr, te = planted
-    m = TwoTower(n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr[:2000])
+    m = TwoTower(validation=None, n_epochs=1, random_state=0, n_components=8).fit(d.left_features,
+                                                                                  d.right_features, tr[:2000])
     for name, value in (("n_components", 4), ("optimizer", "adam"), ("hidden_sizes", (4,)),
                         ("shared_embeddings", True), ("penalty", "sagram"), ("dtype", "float64")):
         m2 = clone(m).set_params(**{name: value})
@@ -424,7 +415,7 @@ def test_hidden_layers_on_two_threads_equal_one_thread(planted, kw):
     """With hidden layers and n_threads >= 2 the towers' halves of a step run on two
     threads; the model is bitwise the one of n_threads = 1."""
     d, tr, te = planted
-    models = [TwoTower(n_epochs=1, random_state=1, n_components=8, n_threads=nt, **kw).fit(
+    models = [TwoTower(validation=None, n_epochs=1, random_state=1, n_components=8, n_threads=nt, **kw).fit(
         d.left_features, d.right_features, tr[:6000]) for nt in (1, 2, 3)]
     for m in models[1:]:
         for key in ("E_left", "E_right"):
@@ -442,7 +433,8 @@ def test_catalogue_prior_beats_pair_prior_and_popularity(planted):
     base = interaction_map_at_k(np.ones((1500, 1)), pop[:, None], te, exclude_pairs=tr)
     res = {}
     for gw in ("items", "pairs"):
-        m = TwoTower(gramian_weights=gw, n_epochs=5, random_state=0).fit(d.left_features, d.right_features, tr)
+        m = TwoTower(validation=None, gramian_weights=gw, n_epochs=5, random_state=0).fit(d.left_features,
+                                                                                          d.right_features, tr)
         res[gw] = interaction_map_at_k(m.left_embedding_, m.right_embedding_, te, exclude_pairs=tr)
         err = m.estimation_error(d.left_features, d.right_features)
         assert max(err) < 0.5, (gw, err)

@@ -24,6 +24,8 @@ from . import _core
 # (part of validation), it runs no kernel.
 ARGUMENTS = ("csr", "OptimStep", "FrmlRelevance", "FrmlParams", "FrmlRunConfig", "FrmlRunState", "LinearConfig",
              "linear_side")
+# Functions that run no kernel either: the build's description, the working memory a kernel would need.
+INFO = ("build_info", "interaction_work_bytes")
 
 
 def _typed(name, pos, key):
@@ -61,6 +63,11 @@ topk_finalize = _typed("topk_finalize", 0, "queries")
 gemm_nn = _typed("gemm_nn", 0, "A")
 # C = op(a) op(b) through SciPy's BLAS (csrc/blas.cpp), the GEMM the fused two-tower loop calls
 blas_gemm = _typed("blas_gemm", 0, "a")
+
+# ---- ranking metrics (csrc/interaction_map.cpp): MAP@k on interactions; its default query block
+# and the working memory of one thread
+interaction_ap_at_k = _typed("interaction_ap_at_k", 0, "left")
+from ._core import interaction_block_rows, interaction_work_bytes  # noqa: E402
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
 from ._core import hamming_histograms, hamming_topk, pack_bits  # noqa: E402
@@ -118,6 +125,7 @@ def build_info():
 
 # every kernel and argument class of the door
 __all__ = ["csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "blas_gemm",
+           "interaction_ap_at_k", "interaction_block_rows", "interaction_work_bytes",
            "hamming_histograms", "hamming_topk", "pack_bits", "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
            "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",

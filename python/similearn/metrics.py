@@ -57,7 +57,6 @@ from ._memory import check_memory
 from ._ranking_metrics import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
 from ._relevance import DENSE_LABELS_MAX, MEMORY_BUDGET, Relevance
 from ._search_checks import check_metric, check_self, topk_raw
-from ._targets import check_pairs, pair_matrix
 from ._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 from ._dask import is_dask_array
 
@@ -315,87 +314,67 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
 
 
 # --------------------------------------------------------------------------- interactions
-def _pairs_csr(pairs, n_left, n_right, name):
-    return pair_matrix(check_pairs(pairs, (n_left, n_right), name, min_pairs=0), n_left, n_right)
-
-
 def interaction_map_at_k(left_vectors, right_vectors, relevant_pairs, k=10, *, n_candidates=None,
-                         exclude_pairs=None, random_state=None, block_size=256):
+                         exclude_pairs=None, random_state=None, block_size=None, n_threads=None):
     """MAP@k of dot-product retrieval for left items (Krichene et al., Sec. 4.1).
 
-    Each left item appearing in ``relevant_pairs`` (e.g. the validation pairs)
-    ranks candidate right items by <u_i, v_j>; its relevant items are its right
-    items in ``relevant_pairs``.  AP@k = (1 / min(k, R)) sum_{r <= k} P@r rel_r.
+    Each left item appearing in ``relevant_pairs`` (e.g. the validation pairs) is a
+    query: it ranks candidate right items by <u_i, v_j>; its relevant items are its
+    right items in ``relevant_pairs``.  With the rank of a relevant item defined as
+    the number of pool entries scoring at least as high (ties count against it),
+
+        AP@k = (1 / min(k, R)) sum_{relevant j, rank_j <= k} (#relevant of rank <= rank_j) / rank_j,
+
+    i.e. sum_{r <= k} P@r rel_r with ties resolved pessimistically; R is the query's
+    number of relevant items.  The result is the mean over the queries.
 
     Parameters
     ----------
-    left_vectors : (n_left, k) float array; right_vectors : (n_right, k)
-    relevant_pairs : int array (n, 2) of (left row, right row)
-    k : int, default=10
-    n_candidates : int, optional
+    left_vectors : array of shape (n_left, dim), float32 or float64
+        C-contiguous, finite (integer input is converted to float64).
+    right_vectors : array of shape (n_right, dim)
+        Float32 when both are float32, float64 otherwise.
+    relevant_pairs : int array of shape (n, 2)
+        (left row, right row) pairs; duplicates count once.
+    k : int >= 1, default=10
+        k > n_right is allowed (every pool entry is then within the cut-off).
+    n_candidates : int >= 1, optional
         None (default) or >= n_right: every right item is a candidate (exhaustive).
         Otherwise the paper's protocol: one uniform sample of n_candidates right
         items (without replacement) shared by all queries, plus each query's own
-        relevant items.
-    exclude_pairs : int array (m, 2), optional
+        relevant items (those outside the sample join its pool).
+    exclude_pairs : int array of shape (m, 2), optional
         Pairs removed from the candidates (e.g. the training pairs), unless relevant.
-    random_state : for the candidate sample.
-    block_size : queries per GEMM block.
+    random_state : int, RandomState, Generator or None
+        Seeds the candidate sample.
+    block_size : int, optional
+        Queries scored per GEMM block (a task of a thread).  Default: score rows of a
+        block under ~4 MiB.  Changes the result by rounding at most.
+    n_threads : int, optional
+        Threads over the query blocks (default :func:`similearn.get_num_threads`);
+        the result does not depend on it.
 
     Returns
     -------
-    float, the mean over queries.  Ties count against the relevant items (an item
-    is ranked after every candidate with an equal score), so a constant model
-    scores the minimum, not 1.
+    float, the mean AP@k over the queries.  A constant model scores the minimum,
+    not 1 (its ties rank every relevant item last).
 
-    O(n_queries n_candidates k) flops, O(block_size n_candidates) memory.
+    Notes
+    -----
+    A C++ kernel (csrc/interaction_map.cpp), threads over blocks of queries: per
+    block one GEMM of its queries against the candidates, O(block n_candidates dim);
+    then per query one pass over its score row against its top min(k, R) relevant
+    scores, O(n_candidates log k + R log k), and O(dim) per relevant item outside the
+    sample.  Total O(n_queries n_candidates dim) time; memory O(n_threads block
+    n_candidates), never (n_queries, n_candidates).  Bad input (NaN / inf, wrong
+    shapes or dtypes, pair ids out of range, k < 1, vectors whose products overflow)
+    raises before any work.  To evaluate many models against the same pairs (e.g.
+    after every epoch), the pairs are prepared once by
+    ``similearn._interaction_map.InteractionMap``.
     """
-    from ._validation import seed_from_random_state
+    from ._interaction_map import InteractionMap, check_vectors
 
-    L = check_dense(left_vectors, "left_vectors")
-    R = check_dense(right_vectors, "right_vectors")
-    if L.shape[1] != R.shape[1]:
-        raise ValueError(f"left_vectors and right_vectors differ in dimension: {L.shape[1]} vs {R.shape[1]}")
-    nL, nR = L.shape[0], R.shape[0]
-    k = check_int(k, "k", low=1)
-    rel = _pairs_csr(relevant_pairs, nL, nR, "relevant_pairs")
-    exc = None if exclude_pairs is None else _pairs_csr(exclude_pairs, nL, nR, "exclude_pairs")
-    if exc is not None:
-        exc = (exc - exc.multiply(rel)).tocsr()
-        exc.eliminate_zeros()
-    if n_candidates is None or int(n_candidates) >= nR:
-        cand = np.arange(nR)
-    else:
-        nc = check_int(n_candidates, "n_candidates", low=1)
-        cand = np.sort(np.random.default_rng(seed_from_random_state(random_state)).choice(nR, nc, replace=False))
-    pos = np.full(nR, -1, dtype=np.int64)
-    pos[cand] = np.arange(cand.size)
-    Rc = np.ascontiguousarray(R[cand])
-    queries = np.flatnonzero(np.diff(rel.indptr) > 0)
-    if queries.size == 0:
-        raise ValueError("relevant_pairs is empty: no query to evaluate")
-    block_size = _block_rows(block_size, queries.size, 8 * cand.size)  # S: (block, n_candidates)
-    total = 0.0
-    for b0 in range(0, queries.size, block_size):
-        qs = queries[b0:b0 + block_size]
-        S = L[qs] @ Rc.T
-        if exc is not None:
-            sub = exc[qs]
-            rr = np.repeat(np.arange(qs.size), np.diff(sub.indptr))
-            pc = pos[sub.indices]
-            keep = pc >= 0
-            S[rr[keep], pc[keep]] = -np.inf
-        for r, q in enumerate(qs):
-            items = rel.indices[rel.indptr[q]:rel.indptr[q + 1]]
-            row = S[r]
-            inside = pos[items] >= 0
-            s_rel = np.empty(items.size, dtype=S.dtype)
-            s_rel[inside] = row[pos[items[inside]]]  # the same numbers as the ranking (no re-rounding)
-            s_out = R[items[~inside]] @ L[q]  # relevant items outside the candidate sample join the pool
-            s_rel[~inside] = s_out
-            ranks = np.array([np.count_nonzero(row >= v) + np.count_nonzero(s_out >= v) for v in s_rel])
-            ranks.sort()
-            hits = ranks[ranks <= k]
-            ap = np.sum(np.arange(1, hits.size + 1) / hits) / min(k, items.size) if hits.size else 0.0
-            total += ap
-    return float(total / queries.size)
+    L, R = check_vectors(left_vectors, right_vectors)
+    plan = InteractionMap(L.shape[0], R.shape[0], relevant_pairs, k, n_candidates=n_candidates,
+                          exclude_pairs=exclude_pairs, random_state=random_state, block_size=block_size)
+    return plan(L, R, n_threads)

@@ -47,11 +47,11 @@ def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
     return kernel_csr(X, dtype, name=name)
 
 
-def check_targets(targets, n_pairs, dtype):
+def check_targets(targets, n_pairs, dtype, name="targets"):
     """The target similarity of each pair (default 1: implicit feedback), contiguous, of dtype."""
     if targets is None:
         return np.ones(n_pairs, dtype=dtype)
-    return np.ascontiguousarray(check_similarity(targets, n_pairs, "targets", low=None, high=None), dtype=dtype)
+    return np.ascontiguousarray(check_similarity(targets, n_pairs, name, low=None, high=None), dtype=dtype)
 
 
 def check_prior(prior, n_left, n_right, dtype):

@@ -73,6 +73,7 @@ class TrainState:
     rng: np.random.Generator
     n_threads: int
     lam: float  # penalty_weight
+    rho: float  # output_l2 (resolved): the weight of rho (tr G_u + tr G_v)
     k: int
     est: tuple  # (left, right) Gramian estimators, or (None, None)
     batch_size: int
@@ -178,12 +179,13 @@ def start(m, XL, XR, P, s, rng, n_threads, pool):
     dt = m.params_["E_left"].dtype
     est = start_estimators(m, XL, XR, P, n_threads, pool)
     lam = float(m.penalty_weight)
+    rho = m.output_l2_ = m._output_l2() if m.penalty != "none" else 0.0
     st = TrainState(
-        XL=XL, XR=XR, P=P, s=s, rng=rng, n_threads=n_threads, lam=lam, k=k, est=est,
+        XL=XL, XR=XR, P=P, s=s, rng=rng, n_threads=n_threads, lam=lam, rho=rho, k=k, est=est,
         batch_size=int(min(m.batch_size, P.shape[0])),
         gramian_batch_size=int(m.gramian_batch_size) if m.gramian_batch_size is not None else int(m.batch_size),
         opt=OptimizerSettings.of(m.optimizer, m._learning_rate(), m.l2), dtype=dt,
-        items=m.gramian_weights == "items" and m.penalty != "none" and lam != 0,
+        items=m.gramian_weights == "items" and m.penalty != "none" and (lam != 0 or rho != 0),
         side_threads=n_threads, Mu=np.empty((k, k), dtype=dt), Mv=np.empty((k, k), dtype=dt),
         empty_rows=np.empty(0, dtype=np.int64), empty_d=np.empty((0, m.params_["E_left"].shape[1]), dtype=dt))
     if n_threads >= 2 and m.params_["W_left"]:  # hidden layers: the two towers' work on two threads
@@ -199,10 +201,10 @@ def start(m, XL, XR, P, s, rng, n_threads, pool):
 # ---------------------------------------------------------------------- the penalty
 def penalty_mats(m, st):
     """(Mu, Mv, Nu, Nv) for the pair_loss kernel from the current estimates
-    (Mu = 2 lam Ghat_v: the batch's penalty gradient is the GEMM U Mu; App. B adds
-    Nu = 2 lam Hhat_v; App. C's GOR uses 4 lam Ghat_u where <G_u, G_u> > 1/k)."""
-    lam, k = st.lam, st.k
-    if m.penalty == "none" or lam == 0:
+    (Mu = 2 lam Ghat_v + 2 rho I: the batch's penalty gradient is the GEMM U Mu; App. B
+    adds Nu = 2 lam Hhat_v; App. C's GOR uses 4 lam Ghat_u where <G_u, G_u> > 1/k)."""
+    lam, rho, k = st.lam, st.rho, st.k
+    if m.penalty == "none" or (lam == 0 and rho == 0):
         return None, None, None, None
     Gu, Gv = m.gramian_left_, m.gramian_right_
     dt = Gu.dtype
@@ -212,27 +214,32 @@ def penalty_mats(m, st):
         av = float(Gv.ravel() @ Gv.ravel()) > 1.0 / k
         np.multiply(Gu, dt.type(4 * lam * au), out=Mu)
         np.multiply(Gv, dt.type(4 * lam * av), out=Mv)
-        return Mu, Mv, None, None
-    np.multiply(Gv, dt.type(2 * lam), out=Mu)
-    np.multiply(Gu, dt.type(2 * lam), out=Mv)
-    if m._Q is None:
+    else:
+        np.multiply(Gv, dt.type(2 * lam), out=Mu)
+        np.multiply(Gu, dt.type(2 * lam), out=Mv)
+    for M in (Mu, Mv):  # the output L2 rho (tr G_u + tr G_v): 2 rho u per row (the fused loop's roundings)
+        M.flat[::k + 1] += dt.type(2 * rho)
+    if m.regularizer == "gor" or m._Q is None:
         return Mu, Mv, None, None
     return (Mu, Mv, np.ascontiguousarray(2 * lam * m.cross_right_, dtype=dt),
             np.ascontiguousarray(2 * lam * m.cross_left_, dtype=dt))
 
 
 def penalty_value(m, st):
-    """The penalty's current estimate: lam <Ghat_u, Ghat_v> (- 2 lam <Hhat_u, Hhat_v>), or the GOR's."""
-    lam, k = st.lam, st.k
-    if m.penalty == "none" or lam == 0:
+    """The penalty's current estimate: lam <Ghat_u, Ghat_v> (- 2 lam <Hhat_u, Hhat_v>), or the GOR's,
+    plus the output L2 rho (tr Ghat_u + tr Ghat_v)."""
+    lam, rho, k = st.lam, st.rho, st.k
+    if m.penalty == "none" or (lam == 0 and rho == 0):
         return 0.0
+    tr = rho * (float(np.trace(m.gramian_left_, dtype=np.float64)) + float(np.trace(m.gramian_right_,
+                                                                                      dtype=np.float64)))
     Gu, Gv = m.gramian_left_.ravel(), m.gramian_right_.ravel()
     if m.regularizer == "gor":
-        return lam * (max(float(Gu @ Gu), 1.0 / k) + max(float(Gv @ Gv), 1.0 / k))
+        return lam * (max(float(Gu @ Gu), 1.0 / k) + max(float(Gv @ Gv), 1.0 / k)) + tr
     v = lam * float(Gu @ Gv)
     if m._Q is not None:
         v -= 2 * lam * float(m.cross_left_.ravel() @ m.cross_right_.ravel())
-    return v
+    return v + tr
 
 
 # ---------------------------------------------------------------------- the step
@@ -383,7 +390,7 @@ class FusedEngine:
         estL, estR = st.est
         dt, gbs, bs = st.dtype, st.gramian_batch_size, st.batch_size
         Pm, ss = m.params_, m._opt_state
-        lam = st.lam if estL is not None else 0.0
+        lam, rho = (st.lam, st.rho) if estL is not None else (0.0, 0.0)
         if estL is not None:
             GL, GR = estL.gramian_, estR.gramian_
             sogram = isinstance(estL, SOGram)
@@ -394,7 +401,8 @@ class FusedEngine:
             w_all, decay = 0.0, 1.0
         sL = ss["E_left"]
         sR = sL if m.shared_embeddings else ss["E_right"]
-        cfg = _kernels.LinearConfig(b=bs, gb=gbs, w_all=w_all, decay=decay, lam=lam, shared=bool(m.shared_embeddings),
+        cfg = _kernels.LinearConfig(b=bs, gb=gbs, w_all=w_all, decay=decay, lam=lam, ridge=rho,
+                                    shared=bool(m.shared_embeddings),
                                     items=m.gramian_weights == "items")
         n = st.PL.size
         tot_data = tot_pen = 0.0
@@ -434,12 +442,16 @@ def select_engine(m):
     return next(e for e in ENGINES if e.supports(m))
 
 
-def run_epochs(m, st, n_epochs):
-    """``n_epochs`` passes over the pairs, recording losses and epoch times on ``m``."""
+def run_epochs(m, st, n_epochs, monitor=None):
+    """``n_epochs`` passes over the pairs, recording losses and epoch times on ``m``.
+
+    ``monitor`` (optional, :class:`similearn.gramian.validation.Monitor`) is called after
+    each epoch with (epoch, st) and stops the loop when it returns True; ``monitor.finish(st)``
+    runs after the loop (it may put back the best epoch's state)."""
     engine = select_engine(m)
     n = st.P.shape[0]
     with progress(n_epochs, m.verbose, "TwoTower", unit="epoch") as bar:
-        for _ in range(n_epochs):
+        for epoch in range(1, n_epochs + 1):
             t_epoch = time.perf_counter()
             st.shuffle()
             tot_data, tot_pen = engine.epoch(m, st)
@@ -452,5 +464,9 @@ def run_epochs(m, st, n_epochs):
             m.loss_parts_history_["penalty"].append(float(mpen))
             bar.set_postfix(loss=mdata + mpen)
             bar.update()
+            if monitor is not None and monitor(epoch, st):
+                break
+    if monitor is not None:
+        monitor.finish(st)
     if st.est[0] is not None:
         m.estimator_state_ = {"left": estimator_state(st.est[0]), "right": estimator_state(st.est[1])}
