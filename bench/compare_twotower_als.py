@@ -18,7 +18,7 @@ Protocol
 
   - ``similearn TwoTower``: ``TwoTower(random_state=seed, n_threads=threads).fit(n_users,
     n_items, train)``: every other parameter at its default (n_components=64, early
-    stopping on 10 % of the training pairs, then a refit on all of them);
+    stopping on 20 % of the training pairs, then a refit on all of them);
     ``--tt-components`` adds rows with other n_components (default: 32, the ALS protocol's);
   - ``implicit ALS``: ``implicit.cpu.als.AlternatingLeastSquares(factors=f,
     regularization=r, alpha=a, random_state=seed, num_threads=threads)`` on the binary
@@ -61,29 +61,30 @@ LOWRANK = {"lowrank-A": (6000, 4000, 150_000), "lowrank-B": (3000, 20_000, 300_0
 
 
 def default_inter():
-    """ml-100k.inter of the installed RecBole package, if any."""
-    with contextlib.suppress(ImportError):
-        import recbole
+    """The ml-100k folder shipped inside the installed RecBole package (found without importing
+    it: ``pip install --no-deps recbole`` is enough, its torch and ray are not needed)."""
+    import importlib.util
 
-        return os.path.join(os.path.dirname(recbole.__file__), "dataset_example", "ml-100k", "ml-100k.inter")
-    return "/root/.pyenv/versions/3.11.7/lib/python3.11/site-packages/recbole/dataset_example/ml-100k/ml-100k.inter"
+    spec = importlib.util.find_spec("recbole")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(list(spec.submodule_search_locations)[0], "dataset_example", "ml-100k")
 
 
 def read_interactions(path):
-    """(pairs int64 (n, 2) of distinct (user, item), n_users, n_items) from a RecBole atomic
-    ``.inter`` file (tab separated, header ``user_id:token item_id:token ...``); tokens are
-    mapped to 0..n-1 in sorted order."""
-    with open(path, encoding="utf-8") as f:
-        header = f.readline().rstrip("\n").split("\t")
-        cols = [header.index("user_id:token"), header.index("item_id:token")]
-        raw = np.array([[line.split("\t")[c] for c in cols] for line in f if line.strip()])
-    users, u = np.unique(raw[:, 0], return_inverse=True)
-    items, i = np.unique(raw[:, 1], return_inverse=True)
-    return np.unique(np.c_[u.ravel(), i.ravel()].astype(np.int64), axis=0), users.size, items.size
+    """(pairs int64 (n, 2) of distinct (user, item), n_users, n_items) of RecBole atomic files
+    (a folder, a ``.inter`` file or a zip), read by ``similearn.datasets.load_recbole_atomic``."""
+    from similearn.datasets import load_recbole_atomic
+
+    d = load_recbole_atomic(path, user_fields=[], item_fields=[])
+    return np.unique(d.pairs, axis=0), d.user_ids.size, d.item_ids.size
 
 
 def load(args):
     if args.data == "ml-100k":
+        if args.inter is None:
+            raise SystemExit("MovieLens-100K: pass --inter PATH (RecBole atomic files), or install RecBole's "
+                             "files with: pip install --no-deps recbole")
         return read_interactions(args.inter)
     from twotower_problem import make_lowrank_interactions
 
@@ -139,7 +140,7 @@ def cpu_model():
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="ml-100k", choices=["ml-100k"] + list(LOWRANK))
-    ap.add_argument("--inter", default=default_inter(), help="RecBole .inter file (--data ml-100k)")
+    ap.add_argument("--inter", default=default_inter(), help="RecBole atomic files: a folder, .inter file or zip (--data ml-100k)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--tt-components", type=int, nargs="*", default=[32],
