@@ -25,7 +25,7 @@ namespace sl {
 
 // true if any of x[0..16) > thr: the pre-check of a block of keys against a selection's
 // admission threshold (one vector comparison when none passes, the usual case)
-inline bool any_greater16(const float* x, float thr) {
+static inline bool any_greater16(const float* x, float thr) {
 #if SL_HAVE_SSE2
   __m128 t = _mm_set1_ps(thr);
   __m128 m = _mm_or_ps(_mm_or_ps(_mm_cmpgt_ps(_mm_loadu_ps(x), t), _mm_cmpgt_ps(_mm_loadu_ps(x + 4), t)),
@@ -38,7 +38,7 @@ inline bool any_greater16(const float* x, float thr) {
 #endif
 }
 
-inline bool any_greater16(const double* x, double thr) {
+static inline bool any_greater16(const double* x, double thr) {
 #if SL_HAVE_SSE2
   __m128d t = _mm_set1_pd(thr);
   __m128d m0 = _mm_or_pd(_mm_cmpgt_pd(_mm_loadu_pd(x), t), _mm_cmpgt_pd(_mm_loadu_pd(x + 2), t));
