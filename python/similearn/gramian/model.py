@@ -25,7 +25,8 @@ Regularizer of App. C instead: lam [max(<G_u, G_u>, 1/k) + max(<G_v, G_v>, 1/k)]
 The step is defined once in :mod:`similearn.gramian.training` (two engines: a fused
 C++ loop for linear towers, Python steps otherwise); the towers in
 :mod:`similearn.gramian.towers`; the early stopping on held-out pairs in
-:mod:`similearn.gramian.validation`.
+:mod:`similearn.gramian.validation`; the serving methods (outputs, scores,
+recommendations) in :mod:`similearn.gramian.outputs`.
 
 Choices the paper leaves open (see also :mod:`similearn.gramian.estimators`):
 
@@ -57,22 +58,22 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
 from .._config import blas_threads, get_num_threads
-from .._dask import dask_rows
-from .._memory import check_memory, check_output_memory
+from .._memory import check_memory
 from .._params import (ArrayLike, Bool, Dtype, Instance, Int, IntSequence, Options, RandomState, Real, Threads,
                        Verbose, validate_params)
 from .._targets import check_pairs, pair_matrix
-from .._validation import check_bool, check_indices, check_int, kernel_csr, seed_from_random_state
+from .._validation import seed_from_random_state
 from ..base import SaveLoadMixin
 from . import towers, training, validation
 from ._inputs import check_features, check_prior, check_targets
 from .estimators import exact_gramian, gramian_error
+from .outputs import TowerOutputs
 
 __all__ = ["TwoTower"]
 
 _PENALTIES = ("sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none")
 
-class TwoTower(SaveLoadMixin, BaseEstimator):
+class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     """Two-tower embedding model trained with Gramian estimates.
 
     Parameters
@@ -620,102 +621,7 @@ class TwoTower(SaveLoadMixin, BaseEstimator):
         self.n_iter_ += 1
         return self
 
-    # ------------------------------------------------------------------ use
-    def _check_fitted(self):
-        if not hasattr(self, "params_"):
-            from sklearn.exceptions import NotFittedError
-
-            raise NotFittedError("This TwoTower instance is not fitted yet; call fit first")
-
-    def _transform(self, side, X):
-        self._check_fitted()
-        if X is None:
-            return getattr(self, f"{side}_embedding_")
-        dt = self.params_["E_left"].dtype
-        check_output_memory(X, int(self.n_components), dt.itemsize, "n_components")  # before the O(nnz) checks
-        Xc = check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"),
-                             min_samples=0)  # 0 rows: a (0, n_components) result
-        nt = get_num_threads(self.n_threads)
-        with blas_threads(nt):
-            return self._embed_all(side, Xc, nt)
-
-    @dask_rows("left_features", n_features="n_features_left_")
-    def transform_left(self, left_features=None):
-        """Left tower outputs u(x): (n, k).  None: the fitted catalogue's (cached).
-
-        left_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
-        outputs are then a lazy Dask array, rows chunked as its."""
-        return self._transform("left", left_features)
-
-    @dask_rows("right_features", n_features="n_features_right_")
-    def transform_right(self, right_features=None):
-        """Right tower outputs v(y): (n, k).  None: the fitted catalogue's (cached).
-
-        right_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
-        outputs are then a lazy Dask array, rows chunked as its."""
-        return self._transform("right", right_features)
-
-    def score_pairs(self, pairs, left_features=None, right_features=None):
-        """<u_i, v_j> for each (i, j) in pairs (rows of the given or fitted catalogues)."""
-        check_pairs(pairs, None, "pairs", min_pairs=0)  # dtype and shape before any embedding
-        U = self.transform_left(left_features)
-        V = self.transform_right(right_features)
-        P = check_pairs(pairs, (U.shape[0], V.shape[0]), min_pairs=0)  # 0 pairs: a (0,) result
-        return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
-
-    def recommend(self, left_rows, k=10, exclude_seen=True):
-        """Top-k right items by score for rows of the fitted left catalogue.
-
-        exclude_seen drops the pairs observed in training.  Returns (indices,
-        scores), (len(left_rows), k); when fewer than k unseen items remain the
-        row is padded with index -1 and score -inf.  Exact search through
-        :func:`similearn.neighbors.topk` (inner product), the seen items skipped
-        inside its selection (``exclude=``): O(len(left_rows) n_right k) plus
-        O(seen pairs of those rows), for any number of seen items.
-        """
-        from ..neighbors import check_result_memory, topk
-
-        self._check_fitted()
-        one = np.ndim(left_rows) == 0  # a single row index
-        rows = check_indices(np.atleast_1d(left_rows) if one else left_rows, self.n_left_, "left_rows", ndim=1)
-        k = check_int(k, "k", low=1)
-        check_bool(exclude_seen, "exclude_seen")
-        check_result_memory(rows.size, k, self.params_["E_left"].dtype.itemsize)
-        kk = min(self.n_right_, k)  # topk's k is at most the catalogue; the rest is padding
-        U = np.ascontiguousarray(self.left_embedding_[rows])
-        seen = self._interactions[rows] if exclude_seen else None
-        idx, sc = topk(U, self.right_embedding_, kk, metric="ip", n_threads=self.n_threads, exclude=seen)
-        if kk == k:
-            return idx, sc
-        out_i = np.full((rows.size, k), -1, dtype=np.int64)
-        out_s = np.full((rows.size, k), -np.inf, dtype=sc.dtype)
-        out_i[:, :kk], out_s[:, :kk] = idx, sc
-        return out_i, out_s
-
-    def _catalogue_embedding(self, side):
-        self._check_fitted()
-        cache = self.__dict__.setdefault("_embedding_cache", {})
-        if side not in cache:
-            nt = get_num_threads(self.n_threads)
-            with blas_threads(nt):
-                cache[side] = self._embed_all(side, kernel_csr(self._catalogue[side], self.params_["E_left"].dtype), nt)
-        return cache[side]
-
-    @property
-    def left_embedding_(self):
-        """(n_left, k): the left tower's outputs on the fitted catalogue (computed on first use)."""
-        return self._catalogue_embedding("left")
-
-    @property
-    def right_embedding_(self):
-        """(n_right, k): the right tower's outputs on the fitted catalogue (computed on first use)."""
-        return self._catalogue_embedding("right")
-
-    @property
-    def interactions_(self):
-        self._check_fitted()
-        return self._interactions
-
+    # ------------------------------------------------------------------ study
     def estimation_error(self, left_features, right_features):
         """||Ghat - G||_F / ||G||_F for each side (Sec. 4.2), G the exact Gramian of
         the current towers over the catalogues, with the item weights of

@@ -1,0 +1,115 @@
+"""What a fitted two-tower model serves: the towers' outputs on new or fitted
+catalogues, pair scores and top-k recommendations (the :class:`TwoTower` methods
+that read the fitted state and never train)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import blas_threads, get_num_threads
+from .._dask import dask_rows
+from .._memory import check_output_memory
+from .._targets import check_pairs
+from .._validation import check_bool, check_indices, check_int, kernel_csr
+from ._inputs import check_features
+
+__all__ = ["TowerOutputs"]
+
+
+class TowerOutputs:
+    """Mixin of :class:`similearn.gramian.TwoTower`: needs ``params_``, ``_embed_all``,
+    ``_catalogue``, ``_interactions`` and the fitted sizes."""
+
+    def _check_fitted(self):
+        if not hasattr(self, "params_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("This TwoTower instance is not fitted yet; call fit first")
+
+    def _transform(self, side, X):
+        self._check_fitted()
+        if X is None:
+            return getattr(self, f"{side}_embedding_")
+        dt = self.params_["E_left"].dtype
+        check_output_memory(X, int(self.n_components), dt.itemsize, "n_components")  # before the O(nnz) checks
+        Xc = check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"),
+                             min_samples=0)  # 0 rows: a (0, n_components) result
+        nt = get_num_threads(self.n_threads)
+        with blas_threads(nt):
+            return self._embed_all(side, Xc, nt)
+
+    @dask_rows("left_features", n_features="n_features_left_")
+    def transform_left(self, left_features=None):
+        """Left tower outputs u(x): (n, k).  None: the fitted catalogue's (cached).
+
+        left_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
+        outputs are then a lazy Dask array, rows chunked as its."""
+        return self._transform("left", left_features)
+
+    @dask_rows("right_features", n_features="n_features_right_")
+    def transform_right(self, right_features=None):
+        """Right tower outputs v(y): (n, k).  None: the fitted catalogue's (cached).
+
+        right_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
+        outputs are then a lazy Dask array, rows chunked as its."""
+        return self._transform("right", right_features)
+
+    def score_pairs(self, pairs, left_features=None, right_features=None):
+        """<u_i, v_j> for each (i, j) in pairs (rows of the given or fitted catalogues)."""
+        check_pairs(pairs, None, "pairs", min_pairs=0)  # dtype and shape before any embedding
+        U = self.transform_left(left_features)
+        V = self.transform_right(right_features)
+        P = check_pairs(pairs, (U.shape[0], V.shape[0]), min_pairs=0)  # 0 pairs: a (0,) result
+        return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
+
+    def recommend(self, left_rows, k=10, exclude_seen=True):
+        """Top-k right items by score for rows of the fitted left catalogue.
+
+        exclude_seen drops the pairs observed in training.  Returns (indices,
+        scores), (len(left_rows), k); when fewer than k unseen items remain the
+        row is padded with index -1 and score -inf.  Exact search through
+        :func:`similearn.neighbors.topk` (inner product), the seen items skipped
+        inside its selection (``exclude=``): O(len(left_rows) n_right k) plus
+        O(seen pairs of those rows), for any number of seen items.
+        """
+        from ..neighbors import check_result_memory, topk
+
+        self._check_fitted()
+        one = np.ndim(left_rows) == 0  # a single row index
+        rows = check_indices(np.atleast_1d(left_rows) if one else left_rows, self.n_left_, "left_rows", ndim=1)
+        k = check_int(k, "k", low=1)
+        check_bool(exclude_seen, "exclude_seen")
+        check_result_memory(rows.size, k, self.params_["E_left"].dtype.itemsize)
+        kk = min(self.n_right_, k)  # topk's k is at most the catalogue; the rest is padding
+        U = np.ascontiguousarray(self.left_embedding_[rows])
+        seen = self._interactions[rows] if exclude_seen else None
+        idx, sc = topk(U, self.right_embedding_, kk, metric="ip", n_threads=self.n_threads, exclude=seen)
+        if kk == k:
+            return idx, sc
+        out_i = np.full((rows.size, k), -1, dtype=np.int64)
+        out_s = np.full((rows.size, k), -np.inf, dtype=sc.dtype)
+        out_i[:, :kk], out_s[:, :kk] = idx, sc
+        return out_i, out_s
+
+    def _catalogue_embedding(self, side):
+        self._check_fitted()
+        cache = self.__dict__.setdefault("_embedding_cache", {})
+        if side not in cache:
+            nt = get_num_threads(self.n_threads)
+            with blas_threads(nt):
+                cache[side] = self._embed_all(side, kernel_csr(self._catalogue[side], self.params_["E_left"].dtype), nt)
+        return cache[side]
+
+    @property
+    def left_embedding_(self):
+        """(n_left, k): the left tower's outputs on the fitted catalogue (computed on first use)."""
+        return self._catalogue_embedding("left")
+
+    @property
+    def right_embedding_(self):
+        """(n_right, k): the right tower's outputs on the fitted catalogue (computed on first use)."""
+        return self._catalogue_embedding("right")
+
+    @property
+    def interactions_(self):
+        self._check_fitted()
+        return self._interactions
