@@ -238,8 +238,10 @@ def test_transform_unit_norm_and_attributes(rng):
 
 def test_group_norm_zeroes_units_and_active_components(rng):
     X, y = _rings(200, 4, rng)
-    dense = SSNE(n_components=24, lam=1e6, n_epochs=10, random_state=0).fit(X, y)
-    sparse = SSNE(n_components=24, lam=30.0, n_epochs=10, random_state=0).fit(X, y)
+    # the paper's uniform pairs, no fallback check: the group step alone decides
+    kw = dict(n_components=24, n_epochs=10, pair_sampling="balanced", fallback=False, random_state=0)
+    dense = SSNE(lam=1e6, **kw).fit(X, y)
+    sparse = SSNE(lam=30.0, **kw).fit(X, y)
     assert len(dense.active_components_) == 24
     assert 0 < len(sparse.active_components_) < 24
     inactive = np.setdiff1d(np.arange(24), sparse.active_components_)
@@ -248,14 +250,15 @@ def test_group_norm_zeroes_units_and_active_components(rng):
     assert np.all(H[:, inactive] == 0)
     np.testing.assert_allclose(np.linalg.norm(H[:, sparse.active_components_], axis=1), 1.0, rtol=1e-12)
     with pytest.warns(ConvergenceWarning, match="zeroed every unit"):
-        SSNE(n_components=4, lam=1e-3, n_epochs=2, random_state=0).fit(X, y)
+        SSNE(n_components=4, lam=1e-3, n_epochs=2, fallback=False, random_state=0).fit(X, y)
 
 
 def test_objective_decreases_and_training_fits_pairs():
     from sklearn.datasets import make_blobs
 
     X, y = make_blobs(300, n_features=5, centers=4, random_state=0)
-    m = SSNE(n_epochs=15, tol=0, n_iter_no_change=100, random_state=0).fit(X, y)
+    # the paper's uniform pairs: every class collapses towards one point
+    m = SSNE(n_epochs=15, tol=0, pair_sampling="balanced", fallback=False, random_state=0).fit(X, y)
     assert m.n_iter_ == 15
     assert m.objective_history_[-1] < 0.3 * m.objective_history_[0]
     # the embedding realises the targets: same class ~ 1, different classes ~ 0
@@ -363,11 +366,18 @@ def test_bad_input(rng):
                       (dict(batch_size=0), "batch_size"), (dict(block_size=0), "block_size"),
                       (dict(n_epochs=0), "n_epochs"), (dict(learning_rate=-1), "learning_rate"),
                       (dict(schedule="cosine"), "schedule"), (dict(tol=np.nan), "tol"),
-                      (dict(init="pca"), "init"), (dict(init=np.ones((3, 32))), "init")]:
+                      (dict(init="pca"), "init"), (dict(init=np.ones((3, 32))), "init"),
+                      (dict(pair_sampling="auto"), "pair_sampling"), (dict(n_target_neighbors=0), "n_target_neighbors"),
+                      (dict(fallback="yes"), "fallback"), (dict(selection_cv=1), "selection_cv"),
+                      (dict(n_iter_no_change=0), "n_iter_no_change")]:
         with pytest.raises((ValueError, TypeError), match=match):
             SSNE(**kw).fit(X, y)
     with pytest.raises(TypeError, match="n_components"):
         SSNE(n_components=2.5).fit(X, y)
+    with pytest.raises(ValueError, match="fallback=True .* needs labels"):
+        SSNE(fallback=True).fit(X, pairs=P, similarity=s)
+    with pytest.raises(ValueError, match="no class with two or more samples"):
+        SSNE().fit(X[:3], [0, 1, 2])
     m = SSNE(n_epochs=1, random_state=0).fit(X, y)
     with pytest.raises(ValueError, match="n_pairs, 2, n_features"):
         m.pair_score(P)
@@ -385,6 +395,110 @@ def test_lr_too_large_is_a_clear_error_or_finite(rng):
     else:
         assert np.isfinite(m.coef_).all()
         assert np.isfinite(m.transform(X)).all()
+
+
+# ----------------------------------------------------------------------------- defaults (issue 18)
+def _xor(n, rng):
+    """Two classes, each two opposite quadrants of the plane (two clusters per
+    class), plus two noise columns: no class is a level set of one tanh unit."""
+    Z = rng.uniform(-1, 1, (n, 2))
+    y = (Z[:, 0] * Z[:, 1] > 0).astype(int)
+    return np.hstack([Z, 0.5 * rng.standard_normal((n, 2))]), y
+
+
+def test_target_neighbours_learn_classes_of_several_clusters():
+    # uniform in-class pairs ask each class to collapse to one point, which a class
+    # of two opposite quadrants cannot; target-neighbour pairs ask for one-class
+    # neighbourhoods only (measured: 0.93 against 0.65, Euclidean 0.83)
+    X, y = _xor(300, np.random.default_rng(3))
+    kw = dict(fallback=False, random_state=0)
+    nb = knn_cv_accuracy(X, y, SSNE(**kw), n_repeats=1).mean
+    bal = knn_cv_accuracy(X, y, SSNE(pair_sampling="balanced", **kw), n_repeats=1).mean
+    euc = knn_cv_accuracy(X, y, None, n_repeats=1).mean
+    assert nb > bal + 0.1 and nb > euc + 0.03, (nb, bal, euc)
+
+
+def test_stopping_rule_replays_on_the_history(rng):
+    # windowed rule: stop at the first epoch e >= 2w whose last-w mean objective is
+    # less than tol below the w before; never earlier
+    X, y = _rings(150, 2, rng)
+    for tol, w in [(1e-3, 10), (3e-2, 3), (0.0, 4)]:
+        m = SSNE(n_epochs=80, tol=tol, n_iter_no_change=w, fallback=False, random_state=1).fit(X, y)
+        h = np.array(m.objective_history_)
+        stops = [e for e in range(2 * w, len(h) + 1)
+                 if h[e - 2 * w:e - w].mean() - h[e - w:e].mean() < tol * h[e - 2 * w:e - w].mean()]
+        assert m.n_iter_ == len(h)
+        if stops:
+            assert stops[0] == m.n_iter_, (tol, w, stops[0], m.n_iter_)
+        else:
+            assert m.n_iter_ == 80
+    # None: every epoch
+    assert SSNE(n_epochs=30, n_iter_no_change=None, fallback=False, random_state=1).fit(X, y).n_iter_ == 30
+
+
+def test_fallback_check_matches_a_manual_cross_validation(rng):
+    # the check's scores are the 3-NN accuracies of an inner stratified CV: the
+    # learned fits use the estimator's own settings and the check's random stream
+    from sklearn.model_selection import StratifiedKFold
+    from similearn._ssne_defaults import identity_weights, knn_correct
+
+    X, y = _rings(90, 3, rng)
+    m = SSNE(n_components=8, n_epochs=5, fallback=True, selection_cv=3, random_state=4).fit(X, y)
+    Xs = (X - X.mean(0)) / X.std(0)
+    from similearn._validation import seed_from_random_state
+    crng = np.random.default_rng([seed_from_random_state(4), 1])
+    folds = StratifiedKFold(3, shuffle=True, random_state=int(crng.integers(2 ** 31)))
+    want = {"learned": np.zeros(90), "identity": np.zeros(90)}
+    for tr, va in folds.split(Xs, y):
+        for name in want:
+            if name == "identity":
+                W = identity_weights(Xs[tr], 8)
+            else:
+                W = SSNE(n_components=8, n_epochs=5, fallback=False)._learn(
+                    np.ascontiguousarray(Xs[tr]), y[tr], None, None, crng, False)[0]
+            E = lambda A: O.embed(A, W)[1]  # noqa: E731  (the oracle's normalised embedding)
+            want[name][va] = knn_correct(E(Xs[tr]), y[tr], E(Xs[va]), y[va])
+    assert set(m.selection_scores_) == {"learned", "identity", "standard_error"}
+    for name in want:
+        assert m.selection_scores_[name] == pytest.approx(want[name].mean())
+    d = want["identity"] - want["learned"]
+    se = d.std(ddof=1) / np.sqrt(90)
+    assert m.selection_scores_["standard_error"] == pytest.approx(se)
+    assert m.fallback_ == (d.mean() > se)
+
+
+def test_fallback_keeps_identity_weights_or_the_learned_ones(rng, monkeypatch):
+    X, y = _rings(120, 2, rng)
+    X = X * [1.0, 3.0, 0.1, 10.0] + [0.0, 5.0, -2.0, 1.0]  # scales that the standardisation folds in
+    learned = SSNE(n_epochs=4, fallback=False, random_state=0).fit(X, y)
+    assert learned.selection_scores_ is None and learned.fallback_ is False
+    # the check never changes the learned weights (its own random stream)
+    def check(learned_acc, identity_acc, se):
+        monkeypatch.setattr(SSNE, "_cross_validate", lambda self, Xs, g, r: {
+            "learned": learned_acc, "identity": identity_acc, "standard_error": se})
+        return SSNE(n_epochs=4, random_state=0).fit(X, y)
+
+    kept = check(0.9, 0.8, 0.01)
+    assert kept.fallback_ is False and kept.selection_scores_["learned"] == 0.9
+    np.testing.assert_array_equal(kept.coef_, learned.coef_)
+    # identity better, but by less than one standard error: the learned weights stay
+    assert check(0.8, 0.83, 0.04).fallback_ is False
+    fb = check(0.8, 0.9, 0.04)
+    assert fb.fallback_ is True and fb.n_iter_ == 0 and fb.loss_history_ == []
+    # identity-like weights in X's units: cosine 3-NN in the embedding = Euclidean
+    # 3-NN of the standardised input (up to near-ties)
+    from similearn.neighbors import topk
+    H = fb.transform(X)
+    Z = np.ascontiguousarray((X - X.mean(0)) / X.std(0))
+    i_cos, _ = topk(H, H, 3, "cosine", exclude_self=True)
+    i_euc, _ = topk(Z, Z, 3, "euclidean", exclude_self=True)
+    assert np.mean([len(set(a) & set(b)) / 3 for a, b in zip(i_cos, i_euc)]) > 0.97
+    # "auto" checks up to SELECTION_MAX_SAMPLES samples only; False never
+    import similearn.ssne as ssne_mod
+    monkeypatch.setattr(ssne_mod, "SELECTION_MAX_SAMPLES", 100)
+    big = SSNE(n_epochs=4, random_state=0).fit(X, y)
+    assert big.selection_scores_ is None and big.fallback_ is False
+    assert SSNE(n_epochs=4, fallback=True, random_state=0).fit(X, y).fallback_ is True
 
 
 # ----------------------------------------------------------------------------- evaluation protocol
