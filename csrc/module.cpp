@@ -9,6 +9,7 @@
 #include "gemm_kernel.hpp"
 #include "hamming.hpp"
 #include "parallel.hpp"
+#include "simd.hpp"
 
 namespace py = pybind11;
 
@@ -37,6 +38,16 @@ PYBIND11_MODULE(_core, m) {
     d["flags"] = SIMILEARN_BUILD_FLAGS;
     d["build_type"] = SIMILEARN_BUILD_TYPE;
     d["hamming_isa"] = sl::hamming_isa();
+    // what CPUID reports and the OS enables, before the SIMILEARN_ISA cap
+    const auto& f = sl::cpu::features();
+    py::list cpu;
+    if (f.popcnt) cpu.append("popcnt");
+    if (f.avx2_fma) cpu.append("avx2+fma");
+    if (f.avx512f) cpu.append("avx512f");
+    if (f.avx512_vpopcntdq) cpu.append("avx512vpopcntdq");
+    d["cpu_features"] = cpu;
+    const int level = sl::cpu::vector_level();
+    d["vector_level"] = level == 2 ? "avx512" : level == 1 ? "avx2" : "baseline";
     d["topk_kernel"] = sl::gemmk::available() ? "avx512 packed GEMM" : "BLAS sgemm/dgemm";
     d["hardware_threads"] = sl::hardware_threads();
     d["blas_source"] = "scipy.linalg.cython_blas / cython_lapack";

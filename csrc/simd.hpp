@@ -43,34 +43,57 @@ inline int isa_cap() {
   return cap;
 }
 
-inline bool has_popcnt() {
+// CPU features read with CPUID and XGETBV directly (not __builtin_cpu_supports: that
+// needs the compiler runtime's CPU model, which libgcc fills but some runtimes, e.g.
+// the compiler-rt of zig's clang used for manylinux2014 wheels, leave empty, so
+// every feature would read as absent).  A vector ISA counts only if the OS saves
+// its registers (XCR0), as the Intel SDM requires before using AVX / AVX-512.
+struct Features {
+  bool popcnt = false, avx2_fma = false, avx512f = false, avx512_vpopcntdq = false;
+};
+
 #if SL_X86_DISPATCH
-  return isa_cap() >= 1 && __builtin_cpu_supports("popcnt");
-#else
-  return false;
-#endif
+inline void cpuid(unsigned leaf, unsigned sub, unsigned& a, unsigned& b, unsigned& c, unsigned& d) {
+  __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(leaf), "c"(sub));
 }
-inline bool has_avx2() {
+inline std::uint64_t xgetbv0() {
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<std::uint64_t>(hi) << 32) | lo;
+}
+#endif
+
+inline Features detect_features() {
+  Features f;
 #if SL_X86_DISPATCH
-  return isa_cap() >= 2 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-  return false;
+  unsigned a, b, c, d;
+  cpuid(0, 0, a, b, c, d);
+  const unsigned max_leaf = a;
+  if (max_leaf < 1) return f;
+  cpuid(1, 0, a, b, c, d);
+  f.popcnt = (c >> 23) & 1u;
+  const bool fma = (c >> 12) & 1u, osxsave = (c >> 27) & 1u, avx = (c >> 28) & 1u;
+  if (!osxsave || !avx || max_leaf < 7) return f;
+  const std::uint64_t xcr0 = xgetbv0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;      // SSE + AVX registers saved
+  const bool zmm_state = (xcr0 & 0xE6) == 0xE6;    // + opmask, ZMM0-15 upper, ZMM16-31
+  cpuid(7, 0, a, b, c, d);
+  f.avx2_fma = ymm_state && fma && ((b >> 5) & 1u);
+  f.avx512f = zmm_state && ((b >> 16) & 1u);
+  f.avx512_vpopcntdq = f.avx512f && ((c >> 14) & 1u);
 #endif
+  return f;
 }
-inline bool has_avx512f() {
-#if SL_X86_DISPATCH
-  return isa_cap() >= 3 && __builtin_cpu_supports("avx512f");
-#else
-  return false;
-#endif
+
+inline const Features& features() {
+  static const Features f = detect_features();
+  return f;
 }
-inline bool has_avx512_popcnt() {
-#if SL_X86_DISPATCH
-  return isa_cap() >= 3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vpopcntdq");
-#else
-  return false;
-#endif
-}
+
+inline bool has_popcnt() { return isa_cap() >= 1 && features().popcnt; }
+inline bool has_avx2() { return isa_cap() >= 2 && features().avx2_fma; }
+inline bool has_avx512f() { return isa_cap() >= 3 && features().avx512f; }
+inline bool has_avx512_popcnt() { return isa_cap() >= 3 && features().avx512_vpopcntdq; }
 
 // The widest vector variant to run: 2 = AVX-512F, 1 = AVX2 + FMA, 0 = baseline.
 inline int vector_level() {

@@ -1,5 +1,6 @@
 """Kernel runtime behaviour: GIL released, Ctrl-C honoured, thread control."""
 import os
+import platform
 import signal
 import subprocess
 import sys
@@ -235,3 +236,25 @@ def test_portable_code_paths_match_oracles(isa):
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"),
+                    reason="/proc/cpuinfo flags of an x86-64 Linux machine")
+def test_cpu_features_agree_with_the_kernels_cpu_flags():
+    """The dispatch reads CPUID/XGETBV itself (a compiler runtime's CPU model may be empty, as
+    in the zig-built manylinux2014 wheel): it must see what Linux reports in /proc/cpuinfo
+    (the kernel lists avx2 / avx512f only when it enables their register state)."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    info = similearn._kernels.build_info()
+    want = [name for name, ok in (("popcnt", "popcnt" in flags), ("avx2+fma", {"avx2", "fma"} <= flags),
+                                  ("avx512f", "avx512f" in flags),
+                                  ("avx512vpopcntdq", {"avx512f", "avx512_vpopcntdq"} <= flags)) if ok]
+    assert list(info["cpu_features"]) == want
+    level = "avx512" if "avx512f" in want else "avx2" if "avx2+fma" in want else "baseline"
+    if not os.environ.get("SIMILEARN_ISA"):
+        assert info["vector_level"] == level
