@@ -149,6 +149,23 @@ def test_pack_bits_empty_and_bad():
         pack_bits(np.zeros((3, 0), dtype=bool))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["ascending", "descending", "ties"])
+@pytest.mark.parametrize("k", [1, 2, 63, 64, 65, 100, 257])
+def test_topk_selection_orders_and_ties(dtype, order, k):
+    # The streaming selection's quickselect/sort: scores rising along the database
+    # (every item admitted, a compaction every few items), falling (one admission
+    # round), and a few distinct values repeated (ties everywhere, lower index first).
+    n = 3000
+    vals = {"ascending": np.arange(n), "descending": -np.arange(n), "ties": np.arange(n) * 7919 % 5}[order]
+    X = np.stack([vals.astype(dtype), np.ones(n, dtype)], axis=1)
+    Q = np.array([[1.0, 0.0], [-1.0, 0.0], [0.0, 1.0]], dtype=dtype)
+    idx, sc = topk(Q, X, k, metric="ip", n_threads=1)
+    ridx, rsc = topk_oracle(Q, X, k, "ip")
+    np.testing.assert_array_equal(idx, ridx)
+    np.testing.assert_array_equal(sc, rsc.astype(dtype))
+
+
 @pytest.mark.parametrize("n_bits", [8, 64, 128, 192])
 @pytest.mark.parametrize("nq,nx,k", [(1, 1, 1), (5, 700, 10), (70, 3000, 100), (4, 50, 50)])
 def test_hamming_topk_matches_oracle(rng, n_bits, nq, nx, k):
