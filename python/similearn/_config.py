@@ -105,7 +105,18 @@ def _default_threads(cap: int | None) -> int:
 
 @contextlib.contextmanager
 def thread_limits(n: int):
-    """Context manager: similearn kernels in this thread use ``n`` threads."""
+    """Context manager: similearn kernels in this thread use ``n`` threads.
+
+    Parameters
+    ----------
+    n : int
+        Thread count inside the block, for the calling Python thread only; the
+        previous setting comes back on exit.
+
+    Yields
+    ------
+    None
+    """
     n = _check_n(n)
     old = getattr(_state, "n", None)
     _state.n = n

@@ -10,6 +10,11 @@ imported here) with::
         ...
         ctx.record(map=0.93)
 
+The title is what ``similearn demo --list`` prints.  Give the function a docstring
+(reST: what the section runs, on which data, against which baselines): it describes
+the section on the documentation's demo page, which is generated from this
+registry (``docs/_ext/similearn_demo.py``).
+
 Sections run offline (scikit-learn's bundled datasets, synthetic data), in the
 order they were registered, and must each take a few seconds; ``ctx.quick``
 asks for an even smaller version (used by the tests).
@@ -115,6 +120,21 @@ def _fmt(x):
 # --------------------------------------------------------------------------- sections
 @section("digits", "exact search, retrieval metrics and kNN on scikit-learn's digits")
 def _digits(ctx):
+    """Exact search and retrieval metrics on scikit-learn's digits (1,797 images of
+    8 x 8 pixels, float32):
+
+    * the five nearest images of one image by cosine and Euclidean ``topk``, with
+      the scores of every query checked against scikit-learn's brute-force
+      ``NearestNeighbors``;
+    * leave-one-out retrieval (each image queries all the others, relevant = same
+      digit): MAP, P@1, P@10 and AUC from ``retrieval_scores``;
+    * ``KNeighborsClassifier`` accuracy next to scikit-learn's on a stratified
+      70/30 split, k = 1 and 5, Euclidean and cosine;
+    * Hamming retrieval with the signs of random projections as binary codes
+      (``pack_bits``, ``hamming_retrieval_scores``), 16 to 256 bits, against exact
+      cosine;
+    * the throughput of ``topk`` and ``hamming_topk`` on random data.
+    """
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
     from sklearn.neighbors import KNeighborsClassifier as SkKNN
@@ -225,6 +245,18 @@ def _digits(ctx):
 
 @section("film", "FILM: low-rank triplet metric learning (digits) and sentence matching (synthetic pairs)")
 def _film(ctx):
+    """FILM in two settings:
+
+    * the digits (standardised; triplets from the labels, three per anchor): 5-NN
+      accuracy in the learned space for d = 4, 8 and 16 dimensions, against PCA
+      with the same d;
+    * sentence matching (paper Sec. 3.3) on generated sentence pairs whose
+      duplicates use synonyms: TF-IDF, then FILM (triplets from the training
+      pairs, ``triplets_from_pairs``) or LSA (``TruncatedSVD``), under
+      ``PairwiseKNNMatcher`` with k chosen by log loss on validation pairs; test
+      accuracy and log loss, and the top-weighted words of the two strongest FILM
+      components (paper Fig. 5).
+    """
     from sklearn.datasets import load_digits
     from sklearn.decomposition import PCA, TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -293,6 +325,12 @@ def _film(ctx):
 
 @section("frml", "FRML: metric learning to rank (WARP) on digits, against Euclidean retrieval")
 def _frml(ctx):
+    """FRML with its default parameters (WARP loss, validation early stopping) on
+    the digits: 30 % of the images query the other 70 % (relevant = same digit).
+    MAP, AUC, P@1 and P@10 of Euclidean retrieval in the learned space, against
+    Euclidean retrieval on the pixels, for the rank-gamma truncations gamma = 1
+    and 10 (10 only with ``--quick``).
+    """
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -320,6 +358,13 @@ def _frml(ctx):
 
 @section("ssne", "SSNE: nonlinear embeddings on the sphere, Table 1 protocol on wine and iris")
 def _ssne(ctx):
+    """The paper's Table 1 protocol on wine and iris, through
+    ``evaluation.knn_cv_accuracy``: repeated stratified 2-fold cross-validation (5
+    repeats, 2 with ``--quick``), features standardised on the training fold, 3-NN
+    accuracy with SSNE's default parameters (cosine in the embedding) against
+    Euclidean 3-NN on the same folds; also the number of units the group norm
+    keeps and the fit time per fold.
+    """
     from sklearn.datasets import load_iris, load_wine
 
     from .evaluation import knn_cv_accuracy
@@ -348,6 +393,12 @@ def _ssne(ctx):
 
 @section("nash", "NASH: semantic hashing of generated topic documents, precision of the top 100 by Hamming distance")
 def _nash(ctx):
+    """Semantic hashing of 3,000 training and 500 query documents generated from a
+    20-topic model (vocabulary of 3,000 words, TF-IDF): precision of the 100
+    training documents nearest in Hamming distance (relevant = same topic) for the
+    ``LSHHasher`` and ``ITQHasher`` baselines and NASH-DN (``NASH`` with its
+    defaults), at 16 and 32 bits, with fit times.
+    """
     from sklearn.feature_extraction.text import TfidfTransformer
 
     from .datasets import make_topic_documents
@@ -381,6 +432,15 @@ def _nash(ctx):
 
 @section("twotower", "Two-tower model with Gramian estimates (SOGram, SAGram) against sampling, generated pairs")
 def _twotower(ctx):
+    """``TwoTower`` on generated interactions: 3,000 users and 3,000 items in 30
+    planted clusters with a Zipf popularity, 100,000 pairs split 90/10; features
+    are a one-hot id plus cluster tags.  Default parameters with each Gramian
+    penalty (SOGram, SAGram, uniform sampling, none) under the catalogue prior
+    (``gramian_weights="items"``), and SOGram, uniform and sqrt sampling under the
+    paper's prior over the training pairs; MAP@10 of the held-out pairs against
+    every item, the Gramian estimation error and the fit time, next to a
+    popularity baseline.
+    """
     from .datasets import make_interactions, train_test_split_pairs
     from .metrics import interaction_map_at_k
     from .twotower import TwoTower

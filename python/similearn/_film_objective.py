@@ -49,7 +49,7 @@ def _sigmoid(x):
 
 def triplet_matrices(triplets, n, dtype=np.float64):
     """C as CSR (rows j, columns a) and C^T as CSR (rows a), duplicates summed, plus
-    t = diag(T) = 1 / (|T_a| + 1) (n,).  O(n_triplets log n_triplets)."""
+    ``t = diag(T) = 1 / (|T_a| + 1)`` (n,).  O(n_triplets log n_triplets)."""
     a, p, q = triplets[:, 0], triplets[:, 1], triplets[:, 2]
     rows = np.concatenate([p, q])
     cols = np.concatenate([a, a])
@@ -82,6 +82,8 @@ class FilmObjective:
     margin : float, relative margin (see module docstring)
     n_threads : int, optional
 
+    Notes
+    -----
     Use ``value(P)`` (objective, Lambda fixed), ``value_and_grad(P)``, ``refresh(P)``
     (s* and Lambda at P, Eq. 15).  Dense work: W = V P and V^T M (``self.op``, V's
     dtype); sparse work: C^T W and C (T Lambda W) (C++ kernels, O(nnz(C) d)).

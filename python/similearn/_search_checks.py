@@ -10,6 +10,8 @@ from . import _kernels
 from ._config import blas_threads
 from ._validation import check_bool, check_csr_structure, check_indices
 
+#: The metric names of the dense search (``topk``'s ``metric``, also that of
+#: the k-NN estimators); each maps to the code the C++ kernels take.
 METRICS = {"ip": 0, "cosine": 1, "euclidean": 2}
 
 

@@ -73,6 +73,8 @@ from ._integrity import (DIGEST_KEY, ModelFileError, array_digest, array_record,
 __all__ = ["save", "load", "SimilearnVersionWarning", "FORMAT_VERSION"]
 
 FORMAT_NAME = "similearn-model"
+#: The model file format version that ``save`` writes; ``load`` reads it and
+#: every earlier version, and refuses a newer one.
 FORMAT_VERSION = 2
 META_KEY = "__similearn_meta__"
 _TAG = "__type__"

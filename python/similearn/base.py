@@ -172,6 +172,8 @@ class Progress:
     mininterval : float, default=0.1
     log_interval : float, default=10.0
 
+    Examples
+    --------
     Use as a context manager::
 
         with progress(max_iter, self.verbose, "FILM") as bar:

@@ -452,9 +452,9 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         return self.components_.T @ self.components_
 
     def top_features(self, feature_names=None, n_top=10):
-        """For each learned component, the input features with the largest |weight|
-        (the paper's Figure 5).  Returns a list (one per component) of lists of
-        (feature, weight) sorted by decreasing |weight|; features are names when
+        """For each learned component, the input features with the largest absolute
+        weight (the paper's Figure 5).  Returns a list (one per component) of lists of
+        (feature, weight) sorted by decreasing absolute weight; features are names when
         ``feature_names`` (e.g. ``vectorizer.get_feature_names_out()``) is given,
         else column indices.  Components are ordered by decreasing s."""
         check_is_fitted(self, "components_")

@@ -12,8 +12,9 @@ d_q(x) = ||L^T (q - x)||^2, minimise by SGD over sampled (q, x+, x-)
     w(r) [1 + d_q(x+) - d_q(x-)]_+ + lam d_q(x+)
 
 WARP: negatives are drawn uniformly from X_q- until a violator (hinge > 0) is found
-or N > |X_q-| / gamma draws were made (rank-gamma truncation, Sec. 2.2); the rank
-estimate is r = floor(|X_q-| / N) and w = H(r) / H(|X_q-|) with H(k) = sum_{j<=k} 1/j.
+or ``N > |X_q-| / gamma`` draws were made (rank-gamma truncation, Sec. 2.2); the rank
+estimate is ``r = floor(|X_q-| / N)`` and ``w = H(r) / H(|X_q-|)`` with
+``H(k) = sum_{j<=k} 1/j``.
 AUC: one uniform negative, w = 1.
 
 Optimisation (Alg. 1-2).  A step averages b samples: -eta * gradient = U V^T with
@@ -236,11 +237,11 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         explicit m above the data rank is a ``ValueError`` (the extra directions
         get no gradient and W would lose rank during training).
     loss : {"warp", "auc"}, default="warp"
-        "warp": sampled WARP with weight H(r)/H(|X_q-|) (top-heavy: optimises MAP
+        "warp": sampled WARP with weight ``H(r) / H(|X_q-|)`` (top-heavy: optimises MAP
         and P@k).  "auc": one uniform negative per sample, weight 1 (FRML-AUC).
     gamma : int >= 1, default=1
         Rank-gamma truncation (Sec. 2.2): stop drawing negatives after
-        |X_q-| / gamma draws.  1 is exact sampled WARP; 10-25 cut the violator checks
+        ``|X_q-| / gamma`` draws.  1 is exact sampled WARP; 10-25 cut the violator checks
         (and training time) by up to that factor at little loss of MAP (paper Fig.
         2-4).  Ignored for loss="auc".
     lam : float >= 0, default=0.1
@@ -442,8 +443,20 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             Explicit irrelevant sets (disjoint from ``relevant``); default: all the
             other samples.
 
-        Queries without a relevant or without an irrelevant item are skipped with a
-        ``UserWarning``; if none remains, ``ValueError``.
+        Returns
+        -------
+        self : FRML
+            The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            If no query has both a relevant and an irrelevant item.
+
+        Warns
+        -----
+        UserWarning
+            Queries without a relevant or without an irrelevant item are skipped.
         """
         validate_params(self)
         t0 = time.perf_counter()
@@ -634,6 +647,6 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return X @ self.components_.T.astype(X.dtype, copy=False)
 
     def get_mahalanobis_matrix(self):
-        """W = L L^T = components_^T components_ (n_features x n_features), rank m."""
+        """``W = L L^T = components_^T components_`` (n_features x n_features), rank m."""
         check_is_fitted(self, "components_")
         return self.components_.T @ self.components_

@@ -382,7 +382,7 @@ class ITQHasher(_HasherBase):
         Variance of the data along each component (denominator n - 1).
     rotation_ : ndarray of shape (n_bits, n_bits), float64
         The learned orthogonal rotation R.
-    quantization_loss_ : ndarray of shape (n_iter_ + 1,), float64
+    quantization_loss_ : ndarray of shape ``(n_iter_ + 1,)``, float64
         ``||B - V R||_F^2 / n_samples`` with B = sign(V R) at the initial rotation
         and after each step; non-increasing.
     n_iter_ : int

@@ -159,8 +159,9 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
     gtol, gtol_abs : float
         Stop when ||G - P G^T P||_F <= gtol * ||initial projected gradient||_F + gtol_abs.
     xtol, ftol : float
-        Stop when, averaged over the last ``n_check`` iterations, ||P_k - P_{k-1}||_F / sqrt(r)
-        < xtol and |f_k - f_{k-1}| / (1 + |f_{k-1}|) < ftol.
+        Stop when, averaged over the last ``n_check`` iterations,
+        ``||P_k - P_{k-1}||_F / sqrt(r) < xtol`` and
+        ``|f_k - f_{k-1}| / (1 + |f_{k-1}|) < ftol``.
     tau0 : float, optional
         First step size (default 1 / ||projected gradient||_F).
     tau_min, tau_max : float
@@ -171,9 +172,10 @@ def _stiefel_minimize(fun, P0, *, value=None, on_accept=None, max_iter=1000, gto
         Q_{k+1} = gamma Q_k + 1 (gamma = 0: monotone Armijo).
     max_backtracks : int
     bb : {"alternate", "long", "short"}
-        BB step: tau_1 = <S,S>/|<S,Y>| (long), tau_2 = |<S,Y>|/<Y,Y> (short), alternating by
+        BB step: ``tau_1 = <S,S> / |<S,Y>|`` (long), ``tau_2 = |<S,Y>| / <Y,Y>`` (short), alternating by
         iteration parity (Tang & Aw, FILM, Eq. 26-27), with S = P_k - P_{k-1}, Y = R_k - R_{k-1}.
-    callback : callable ``callback(k, P, f, grad_norm)``; returning True stops.
+    callback : callable ``callback(k, P, f, grad_norm)``, optional
+        Called after every iteration; returning True stops.
     verbose : int
 
     Returns

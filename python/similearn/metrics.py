@@ -134,7 +134,7 @@ def retrieval_scores(query_X, database_X, query_labels, database_labels, metric=
     query_X : ndarray of shape (n_queries, n_features), float32 or float64
         C-contiguous, finite; n_queries >= 1.
     database_X : ndarray of shape (n_database, n_features), same dtype
-    query_labels, database_labels :
+    query_labels, database_labels : array-like, sparse matrix or list of label sets
         Both single-label, 1-D of length n_queries / n_database (relevant = same
         label), or both multi-label (relevant = at least one shared label): both
         indicator matrices (scipy.sparse or 2-D 0/1 ndarray, same number of

@@ -146,8 +146,9 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     target_scale_ : float
         The factor used (see ``target_scale``).
     n_features_in_, n_iter_, fit_time_
-    classes_, n_classes_ : supervised fits only (classes_: the class labels, or
-        the label names of label sets; an indicator matrix has n_classes_ only).
+    classes_, n_classes_ : supervised fits only
+        ``classes_``: the class labels, or the label names of label sets; an
+        indicator matrix has ``n_classes_`` only.
 
     Notes
     -----

@@ -186,7 +186,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     loss_history_ : list of float
         Mean squared pair loss of each epoch (each batch measured before its update).
     objective_history_ : list of float
-        loss_history_ + group norm / lam at the end of each epoch.
+        ``loss_history_`` + group norm / lam at the end of each epoch.
     n_iter_ : int
         Epochs run.
     n_features_in_ : int

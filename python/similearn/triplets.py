@@ -143,18 +143,18 @@ def triplets_from_labels(y, n_per_anchor=2, negatives="random", X=None, metric="
         other-class samples), the available ones are reused cyclically, so a
         (positive, negative) combination repeats only if both are short.
 
-    Warns
-    -----
-    UserWarning
-        Once, with the count, when anchors are skipped because their class has a
-        single member (no positive exists).
-
     Raises
     ------
     ValueError
         Fewer than two classes, bad ``n_per_anchor``/``negatives``/``positives``/
         ``metric``, ``X`` missing for a "hard" option or with a row count other
         than ``len(y)``, ``anchors`` out of range, or no anchor left.
+
+    Warns
+    -----
+    UserWarning
+        Once, with the count, when anchors are skipped because their class has a
+        single member (no positive exists).
 
     Notes
     -----
@@ -294,18 +294,18 @@ def triplets_from_pairs(pairs, labels, n_samples=None, max_per_anchor=10, random
         explicit negatives come first.  Positive and anchor are always in the
         same cluster, the negative never is.
 
+    Raises
+    ------
+    ValueError, TypeError
+        As :func:`clusters_from_pairs`; also when every sample is in one cluster
+        (no negative exists).
+
     Warns
     -----
     UserWarning
         Self pairs ``(i, i)`` (ignored); negative pairs whose two samples ended
         up in the same cluster through positive pairs (contradictory; ignored as
         negatives).
-
-    Raises
-    ------
-    ValueError, TypeError
-        As :func:`clusters_from_pairs`; also when every sample is in one cluster
-        (no negative exists).
 
     Notes
     -----

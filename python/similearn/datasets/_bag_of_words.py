@@ -43,18 +43,18 @@ def vectorize_documents(train_texts, test_texts=None, *, max_features=10000, kin
     vocabulary : list of str, length n_terms
         Term of each column.
 
-    Notes
-    -----
-    Documents left without any kept term are all-zero rows; they are not
-    dropped (filter them with ``X.getnnz(axis=1) > 0`` if needed).  Tokens are
-    lower-cased runs of two or more word characters (scikit-learn's default).
-
     Raises
     ------
     TypeError
         ``train_texts`` or ``test_texts`` is a single string.
     ValueError
         Bad ``kind``; no term left (scikit-learn's "empty vocabulary").
+
+    Notes
+    -----
+    Documents left without any kept term are all-zero rows; they are not
+    dropped (filter them with ``X.getnnz(axis=1) > 0`` if needed).  Tokens are
+    lower-cased runs of two or more word characters (scikit-learn's default).
     """
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer  # lazy: slow import
 

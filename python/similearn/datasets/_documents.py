@@ -225,6 +225,7 @@ def load_20newsgroups(path=None, subset="train", download=False, data_home=None,
             ``"20news-bydate-<subset>/<category>/<file>"``, relative to the
             folder or archive root of the layout.
         DESCR : str
+            A description of the data set.
         path : str
             The folder or archive read.
 
@@ -430,7 +431,9 @@ def load_reuters21578(path=None, subset="train", split="modapte", topics="top10"
             ``NEWID`` attributes; stories are in increasing NEWID order within
             each subset.
         DESCR : str
+            A description of the data set.
         path : str
+            The folder or archive read.
 
     Raises
     ------

@@ -128,6 +128,7 @@ def load_edge_list(path, directed=True, comments="#", delimiter=None, node_featu
             Original id of each node row (``arange(n_nodes)`` when
             ``relabel=False``).
         n_nodes : int
+            Number of nodes (rows of ``features``).
         n_duplicates : int
             Edge lines dropped because the same edge (for ``directed=False`` the
             same unordered pair) came earlier in the file.
@@ -135,8 +136,11 @@ def load_edge_list(path, directed=True, comments="#", delimiter=None, node_featu
             One-hot node id (``"node=<id>"``), then, with ``node_features``, a 1
             for each feature of the node (``"feature=<name>"``, names sorted).
         feature_names : list of str, length n_features
+            Name of each column of ``features``.
         DESCR : str
+            A description of the data set.
         path : str
+            The file read.
 
     Raises
     ------

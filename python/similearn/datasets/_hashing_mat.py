@@ -83,6 +83,7 @@ def load_hashing_mat(path):
         X_train : scipy.sparse.csr_matrix of shape (n_train, V)
             float32 if stored as single precision, else float64.
         X_test : scipy.sparse.csr_matrix of shape (n_test, V)
+            As ``X_train``.
         y_train, y_test : ndarray of shape (n,), int64, or scipy.sparse.csr_matrix of shape (n, n_classes), int8
             Class ids when every label matrix of the file has exactly one 1 per
             row (or labels are stored as ids), else 0/1 indicator matrices.  The
@@ -94,6 +95,7 @@ def load_hashing_mat(path):
             Number of columns of the label matrices; for ids only, the largest
             id + 1.
         path : str
+            The file read.
 
     Raises
     ------

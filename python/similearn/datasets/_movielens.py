@@ -334,10 +334,15 @@ def load_movielens(variant="100k", path=None, download=False, data_home=None):
             ``"(1994-1998)"``), else, for 100k, from the release date; an item
             without a year has no decade feature.
         left_feature_names : list of str, length n_left
+            Name of each column of ``left_features``.
         right_feature_names : list of str, length n_right
+            Name of each column of ``right_features``.
         item_titles : list of str, length n_items
+            Title of each item row.
         variant : str
+            The ``variant`` read.
         DESCR : str
+            A description of the data set.
         path : str
             The archive or folder read.
 

@@ -244,8 +244,10 @@ def load_recbole_atomic(path, dataset=None, *, user_field="user_id", item_field=
         pairs : ndarray (n_interactions, 2), int64
             ``(user row, item row)``, in file order.
         targets : ndarray (n_interactions,), float64
-        timestamps : ndarray (n_interactions,), int64 when every value is whole,
-            else float64; None without a time column.
+            The ``rating_field`` column, or ones without one.
+        timestamps : ndarray (n_interactions,) or None
+            The ``time_field`` column: int64 when every value is whole, else
+            float64; None without a time column.
         user_ids, item_ids : ndarray
             The id of each row, ascending: int64 when every id is an integer, else
             str (object array, sorted as strings).  Users (items) are those of the
@@ -259,13 +261,19 @@ def load_recbole_atomic(path, dataset=None, *, user_field="user_id", item_field=
             position ``"<field>[j]"``.  Vocabularies sorted; rows without a
             side-table entry have the id alone.
         left_feature_names, right_feature_names : list of str
+            Name of each column of ``left_features`` / ``right_features``.
         item_titles : list of str
             The ``.item`` field ``movie_title``, ``title``, ``item_name`` or
             ``name`` (the first present; sequence tokens joined by spaces), else "".
         interaction_fields : dict
             The other ``.inter`` columns: float -> float64 array (NaN where
-            empty), token -> list of str, *_seq -> list of lists of str.
-        variant : str, the data set name; DESCR : str; path : str
+            empty), token -> list of str, ``*_seq`` -> list of lists of str.
+        variant : str
+            The data set name.
+        DESCR : str
+            A description of the data set.
+        path : str
+            The ``path`` given.
 
     Raises
     ------

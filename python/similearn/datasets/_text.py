@@ -113,6 +113,7 @@ def load_quora_pairs(path=None, download=False, data_home=None):
             occurs several times its first text is kept; texts are not
             stripped or otherwise changed).
         qids : ndarray of shape (n_questions,), int64, increasing
+            The qid of each question.
         pairs : ndarray of shape (n_pairs, 2), int64
             Row indices into ``questions`` of question1 and question2.
         labels : ndarray of shape (n_pairs,), int8
@@ -245,8 +246,11 @@ def load_sts(path=None, download=False, data_home=None, split="train"):
     -------
     data : sklearn.utils.Bunch
         sentences1, sentences2 : list of str, length n_pairs
+            The two sentences of each line.
         scores : ndarray of shape (n_pairs,), float64 in [0, 5]
+            The similarity score of each line.
         genres : list of str, length n_pairs
+            The genre column of each line.
         sentences : list of str
             Distinct sentences in order of first appearance (sentence1 before
             sentence2 on each line).
@@ -255,6 +259,7 @@ def load_sts(path=None, download=False, data_home=None, split="train"):
         labels : ndarray of shape (n_pairs,), float64
             ``scores / 5`` in [0, 1].
         path : str
+            The file read.
 
     Raises
     ------

@@ -30,7 +30,7 @@ interface:
 ``gramian_`` / ``cross_``
     the current estimates Ghat (k x k) and Hhat (k x kP, App. B; None without a prior).
 
-All updates are C++ kernels (rank-|B'| SYRK updates: O(|B'| k^2) time, O(k^2)
+All updates are C++ kernels (rank-``|B'|`` SYRK updates: ``O(|B'| k^2)`` time, O(k^2)
 memory except SAGram's O(N k) cache).  The Global Orthogonal Regularizer of App. C
 (<G_u, G_u>) uses the same estimates; see :class:`similearn.TwoTower`.
 """
@@ -107,13 +107,27 @@ class _GramianEstimator:
     def initialize(self, item_weights, n_components, prior=None, embeddings=None, dtype=np.float32, pool=None):
         """Fix the catalogue and reset the estimates.
 
-        item_weights : (N,) non-negative, sums to 1 (see :func:`item_weights`).
-        n_components : k.
-        prior : (N, kP) or None; the low-rank prior rows q_j (App. B).
-        embeddings : (N, k), every item's current embedding (SAGram's cache).
-        pool : 1-D int array, optional; item ids whose empirical distribution is
-            item_weights (e.g. the items of the training pairs).  Draws from p then
-            pick uniformly from the pool, O(1) each, instead of a binary search.
+        Parameters
+        ----------
+        item_weights : ndarray of shape (N,)
+            Non-negative, sums to 1 (see :func:`item_weights`).
+        n_components : int
+            k.
+        prior : ndarray of shape (N, kP) or None
+            The low-rank prior rows q_j (App. B).
+        embeddings : ndarray of shape (N, k), optional
+            Every item's current embedding (SAGram's cache).
+        dtype : {numpy.float32, numpy.float64}
+            The dtype of the estimates.
+        pool : 1-D int array, optional
+            Item ids whose empirical distribution is item_weights (e.g. the items
+            of the training pairs).  Draws from p then pick uniformly from the
+            pool, O(1) each, instead of a binary search.
+
+        Returns
+        -------
+        self
+            The initialized estimator.
         """
         if np.dtype(dtype) not in (np.float32, np.float64):
             raise TypeError(f"dtype must be float32 or float64, got {dtype}")
@@ -171,7 +185,7 @@ class _GramianEstimator:
         """The estimate's step from the Gramian batch B' (ids (b,), embeddings (b, k)).
 
         ``check_input=False`` skips the checks of ids and embeddings, for callers that
-        validated them already: int64 ids in [0, n_items_), finite C-contiguous
+        validated them already: int64 ids in ``[0, n_items_)``, finite C-contiguous
         embeddings of shape (len(ids), k) and dtype ``dtype_`` (the training loops).
         """
         return self._update(*self._batch(ids, embeddings, check_input))
@@ -192,10 +206,10 @@ class _GramianEstimator:
 class SOGram(_GramianEstimator):
     """Stochastic Online Gramian (Alg. 2; Alg. 4 with a prior).
 
-    Ghat <- (1 - alpha) Ghat + alpha (1/|B'|) sum_{i in B'} u_i u_i^T, starting from 0;
+    ``Ghat <- (1 - alpha) Ghat + alpha (1/|B'|) sum_{i in B'} u_i u_i^T``, starting from 0;
     PSD by construction (a convex combination of PSD matrices).  alpha trades the
     bias (small alpha lags the moving Gramian) against the variance (Prop. 5).
-    O(|B'| k^2) per update, O(k^2) memory.
+    ``O(|B'| k^2)`` per update, O(k^2) memory.
     """
 
     def __init__(self, alpha=0.01):
@@ -224,7 +238,7 @@ class SAGram(_GramianEstimator):
     A cache c_j of every item's embedding and S = sum_j p_j c_j c_j^T.  From the
     Gramian batch B':
 
-    - ``variant="saga"`` (beta = 1, unbiased): Ghat = S + (1/|B'|) sum (u u^T - c c^T),
+    - ``variant="saga"`` (beta = 1, unbiased): ``Ghat = S + (1/|B'|) sum (u u^T - c c^T)``,
       projected onto the PSD cone when ``project`` (eigenvalues clipped at 0; a
       Cholesky test skips the O(k^3) eigendecomposition when Ghat is already PD);
     - ``variant="sag"`` (beta = p_j, biased, PSD): Ghat = S + sum_{j in B'} p_j (u u^T - c c^T).
@@ -292,10 +306,10 @@ class SampledGramian(_GramianEstimator):
     """Candidate-sampling estimate in Gramian form (Sec. 3.3, Eq. 14).
 
     Ghat = sum_{b in B'} w_b u_b u_b^T with ids drawn from a proposal q and
-    inverse-probability weights w_b = p_b / (q_b |B'|) (unbiased for G):
+    inverse-probability weights ``w_b = p_b / (q_b |B'|)`` (unbiased for G):
     ``proposal="uniform"`` (q_j = 1/N), ``"linear"`` (q_j proportional to the
     item's frequency, i.e. q = p), ``"sqrt"`` (proportional to its square root).
-    No memory across steps; O(|B'| k^2) per update.
+    No memory across steps; ``O(|B'| k^2)`` per update.
     """
 
     def __init__(self, proposal="uniform"):

@@ -45,8 +45,8 @@ Choices the paper leaves open (see also :mod:`similearn.gramian.estimators`):
 - The input embeddings start uniform with standard deviation 1/sqrt(d)
   (``init_std``); dense layers start with He (ReLU) / LeCun (output) scaling.
 - rho (tr G_u + tr G_v) is estimated from the same Gramian batches B' as the
-  penalty: its gradient 2 rho u'_j / |B'| is the penalty's GEMM with 2 lam Ghat_v +
-  2 rho I (no extra cost).
+  penalty: its gradient ``2 rho u'_j / |B'|`` is the penalty's GEMM with
+  ``2 lam Ghat_v + 2 rho I`` (no extra cost).
 """
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     sagram_variant : {"saga", "sag"}, default="saga"
         beta = 1 (unbiased, projected onto the PSD cone) or beta = p_j (SAG, PSD).
     gramian_batch_size : int, optional
-        |B'|, the Gramian batch (default: batch_size).
+        ``|B'|``, the size of the Gramian batch (default: batch_size).
     gramian_weights : {"items", "pairs"}, default="items"
         Which all-pairs prior the penalty is.  "pairs" (the paper's Eq. 1): the
         double sum over the training pairs, i.e. G_u = sum_j p_j u_j u_j^T with p_j
@@ -114,11 +114,11 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         its number of pairs as fast as its attraction does.  "items": every pair of
         catalogue items equally (p_j = 1/N, the prior of implicit-feedback matrix
         factorisation); B' is drawn uniformly from the catalogue and the penalty
-        gradient 2 lam Ghat_v v'_j / |B'| goes to the B' items (the estimate of the
+        gradient ``2 lam Ghat_v v'_j / |B'|`` goes to the B' items (the estimate of the
         gradient of lam <G_u, G_v> is unbiased either way), so popular items keep
         the score their pairs give them: on generated data with a popularity skew
         it multiplies MAP@10 by 3 to 10 (see the README), hence the default.  "items" costs a
-        second sparse step source of |B'| rows and one more GEMM per step.
+        second sparse step source of ``|B'|`` rows and one more GEMM per step.
     optimizer : {"adagrad", "sgd", "adam"}, default="adagrad"
         Sparse rows of the embedding tables move only when their features occur
         in the batch (sparse SGD / Adagrad, lazy Adam); dense layers take the
@@ -176,7 +176,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         squared norm of the towers' outputs under the penalty's item weights (uniform
         over the catalogues with ``gramian_weights="items"``): an L2 penalty on the
         outputs, estimated from the Gramian batches B' like the penalty (the step adds
-        2 rho u'_j / |B'| to their rows; no extra cost).  Unlike ``l2`` it shrinks items
+        ``2 rho u'_j / |B'|`` to their rows; no extra cost).  Unlike ``l2`` it shrinks items
         with few pairs relatively more, as the regularization of implicit-feedback ALS
         does.  With balanced towers it equals (2 rho / sqrt(N_L N_R)) times the nuclear
         norm of the score matrix: a soft threshold on its singular values.  "auto":
@@ -235,8 +235,8 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
 
     Notes
     -----
-    Cost per step: O(nnz(B) d + |B| (d h + h^2 + h k)) for the towers, O((|B| +
-    |B'|) k^2) for the penalty (a rank-|B'| update and one GEMM per side);
+    Cost per step: ``O(nnz(B) d + |B| (d h + h^2 + h k))`` for the towers,
+    ``O((|B| + |B'|) k^2)`` for the penalty (a rank-``|B'|`` update and one GEMM per side);
     memory O(F d + k^2) plus SAGram's O(N k) cache.  No n x n array is formed.
     Linear towers with SOGram, a sampling baseline or no penalty run the whole
     step loop in C++ (the two towers' halves of a step on two threads); the
@@ -267,7 +267,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     (1e-4 helped the generated sets); gramian_rate matters little between 0.01 and 0.3.
 
     Early stopping cost (MovieLens-100K, 1 thread): a training epoch 45-55 ms, a
-    validation pass 5-7 ms; the refit adds best_epoch_ epochs: a default fit takes ~3 s
+    validation pass 5-7 ms; the refit adds ``best_epoch_`` epochs: a default fit takes ~3 s
     (ALS: 0.2 s).  The training epoch itself costs what it did before the validation
     and the output L2 existed.
 

@@ -6,7 +6,7 @@ two-tower models written in PyTorch.  The user's towers produce the embeddings; 
 adapter keeps the estimates Ghat_u, Ghat_v of the two Gramians (updated by the
 similearn estimators, i.e. the C++ kernels, on detached copies of the embeddings)
 and turns them into a differentiable surrogate penalty (Eq. 7) whose gradient is
-the paper's 2 lam Ghat_v u_b / |B|.
+the paper's ``2 lam Ghat_v u_b / |B|``.
 
 Under ``torch.distributed`` (e.g. DistributedDataParallel) the adapter all-reduces
 the k x k batch Gramians of each estimate update, so that every rank holds the
@@ -48,12 +48,12 @@ class GramianPenalty(torch.nn.Module):
     p_j being the share of the n training pairs that involve left item j (likewise
     G_v).  Training replaces G_u, G_v by estimates Ghat_u, Ghat_v, held constant
     within a gradient step; the per-batch surrogate (Eq. 7, averaged over the
-    batch B)
+    batch B)::
 
         ghat = lam * (1/|B|) sum_{b in B} [u_b^T Ghat_v u_b + v_b^T Ghat_u v_b]
 
-    has the gradient 2 lam Ghat_v u_b / |B| w.r.t. u_b (and 2 lam Ghat_u v_b / |B|
-    w.r.t. v_b), an unbiased estimate of the gradient of the penalty when the
+    has the gradient ``2 lam Ghat_v u_b / |B|`` w.r.t. u_b (and
+    ``2 lam Ghat_u v_b / |B|`` w.r.t. v_b), an unbiased estimate of the gradient of the penalty when the
     estimates are (Prop. 1).  ``loss = data_loss + penalty(u, v)`` therefore gives
     the training step of Alg. 1 / Alg. 2.
 
@@ -77,12 +77,12 @@ class GramianPenalty(torch.nn.Module):
     regularizer : {"gramian", "gor"}, default="gramian"
         ``"gramian"``: the penalty lam <G_u, G_v> above.  ``"gor"``: the Global
         Orthogonal Regularizer of App. C, lam [max(<G_u, G_u>, 1/k) +
-        max(<G_v, G_v>, 1/k)], through the same estimates; its surrogate is
+        max(<G_v, G_v>, 1/k)], through the same estimates; its surrogate is::
 
             lam * (1/|B|) sum_b [2 a_u u_b^T Ghat_u u_b + 2 a_v v_b^T Ghat_v v_b],
 
         a_u = 1[<Ghat_u, Ghat_u> > 1/k] (a_v likewise), whose gradient w.r.t. u_b
-        is 4 lam a_u Ghat_u u_b / |B|.
+        is ``4 lam a_u Ghat_u u_b / |B|``.
     check_finite : bool, default=True
         Raise ValueError on NaN / inf embeddings in :meth:`forward` (this costs a
         device synchronisation on GPU).  :meth:`update` always checks.
@@ -138,21 +138,21 @@ class GramianPenalty(torch.nn.Module):
     (Gramian estimation paper, Sec. 3):
 
     - SOGram (Sec. 3.2, Alg. 2 line 6, Eq. 10 with a batch):
-      Ghat <- (1 - alpha) Ghat + alpha / |B'| * sum_r sum_{b in B'_r} u_b u_b^T,
-      |B'| = sum_r |B'_r|;
+      ``Ghat <- (1 - alpha) Ghat + alpha / |B'| * sum_r sum_{b in B'_r} u_b u_b^T``,
+      ``|B'| = sum_r |B'_r|``;
     - SAGram (Sec. 3.1, Alg. 1 line 8, Eq. 8 with a batch), "saga":
-      Ghat = S + (1 / |B'|) sum_r sum_{b in B'_r} (u_b u_b^T - c_b c_b^T), then
+      ``Ghat = S + (1 / |B'|) sum_r sum_{b in B'_r} (u_b u_b^T - c_b c_b^T)``, then
       the PSD projection; "sag": Ghat = S + sum_j p_j (u_j u_j^T - c_j c_j^T)
       over the distinct ids j of B', each taken at its last occurrence in rank
       order (a rank drops the ids that a later rank also holds: the ids of B',
       not the embeddings, are all-gathered first);
     - SampledGramian (Sec. 3.3, Eq. 14):
-      Ghat = (1 / |B'|) sum_r sum_{b in B'_r} (p_b / q_b) u_b u_b^T.
+      ``Ghat = (1 / |B'|) sum_r sum_{b in B'_r} (p_b / q_b) u_b u_b^T``.
 
     The embeddings of B' never leave their rank.  Per :meth:`update`: one
     all-reduce of the two upper triangles and the two shard sizes, k (k + 1) + 3
-    float64 values = 8 (k (k + 1) + 3) bytes, i.e. O(k^2) whatever |B'| (plus,
-    for SAGram "sag", an all-gather of the B' ids: 8 |B'| bytes).  The result
+    float64 values = 8 (k (k + 1) + 3) bytes, i.e. O(k^2) whatever ``|B'|`` (plus,
+    for SAGram "sag", an all-gather of the B' ids: ``8 |B'|`` bytes).  The result
     equals the single-process estimate on B' to float rounding (the float64
     partial sums are added in a different order) and is the same on every rank
     bit for bit, given that the all-reduce hands every rank the same bytes (as
@@ -166,7 +166,7 @@ class GramianPenalty(torch.nn.Module):
     same cache refresh (Alg. 1 lines 11-12) to the union batch in rank order:
     the caches and S stay identical bit for bit, and equal to the single
     process's.  Why not shard the cache by item (rank r owning i % world == r)?
-    A refreshed row must reach its owner, so sharding moves the same O(|B| k)
+    A refreshed row must reach its owner, so sharding moves the same ``O(|B| k)``
     embeddings per step (an all-to-all instead of an all-gather) and saves only
     memory; it would add an id exchange and a second all-reduce to every
     estimate, and make S a sum of per-rank partials that drift apart from the
@@ -374,7 +374,7 @@ class GramianPenalty(torch.nn.Module):
             or None seeds a fresh ``np.random.default_rng`` (the same int gives the
             same ids every call); a ``torch.Generator`` seeds one from a draw of it.
         size : int
-            |B'|, the number of ids per side.
+            ``|B'|``, the number of ids per side.
 
         Returns
         -------
