@@ -107,6 +107,7 @@ void def_arguments(py::module_& m);
 
 // One binding file per concern; each defines its kernels on the module.
 void def_search(py::module_& m);     // bind_search.cpp: topk, Hamming, GEMMs
+void def_mih(py::module_& m);        // bind_mih.cpp: multi-index hashing tables and searches
 void def_film(py::module_& m);       // bind_film.cpp: FILM's operator products and Stiefel steps
 void def_frml(py::module_& m);       // bind_frml.cpp
 void def_ssne(py::module_& m);       // bind_ssne.cpp

@@ -56,6 +56,7 @@ PYBIND11_MODULE(_core, m) {
 
   sl::bind::def_arguments(m);
   sl::bind::def_search(m);
+  sl::bind::def_mih(m);
   sl::bind::def_film(m);
   sl::bind::def_frml(m);
   sl::bind::def_ssne(m);

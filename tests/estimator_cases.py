@@ -175,6 +175,26 @@ _KNN_TIES = ("predict breaks vote ties by the nearest neighbour (documented), wh
              "cannot reproduce on tied rows")
 
 
+# ---------------------------------------------------------------------- Hamming index
+
+_HI_XFAIL_REASON = ("fit(codes) indexes packed uint64 binary codes (pack_bits), not float features: the check feeds "
+                    "float X (the contract is held by test_common's own checks and tests/test_hamming_index.py)")
+
+
+def _hamming_index_data(rng, dtype, sparse):
+    # codes do not have a float dtype: both dtypes give the same codes
+    codes = similearn.pack_bits(rng.integers(0, 2, (80, 64)))
+    return Fit((codes,), X=codes, n_features=1)
+
+
+def _hamming_index_outputs(est, fit):
+    return est.search(fit.X[:10], 5)
+
+
+def _hamming_index_wrong(est, fit, X_bad):
+    return est.search(np.ones((3, fit.n_features + 1), np.uint64), 1)
+
+
 # ---------------------------------------------------------------------- the registry
 
 CASES = [
@@ -197,6 +217,10 @@ CASES = [
     Case("KNeighborsClassifier", lambda **kw: similearn.KNeighborsClassifier(n_neighbors=3, **kw), _labelled(),
          _predict, _predict_wrong, seeded=False, check=lambda **kw: similearn.KNeighborsClassifier(**kw),
          sklearn_xfail={"check_classifiers_train": _KNN_TIES}),
+    Case("HammingIndex", lambda **kw: similearn.HammingIndex(n_bits=64, m=4, **kw), _hamming_index_data, _hamming_index_outputs,
+         _hamming_index_wrong, seeded=False,
+         sklearn_xfail=dict.fromkeys((c for c in _TT_XFAIL if not c.startswith("check_estimator_sparse")),
+                                     _HI_XFAIL_REASON)),
     Case("PairwiseKNNMatcher", _matcher_make, _matcher_data, _matcher_outputs, _matcher_wrong, sparse=True,
          seeded=False, check=lambda **kw: similearn.PairwiseKNNMatcher(**kw), sklearn_xfail=dict.fromkeys(_MATCHER_XFAIL, _MATCHER_XFAIL_REASON)),
 ]

@@ -56,7 +56,7 @@ from .ssne import SSNE
 from .gramian import TwoTower
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
-from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
+from .neighbors import HammingIndex, KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
 
 __all__ = [
     "__version__",
@@ -68,6 +68,7 @@ __all__ = [
     "load",
     "topk",
     "hamming_topk",
+    "HammingIndex",
     "pack_bits",
     "unpack_bits",
     "KNeighborsClassifier",

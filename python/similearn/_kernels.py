@@ -71,6 +71,8 @@ from ._core import interaction_block_rows, interaction_work_bytes  # noqa: E402
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
 from ._core import hamming_histograms, hamming_topk, pack_bits  # noqa: E402
+# multi-index hashing (csrc/mih.cpp): substring tables, exact k-NN and radius search
+from ._core import mih_build, mih_radius_search, mih_search  # noqa: E402
 
 # ---- FILM (csrc/film.cpp, csrc/stiefel.cpp) ---------------------------------------------------------
 film_forward = _typed("film_forward", 3, "W")
@@ -126,7 +128,8 @@ def build_info():
 # every kernel and argument class of the door
 __all__ = ["csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "blas_gemm",
            "interaction_ap_at_k", "interaction_block_rows", "interaction_work_bytes",
-           "hamming_histograms", "hamming_topk", "pack_bits", "film_forward", "film_backward", "film_stats",
+           "hamming_histograms", "hamming_topk", "pack_bits", "mih_build", "mih_search", "mih_radius_search",
+           "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
            "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",
            "nash_csr_matmul", "nash_decoder", "nash_adam_input", "bag_forward", "sparse_step", "dense_step",

@@ -219,7 +219,7 @@ def check_indices(idx, n, name, *, ndim=None, shape1=None):
 def check_codes(C, name, *, min_rows=1):
     """Packed binary codes: 2-D C-contiguous uint64 (see ``similearn.neighbors.pack_bits``)."""
     if sp.issparse(C):
-        raise TypeError(f"{name} must be a dense uint64 array of packed codes")
+        raise TypeError(f"{name} must be a dense uint64 array of packed codes, not a scipy.sparse matrix")
     C = np.asarray(C)
     if C.dtype != np.uint64:
         raise TypeError(f"{name} must be packed uint64 codes (see similearn.neighbors.pack_bits), "

@@ -21,6 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _kernels
 from ._config import get_num_threads
 from ._dask import is_dask_array
+from ._hamming_index import HammingIndex
 from ._params import Int, Options, Threads, validate_params
 from ._memory import check_memory
 from ._search_checks import METRICS, check_exclude, check_metric, check_self, topk_raw
@@ -28,7 +29,7 @@ from ._targets import check_labels
 from ._validation import (check_codes, check_dense, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries)
 
-__all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "KNeighborsClassifier", "METRICS"]
+__all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "KNeighborsClassifier", "METRICS"]
 
 _MISSING = np.iinfo(np.int64).max  # the kernels' index of an unfilled slot (csrc/topk.hpp)
 

@@ -1,0 +1,441 @@
+// Multi-index hashing (mih.hpp): table builds and the exact k-NN / radius searches.
+#include "mih.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "parallel.hpp"
+#include "simd.hpp"
+
+#if defined(_MSC_VER)
+#include <intrin.h>
+#endif
+
+namespace sl {
+
+namespace {
+
+using i64 = std::int64_t;
+
+// Inlined into the POPCNT and baseline variants of the searches below: one
+// instruction under the POPCNT target, the compiler's bit-twiddling otherwise.
+SL_ALWAYS_INLINE int popcount64(std::uint64_t v) {
+#if defined(_MSC_VER) && !defined(__clang__)
+  v = v - ((v >> 1) & 0x5555555555555555ULL);
+  v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+  v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+  return static_cast<int>((v * 0x0101010101010101ULL) >> 56);
+#else
+  return __builtin_popcountll(v);
+#endif
+}
+
+SL_ALWAYS_INLINE int full_distance(const std::uint64_t* a, const std::uint64_t* b, i64 w) {
+  int d = 0;
+  for (i64 t = 0; t < w; ++t) d += popcount64(a[t] ^ b[t]);
+  return d;
+}
+
+// The bucket of substring value `key` in table i: [lo, hi) into ids + i * n.  The
+// offsets come from the caller (possibly a loaded file): a bucket outside [0, n] or
+// reversed is refused, so no table content can make the search read out of bounds.
+inline bool bucket(const MihTables& t, int i, std::uint32_t key, std::uint32_t& lo, std::uint32_t& hi) {
+  const std::uint32_t* off = t.offsets[i];
+  i64 pos;
+  if (t.keys[i] == nullptr) {
+    if (t.occupied[i] != nullptr && !((t.occupied[i][key >> 6] >> (key & 63)) & 1)) return false;
+    pos = key;
+  } else {
+    const std::uint32_t* k0 = t.keys[i];
+    const std::uint32_t* k1 = k0 + t.n_keys[i];
+    const std::uint32_t* it = std::lower_bound(k0, k1, key);
+    if (it == k1 || *it != key) return false;
+    pos = it - k0;
+  }
+  lo = off[pos];
+  hi = off[pos + 1];
+  if (lo > hi || hi > static_cast<std::uint64_t>(t.n)) throw std::runtime_error("corrupt multi-index table offsets");
+  return lo < hi;
+}
+
+inline void prefetch(const void* p) {
+#if defined(_MSC_VER) && !defined(__clang__)
+  (void)p;
+#else
+  __builtin_prefetch(p);
+#endif
+}
+
+inline int ctz64(std::uint64_t v) {  // v != 0
+#if defined(_MSC_VER) && !defined(__clang__)
+  unsigned long i;
+  _BitScanForward64(&i, v);
+  return static_cast<int>(i);
+#else
+  return __builtin_ctzll(v);
+#endif
+}
+
+// The len-bit masks with r bits set, in increasing order (Gosper's hack): the
+// substring values at distance exactly r from v are v ^ mask.
+struct RadiusMasks {
+  std::uint64_t s, limit;
+  RadiusMasks(int len, int r) : s(r == 0 ? 0 : (1ULL << r) - 1), limit(r > len ? 0 : (1ULL << len)) {
+    if (r == 0) limit = 1;  // the single mask 0
+  }
+  bool valid() const { return s < limit; }
+  void next() {
+    if (s == 0) {
+      s = limit;
+      return;
+    }
+    // Gosper's hack with the division by the lowest set bit c as a shift by ctz(s)
+    const std::uint64_t c = s & (~s + 1);
+    const std::uint64_t rr = s + c;
+    s = (((rr ^ s) >> 2) >> ctz64(s)) | rr;
+  }
+};
+
+// C(len, r) as a double (len <= 32): the buckets table i probes at radius r.
+inline double n_masks(int len, int r) {
+  if (r > len) return 0.0;
+  double c = 1.0;
+  for (int j = 1; j <= r; ++j) c = c * (len - r + j) / j;
+  return c;
+}
+
+// Was code x met earlier than at (radius r, table i)?  Probing order is (r, i)
+// lexicographic and a code sits in exactly one bucket per table, at radius d_j in
+// table j: it was met earlier iff d_j <= r for some j < i or d_j < r for some j > i.
+SL_ALWAYS_INLINE bool seen_before(const MihTables& t, const std::uint64_t* x, const std::uint32_t* qsub, int r, int i) {
+  for (int j = 0; j < t.m; ++j) {
+    if (j == i) continue;
+    const int dj = popcount64(mih_substring(x, t.start[j], t.len[j]) ^ qsub[j]);
+    if (dj < r || (dj == r && j < i)) return true;
+  }
+  return false;
+}
+
+// k best (distance, index) of the candidates seen: counts per distance give the
+// admission bar (the smallest t with k candidates at distance <= t); kept items
+// above the bar are dropped when the buffer grows past 2k + 256.
+class NearestSet {
+ public:
+  NearestSet(i64 k, int n_bits) : k_(k), prune_at_(2 * k + 256), cnt_(static_cast<size_t>(n_bits) + 2, 0), bar_(n_bits) {}
+  int bar() const { return bar_; }
+  bool full() const { return total_ >= k_; }
+  void add(int d, i64 idx) {
+    items_.push_back({d, idx});
+    ++cnt_[static_cast<size_t>(d)];
+    ++total_;
+    if (total_ >= k_ && d <= bar_) {
+      i64 c = 0;
+      int b = 0;
+      for (; b <= bar_; ++b) {
+        c += cnt_[static_cast<size_t>(b)];
+        if (c >= k_) break;
+      }
+      for (int u = b + 1; u < static_cast<int>(cnt_.size()); ++u) {
+        total_ -= cnt_[static_cast<size_t>(u)];
+        cnt_[static_cast<size_t>(u)] = 0;
+      }
+      bar_ = b;
+    }
+    if (static_cast<i64>(items_.size()) > prune_at_) {
+      prune();  // ties at the bar may keep many: the next prune waits for twice as many
+      prune_at_ = std::max<i64>(2 * k_ + 256, 2 * static_cast<i64>(items_.size()));
+    }
+  }
+  void finish(i64* out_idx, std::int32_t* out_d) {
+    prune();
+    std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
+      return a.d < b.d || (a.d == b.d && a.idx < b.idx);
+    });
+    for (i64 j = 0; j < k_; ++j) {
+      out_idx[j] = items_[static_cast<size_t>(j)].idx;
+      out_d[j] = items_[static_cast<size_t>(j)].d;
+    }
+  }
+
+ private:
+  struct Item {
+    int d;
+    i64 idx;
+  };
+  void prune() {
+    const int b = bar_;
+    items_.erase(std::remove_if(items_.begin(), items_.end(), [b](const Item& it) { return it.d > b; }),
+                 items_.end());
+  }
+  i64 k_, prune_at_, total_ = 0;
+  std::vector<i64> cnt_;
+  int bar_;
+  std::vector<Item> items_;
+};
+
+int max_len(const MihTables& t) {
+  int L = 0;
+  for (int i = 0; i < t.m; ++i) L = std::max(L, t.len[i]);
+  return L;
+}
+
+void check_tables(const MihTables& t) {
+  if (t.m < 1 || t.n < 0 || t.n_words < 1) throw std::invalid_argument("multi-index: bad table layout");
+  if (t.n > static_cast<i64>(std::numeric_limits<std::uint32_t>::max()))
+    throw std::invalid_argument("multi-index: more than 2**32 - 1 codes");
+}
+
+}  // namespace
+
+namespace {
+void build_buckets(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
+                   std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids);
+}  // namespace
+
+std::int64_t mih_count_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len) {
+  if (len <= kMihDirectMaxBits) return i64{1} << len;
+  std::vector<std::uint32_t> v(static_cast<size_t>(n));
+  for (i64 j = 0; j < n; ++j) v[static_cast<size_t>(j)] = mih_substring(codes + j * n_words, start, len);
+  std::sort(v.begin(), v.end());
+  return std::unique(v.begin(), v.end()) - v.begin();
+}
+
+void mih_build_table(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
+                     std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids,
+                     std::uint64_t* table_codes) {
+  build_buckets(codes, n, n_words, start, len, offsets, keys, occupied, ids);
+  for (i64 p = 0; p < n; ++p) {
+    if ((p & 0xfffff) == 0) checkpoint();
+    std::copy(codes + static_cast<i64>(ids[p]) * n_words, codes + (static_cast<i64>(ids[p]) + 1) * n_words,
+              table_codes + p * n_words);
+  }
+}
+
+namespace {
+void build_buckets(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
+                   std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids) {
+  if (len < 1 || len > 32) throw std::invalid_argument("multi-index: substring length must be 1..32");
+  if (n > static_cast<i64>(std::numeric_limits<std::uint32_t>::max()))
+    throw std::invalid_argument("multi-index: more than 2**32 - 1 codes");
+  if (len <= kMihDirectMaxBits) {
+    // counting sort by substring value: ids of a bucket in increasing order
+    const i64 nk = i64{1} << len;
+    std::fill(offsets, offsets + nk + 1, 0u);
+    std::vector<std::uint32_t> sub(static_cast<size_t>(n));
+    for (i64 j = 0; j < n; ++j) {
+      sub[static_cast<size_t>(j)] = mih_substring(codes + j * n_words, start, len);
+      ++offsets[sub[static_cast<size_t>(j)] + 1];
+      if ((j & 0xfffff) == 0) checkpoint();
+    }
+    if (occupied != nullptr) {
+      std::fill(occupied, occupied + (nk + 63) / 64, std::uint64_t{0});
+      for (i64 v = 0; v < nk; ++v)
+        if (offsets[v + 1] != 0) occupied[v >> 6] |= std::uint64_t{1} << (v & 63);
+    }
+    for (i64 v = 0; v < nk; ++v) offsets[v + 1] += offsets[v];
+    std::vector<std::uint32_t> pos(offsets, offsets + nk);
+    for (i64 j = 0; j < n; ++j) ids[pos[sub[static_cast<size_t>(j)]]++] = static_cast<std::uint32_t>(j);
+    return;
+  }
+  // sorted table: (value, id) pairs sorted, distinct values with their offsets
+  std::vector<std::uint64_t> pv(static_cast<size_t>(n));
+  for (i64 j = 0; j < n; ++j)
+    pv[static_cast<size_t>(j)] = (static_cast<std::uint64_t>(mih_substring(codes + j * n_words, start, len)) << 32) |
+                                 static_cast<std::uint64_t>(j);
+  std::sort(pv.begin(), pv.end());
+  i64 nk = 0;
+  for (i64 j = 0; j < n; ++j) {
+    const std::uint32_t v = static_cast<std::uint32_t>(pv[static_cast<size_t>(j)] >> 32);
+    if (j == 0 || v != keys[nk - 1]) {
+      keys[nk] = v;
+      offsets[nk] = static_cast<std::uint32_t>(j);
+      ++nk;
+    }
+    ids[j] = static_cast<std::uint32_t>(pv[static_cast<size_t>(j)] & 0xffffffffULL);
+  }
+  offsets[nk] = static_cast<std::uint32_t>(n);
+}
+}  // namespace
+
+namespace {
+
+// One query's probe loop (mih.hpp), shared by the k-NN and radius searches; the
+// sink decides what enters (bar), keeps it (add), starts over for the scan fallback
+// (reset) and says when the Sec. 4.1 bound proves the result complete (done).
+// Returns the number of candidate ids read.  Inlined into the POPCNT and baseline
+// variants below.
+template <class Sink>
+SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, int L, std::uint32_t* qsub,
+                                 Sink& sink) {
+  const i64 w = t.n_words;
+  for (int i = 0; i < t.m; ++i) qsub[i] = mih_substring(qc, t.start[i], t.len[i]);
+  i64 probed = 0, since_check = 0;
+  for (int r = 0; r <= L; ++r) {
+    for (int i = 0; i < t.m; ++i) {
+      if (sink.done_before()) return probed;
+      if (n_masks(t.len[i], r) > static_cast<double>(t.n)) {
+        // more buckets to probe than codes (long substrings, far neighbours): a scan of
+        // every code is cheaper, and exact on its own
+        sink.reset();
+        for (i64 id = 0; id < t.n; ++id) {
+          if ((id & 0xffff) == 0) checkpoint();
+          const int d = full_distance(qc, t.codes + id * w, w);
+          if (d <= sink.bar()) sink.add(d, id);
+        }
+        return probed + t.n;
+      }
+      const std::uint32_t* tid = t.ids + static_cast<i64>(i) * t.n;
+      const std::uint64_t* tx = t.table_codes + static_cast<i64>(i) * t.n * w;
+      const std::uint64_t* occ = t.occupied[i];
+      // Buckets in batches of kBatch non-empty ones (the bitmap, cache-resident, skips
+      // the empty ones): prefetch their offsets, then their codes, then verify, so the
+      // cache misses of a batch overlap instead of forming one dependent chain per bucket.
+      constexpr int kBatch = 16;
+      std::uint32_t bk[kBatch], blo[kBatch], bhi[kBatch];
+      RadiusMasks mk(t.len[i], r);
+      while (mk.valid()) {
+        int nb = 0;
+        for (; mk.valid() && nb < kBatch; mk.next()) {
+          const std::uint32_t key = qsub[i] ^ static_cast<std::uint32_t>(mk.s);
+          if (occ != nullptr && !((occ[key >> 6] >> (key & 63)) & 1)) continue;
+          bk[nb++] = key;
+          if (occ != nullptr) prefetch(t.offsets[i] + key);
+        }
+        if (++since_check >= 256) since_check = 0, checkpoint();
+        int nf = 0;
+        for (int b = 0; b < nb; ++b) {
+          std::uint32_t lo, hi;
+          if (!bucket(t, i, bk[b], lo, hi)) continue;
+          prefetch(tx + static_cast<i64>(lo) * w);
+          blo[nf] = lo, bhi[nf] = hi, ++nf;
+        }
+        for (int b = 0; b < nf; ++b) {
+          probed += bhi[b] - blo[b];
+          for (std::uint32_t p = blo[b]; p < bhi[b]; ++p) {
+            const std::uint64_t* x = tx + static_cast<i64>(p) * w;
+            const int d = full_distance(qc, x, w);
+            if (d > sink.bar() || seen_before(t, x, qsub, r, i)) continue;
+            const std::uint32_t id = tid[p];
+            if (id >= static_cast<std::uint64_t>(t.n)) throw std::runtime_error("corrupt multi-index table ids");
+            sink.add(d, id);
+          }
+        }
+      }
+      // every code with distance <= m r + i has now been seen (Sec. 4.1)
+      if (sink.done(t.m * r + i)) return probed;
+    }
+  }
+  return probed;
+}
+
+struct KnnSink {
+  NearestSet best;
+  i64 k;
+  int n_bits;
+  bool done_before() const { return false; }
+  int bar() const { return best.bar(); }
+  void add(int d, i64 id) { best.add(d, id); }
+  void reset() { best = NearestSet(k, n_bits); }
+  bool done(int seen_within) const { return best.full() && best.bar() <= seen_within; }
+};
+
+struct RadiusSink {
+  std::vector<std::pair<int, i64>> hits;
+  int r_max;
+  bool done_before() const { return r_max < 0; }
+  int bar() const { return r_max; }
+  void add(int d, i64 id) { hits.emplace_back(d, id); }
+  void reset() { hits.clear(); }
+  bool done(int seen_within) const { return seen_within >= r_max; }
+};
+
+SL_ALWAYS_INLINE void knn_one(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub,
+                              i64* out_idx, std::int32_t* out_d, i64* n_probed) {
+  KnnSink sink{NearestSet(k, t.n_bits), k, t.n_bits};
+  const i64 probed = probe_query(t, qc, L, qsub, sink);
+  sink.best.finish(out_idx, out_d);
+  if (n_probed) *n_probed = probed;
+}
+
+// every code within r_max, sorted by (distance, index)
+SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, int r_max, int L, std::uint32_t* qsub,
+                                 std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
+  RadiusSink sink{{}, r_max};
+  probe_query(t, qc, L, qsub, sink);
+  std::sort(sink.hits.begin(), sink.hits.end());
+  oi.clear();
+  od.clear();
+  oi.reserve(sink.hits.size());
+  od.reserve(sink.hits.size());
+  for (const auto& h : sink.hits) od.push_back(h.first), oi.push_back(h.second);
+}
+
+void knn_generic(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
+                 std::int32_t* od, i64* np) {
+  knn_one(t, qc, k, L, qsub, oi, od, np);
+}
+void radius_generic(const MihTables& t, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
+                    std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
+  radius_one(t, qc, r, L, qsub, oi, od);
+}
+#if SL_X86_DISPATCH
+SL_TARGET("popcnt")
+void knn_popcnt(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
+                std::int32_t* od, i64* np) {
+  knn_one(t, qc, k, L, qsub, oi, od, np);
+}
+SL_TARGET("popcnt")
+void radius_popcnt(const MihTables& t, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
+                   std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
+  radius_one(t, qc, r, L, qsub, oi, od);
+}
+#endif
+
+bool use_popcnt() {
+#if SL_X86_DISPATCH
+  return cpu::has_popcnt();
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+void mih_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads,
+                std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) {
+  check_tables(t);
+  if (k < 1 || k > t.n) throw std::invalid_argument("multi-index: k must be in [1, n]");
+  const int L = max_len(t);
+  const bool pop = use_popcnt();
+  parallel_for(nq, n_threads, [&](i64 qi, int) {
+    std::vector<std::uint32_t> qsub(static_cast<size_t>(t.m));
+    i64* np = n_probed ? n_probed + qi : nullptr;
+#if SL_X86_DISPATCH
+    if (pop) return knn_popcnt(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
+#endif
+    (void)pop;
+    knn_generic(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
+  });
+}
+
+void mih_radius_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, int r_max, int n_threads,
+                       std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist) {
+  check_tables(t);
+  const int L = max_len(t);
+  const bool pop = use_popcnt();
+  idx.assign(static_cast<size_t>(nq), {});
+  dist.assign(static_cast<size_t>(nq), {});
+  parallel_for(nq, n_threads, [&](i64 qi, int) {
+    std::vector<std::uint32_t> qsub(static_cast<size_t>(t.m));
+    auto& oi = idx[static_cast<size_t>(qi)];
+    auto& od = dist[static_cast<size_t>(qi)];
+#if SL_X86_DISPATCH
+    if (pop) return radius_popcnt(t, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
+#endif
+    (void)pop;
+    radius_generic(t, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
+  });
+}
+
+}  // namespace sl

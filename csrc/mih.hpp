@@ -1,0 +1,85 @@
+// Multi-index hashing: exact k-nearest-neighbour and radius search in Hamming space
+// without scanning the database.
+//
+// Norouzi, Punjani and Fleet, "Fast Exact Search in Hamming Space with Multi-Index
+// Hashing", TPAMI 2014.  Each b-bit code is cut into m disjoint substrings (table i
+// holds bits [start_i, start_i + len_i)); table i maps a substring value to the ids of
+// the codes carrying it.  If two codes differ in d bits, some substring differs in at
+// most floor(d / m) bits (pigeonhole, Sec. 3, Eq. 3); more finely (Sec. 4.1), once
+// every table has been probed at radius < r and tables 0..i at radius r, every code
+// with d <= m r + i has been seen.  The k-NN search probes radius r = 0, 1, ... table
+// by table and stops as soon as its k-th best verified distance is <= m r + i.
+//
+// Tables are flat arrays built by a counting sort (Sec. 4.2 uses sparse hash tables):
+// "direct" tables index offsets by the substring value (2^len_i + 1 offsets); tables
+// whose substring is longer than kDirectMaxBits keep the sorted distinct values and
+// find a bucket by binary search.  ids are uint32 (up to 2^32 - 1 codes).
+//
+// When a table's radius-r probe would visit more buckets than there are codes
+// (C(len_i, r) > n: long substrings or far neighbours), the query is finished by a
+// scan of every code instead, so a query never costs much more than a linear scan.
+//
+// De-duplication needs no per-query array: a candidate met in table i at radius r
+// was met before iff some table i' < i has substring distance <= r or some table
+// i' > i has substring distance < r (probing order is (r, i) lexicographic), which
+// costs at most m substring popcounts, and only for candidates whose full distance
+// can still enter the result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace sl {
+
+constexpr int kMihDirectMaxBits = 24;  // direct tables: at most 2^24 + 1 offsets (64 MB)
+
+struct MihTables {
+  const std::uint64_t* codes = nullptr;  // n x n_words
+  std::int64_t n = 0, n_words = 0;
+  int n_bits = 0, m = 0;
+  const std::int32_t* start = nullptr;      // m
+  const std::int32_t* len = nullptr;        // m, 1..32
+  const std::uint32_t* const* offsets = nullptr;  // m arrays: 2^len+1 (direct) or n_keys+1
+  const std::uint32_t* const* keys = nullptr;     // m arrays: sorted distinct values (nullptr: direct)
+  const std::int64_t* n_keys = nullptr;           // m: entries of keys (direct: 2^len)
+  // m arrays (direct tables; nullptr for sorted ones): bit v set iff bucket v is not
+  // empty.  2^len / 8 bytes, 32x less than the offsets, so the empty buckets that most
+  // probes meet (a table holds ~n of 2^len values) are rejected from cache.
+  const std::uint64_t* const* occupied = nullptr;
+  const std::uint32_t* ids = nullptr;             // m x n, bucket by bucket
+  // m x n x n_words: the codes in each table's bucket order (table_codes[i][p] is
+  // code ids[i][p]), so a bucket's candidates are verified from contiguous memory
+  // rather than one cache miss each into `codes` (the search is memory-latency bound).
+  const std::uint64_t* table_codes = nullptr;
+};
+
+// Substring value of a code: bits [start, start + len) of its words (len <= 32).
+inline std::uint32_t mih_substring(const std::uint64_t* code, int start, int len) {
+  const int w = start >> 6, off = start & 63;
+  std::uint64_t v = code[w] >> off;
+  if (off + len > 64) v |= code[w + 1] << (64 - off);
+  return static_cast<std::uint32_t>(len >= 32 ? v & 0xffffffffULL : v & ((1ULL << len) - 1));
+}
+
+// Table layout of n codes: for table i, the number of offsets (direct: 2^len_i + 1)
+// or, for a sorted table, the distinct substring values (computed here).
+// Build fills offsets[i] and ids (m x n); direct tables also occupied[i], sorted ones keys[i].
+// Cost O(m n) (direct) or O(m n log n) (sorted), n_threads over tables.
+std::int64_t mih_count_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len);
+// occupied: (2^len + 63) / 64 words for a direct table, unused (may be null) otherwise.
+// table_codes: n x n_words, the codes in the table's bucket order.
+void mih_build_table(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
+                     std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids,
+                     std::uint64_t* table_codes);
+
+// Exact k-NN of nq queries (k <= n): out_idx / out_dist (nq x k), ascending distance,
+// ties -> lower index (the same as hamming_topk).  n_probed (may be null): per query,
+// the number of candidate ids read from the tables.
+void mih_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads,
+                std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed);
+
+// All codes within distance r of each query, sorted by (distance, index) per query.
+void mih_radius_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, int r, int n_threads,
+                       std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist);
+
+}  // namespace sl
