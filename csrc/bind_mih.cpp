@@ -138,8 +138,9 @@ void def_mih(py::module_& m) {
       [](const carray<std::uint64_t>& codes, const carray<std::int32_t>& start, const carray<std::int32_t>& len,
          int n_bits, const py::list& offsets, const py::list& keys, const py::list& occupied, const carray<u32>& ids,
          const carray<std::uint64_t>& table_codes,
-         const carray<std::uint64_t>& q, i64 k, int n_threads) {
-        const auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes);
+         const carray<std::uint64_t>& q, i64 k, int n_threads, double scan_ratio) {
+        auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes);
+        v.t.scan_ratio = scan_ratio;
         if (q.ndim() != 2 || q.shape(1) != codes.shape(1)) throw py::value_error("queries differ in words per code");
         const i64 nq = q.shape(0);
         carray<i64> idx({nq, k});
@@ -155,15 +156,16 @@ void def_mih(py::module_& m) {
       py::arg("codes").noconvert(), py::arg("start").noconvert(), py::arg("len").noconvert(), py::arg("n_bits"),
       py::arg("offsets"), py::arg("keys"), py::arg("occupied"), py::arg("ids").noconvert(),
       py::arg("table_codes").noconvert(), py::arg("queries").noconvert(), py::arg("k"),
-      py::arg("n_threads"));
+      py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio);
 
   m.def(
       "mih_radius_search",
       [](const carray<std::uint64_t>& codes, const carray<std::int32_t>& start, const carray<std::int32_t>& len,
          int n_bits, const py::list& offsets, const py::list& keys, const py::list& occupied, const carray<u32>& ids,
          const carray<std::uint64_t>& table_codes,
-         const carray<std::uint64_t>& q, int r, int n_threads) {
-        const auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes);
+         const carray<std::uint64_t>& q, int r, int n_threads, double scan_ratio) {
+        auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes);
+        v.t.scan_ratio = scan_ratio;
         if (q.ndim() != 2 || q.shape(1) != codes.shape(1)) throw py::value_error("queries differ in words per code");
         const i64 nq = q.shape(0);
         std::vector<std::vector<i64>> vi;
@@ -187,7 +189,7 @@ void def_mih(py::module_& m) {
       py::arg("codes").noconvert(), py::arg("start").noconvert(), py::arg("len").noconvert(), py::arg("n_bits"),
       py::arg("offsets"), py::arg("keys"), py::arg("occupied"), py::arg("ids").noconvert(),
       py::arg("table_codes").noconvert(), py::arg("queries").noconvert(), py::arg("r"),
-      py::arg("n_threads"));
+      py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio);
 }
 
 }  // namespace bind

@@ -2,9 +2,11 @@
 #include "mih.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
+#include "hamming.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
 
@@ -274,15 +276,15 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
   for (int r = 0; r <= L; ++r) {
     for (int i = 0; i < t.m; ++i) {
       if (sink.done_before()) return probed;
-      if (n_masks(t.len[i], r) > static_cast<double>(t.n)) {
-        // more buckets to probe than codes (long substrings, far neighbours): a scan of
-        // every code is cheaper, and exact on its own
-        sink.reset();
-        for (i64 id = 0; id < t.n; ++id) {
-          if ((id & 0xffff) == 0) checkpoint();
-          const int d = full_distance(qc, t.codes + id * w, w);
-          if (d <= sink.bar()) sink.add(d, id);
-        }
+      // Switch to a scan when the probes would cost more than scanning every code: a
+      // probed bucket or verified candidate is a cache miss (~10-30 ns) where the
+      // vector scan spends ~0.1 ns per 64-bit word (t.scan_ratio, kMihScanRatio by
+      // default); candidates expected at this radius assume uniform buckets.
+      const double masks = n_masks(t.len[i], r);
+      const double expected = static_cast<double>(probed) + masks * (0.25 + static_cast<double>(t.n) /
+                                                                     std::ldexp(1.0, t.len[i]));
+      if (masks > static_cast<double>(t.n) || expected * t.scan_ratio > static_cast<double>(t.n * w)) {
+        sink.scan(qc);
         return probed + t.n;
       }
       const std::uint32_t* tid = t.ids + static_cast<i64>(i) * t.n;
@@ -333,20 +335,30 @@ struct KnnSink {
   NearestSet best;
   i64 k;
   int n_bits;
+  bool scanned = false;
   bool done_before() const { return false; }
   int bar() const { return best.bar(); }
   void add(int d, i64 id) { best.add(d, id); }
-  void reset() { best = NearestSet(k, n_bits); }
+  void scan(const std::uint64_t*) { scanned = true; }  // knn_one runs hamming_topk
   bool done(int seen_within) const { return best.full() && best.bar() <= seen_within; }
 };
 
 struct RadiusSink {
+  const MihTables* t;
   std::vector<std::pair<int, i64>> hits;
   int r_max;
   bool done_before() const { return r_max < 0; }
   int bar() const { return r_max; }
   void add(int d, i64 id) { hits.emplace_back(d, id); }
-  void reset() { hits.clear(); }
+  SL_ALWAYS_INLINE void scan(const std::uint64_t* qc) {  // every code within r_max
+    hits.clear();
+    const i64 w = t->n_words;
+    for (i64 id = 0; id < t->n; ++id) {
+      if ((id & 0xffff) == 0) checkpoint();
+      const int d = full_distance(qc, t->codes + id * w, w);
+      if (d <= r_max) hits.emplace_back(d, id);
+    }
+  }
   bool done(int seen_within) const { return seen_within >= r_max; }
 };
 
@@ -354,14 +366,17 @@ SL_ALWAYS_INLINE void knn_one(const MihTables& t, const std::uint64_t* qc, i64 k
                               i64* out_idx, std::int32_t* out_d, i64* n_probed) {
   KnnSink sink{NearestSet(k, t.n_bits), k, t.n_bits};
   const i64 probed = probe_query(t, qc, L, qsub, sink);
-  sink.best.finish(out_idx, out_d);
+  if (sink.scanned)  // the vector scan of hamming.cpp: same order, ties to the lower index
+    hamming_topk(qc, 1, t.codes, t.n, t.n_words, k, kNoSelf, nullptr, 1, out_idx, out_d);
+  else
+    sink.best.finish(out_idx, out_d);
   if (n_probed) *n_probed = probed;
 }
 
 // every code within r_max, sorted by (distance, index)
 SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, int r_max, int L, std::uint32_t* qsub,
                                  std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
-  RadiusSink sink{{}, r_max};
+  RadiusSink sink{&t, {}, r_max};
   probe_query(t, qc, L, qsub, sink);
   std::sort(sink.hits.begin(), sink.hits.end());
   oi.clear();

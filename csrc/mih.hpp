@@ -15,9 +15,11 @@
 // whose substring is longer than kDirectMaxBits keep the sorted distinct values and
 // find a bucket by binary search.  ids are uint32 (up to 2^32 - 1 codes).
 //
-// When a table's radius-r probe would visit more buckets than there are codes
-// (C(len_i, r) > n: long substrings or far neighbours), the query is finished by a
-// scan of every code instead, so a query never costs much more than a linear scan.
+// Probing is memory-latency bound.  When a query's probes are expected to cost more
+// than a scan of every code (MihTables::scan_ratio), or a table's radius-r probe would
+// visit more buckets than there are codes, the k-NN query is finished by hamming.hpp's
+// vector scan (the radius search by a scalar scan), so a query never costs much more
+// than a linear scan.
 //
 // De-duplication needs no per-query array: a candidate met in table i at radius r
 // was met before iff some table i' < i has substring distance <= r or some table
@@ -31,7 +33,8 @@
 
 namespace sl {
 
-constexpr int kMihDirectMaxBits = 24;  // direct tables: at most 2^24 + 1 offsets (64 MB)
+constexpr int kMihDirectMaxBits = 24;
+constexpr double kMihScanRatio = 256.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)  // direct tables: at most 2^24 + 1 offsets (64 MB)
 
 struct MihTables {
   const std::uint64_t* codes = nullptr;  // n x n_words
@@ -51,6 +54,10 @@ struct MihTables {
   // code ids[i][p]), so a bucket's candidates are verified from contiguous memory
   // rather than one cache miss each into `codes` (the search is memory-latency bound).
   const std::uint64_t* table_codes = nullptr;
+  // Cost of a cache miss in 64-bit words of vector scan: a query switches to the scan
+  // once its probes are expected to cost more (0: only when a table would probe more
+  // buckets than there are codes).  kMihScanRatio by default.
+  double scan_ratio = 0.0;
 };
 
 // Substring value of a code: bits [start, start + len) of its words (len <= 32).

@@ -19,6 +19,24 @@ def _clustered_bits(rng, n, n_bits, n_clusters=8, flip=0.04):
     return (bits ^ (rng.random(bits.shape) < flip)).astype(np.uint8)
 
 
+def _both(index, q, k):
+    """search with the default probes-vs-scan switch and with probing forced (scan_ratio=0,
+    the small test databases would otherwise often finish by the scan): both must agree."""
+    idx, dist = index.search(q, k)
+    pidx, pdist, _ = index._search(q, k, scan_ratio=0)
+    np.testing.assert_array_equal(idx, pidx)
+    np.testing.assert_array_equal(dist, pdist)
+    return idx, dist
+
+
+def _radius_both(index, q, r):
+    out = index.radius_search(q, r)
+    forced = index._radius_search(q, r, scan_ratio=0)
+    for a, b in zip(out, forced):
+        np.testing.assert_array_equal(a, b)
+    return out
+
+
 def _radius_oracle(bq, bx, r):
     D = (bq[:, None, :] != bx[None, :, :]).sum(-1)
     rows = []
@@ -38,7 +56,7 @@ def test_search_matches_oracle(rng, n_bits, kind):
     x, q = pack_bits(bx), pack_bits(bq)
     index = HammingIndex(n_bits=n_bits).fit(x)
     for k in (1, 3, 17, n):
-        idx, dist = index.search(q, k)
+        idx, dist = _both(index, q, k)
         ridx, rdist = hamming_topk_oracle(bq, bx, k)
         assert idx.dtype == np.int64 and dist.dtype == np.int32 and idx.shape == (len(q), k)
         np.testing.assert_array_equal(idx, ridx)
@@ -53,7 +71,7 @@ def test_every_table_count_gives_the_exact_answer(rng, m):
     index = HammingIndex(m=m).fit(x)
     assert index.m_ == m and index.substring_len_.sum() == 64
     assert all((k is None) == (ln <= 24) for k, ln in zip(index.keys_, index.substring_len_))
-    idx, dist = index.search(x[:40], 25)
+    idx, dist = _both(index, x[:40], 25)
     ridx, rdist = hamming_topk(x[:40], x, 25)
     np.testing.assert_array_equal(idx, ridx)
     np.testing.assert_array_equal(dist, rdist)
@@ -65,7 +83,7 @@ def test_duplicate_codes_ties_go_to_the_lower_index(rng):
     x = pack_bits(bx)
     index = HammingIndex().fit(x)
     for k in (1, 10, 151, 600):
-        idx, dist = index.search(x[:7], k)
+        idx, dist = _both(index, x[:7], k)
         ridx, rdist = hamming_topk(x[:7], x, k)
         np.testing.assert_array_equal(idx, ridx)
         np.testing.assert_array_equal(dist, rdist)
@@ -76,11 +94,26 @@ def test_itq_codes_of_a_gaussian_mixture(rng):
     X = centres[rng.integers(0, 20, 3000)] + rng.standard_normal((3000, 96))
     codes = ITQHasher(n_bits=64, random_state=0).fit(X).encode(X)
     index = HammingIndex().fit(codes[:2500])
-    idx, dist, probed = index._search(codes[2500:], 10)
+    idx, dist, probed = index._search(codes[2500:], 10, scan_ratio=0)
     ridx, rdist = hamming_topk(codes[2500:], codes[:2500], 10)
     np.testing.assert_array_equal(idx, ridx)
     np.testing.assert_array_equal(dist, rdist)
     assert probed.shape == (500,) and (probed >= 10).all()
+
+
+def test_random_codes_switch_to_the_scan_and_stay_exact(rng):
+    # far neighbours on uniformly random codes: the default switch finishes by the vector scan
+    x = pack_bits(_codes(rng, 5000, 128))
+    index = HammingIndex().fit(x)
+    q = pack_bits(_codes(rng, 30, 128))
+    idx, dist, probed = index._search(q, 50)
+    assert (probed >= 5000).all()                  # every query was finished by the scan
+    ridx, rdist = hamming_topk(q, x, 50)
+    np.testing.assert_array_equal(idx, ridx)
+    np.testing.assert_array_equal(dist, rdist)
+    fidx, fdist, _ = index._search(q, 50, scan_ratio=0)  # probing until a table has more buckets than codes
+    np.testing.assert_array_equal(fidx, ridx)
+    np.testing.assert_array_equal(fdist, rdist)
 
 
 def test_probes_fewer_candidates_than_a_scan_on_near_duplicates(rng):
@@ -90,7 +123,7 @@ def test_probes_fewer_candidates_than_a_scan_on_near_duplicates(rng):
     bq = bx[:100].copy()
     bq[np.arange(100), rng.integers(0, 64, 100)] ^= 1
     index = HammingIndex().fit(pack_bits(bx))
-    idx, dist, probed = index._search(pack_bits(bq), 1)
+    idx, dist, probed = index._search(pack_bits(bq), 1, scan_ratio=0)
     np.testing.assert_array_equal(idx[:, 0], np.arange(100))
     assert probed.mean() < 0.01 * 20000
 
@@ -101,7 +134,7 @@ def test_radius_search_matches_a_filter(rng):
         bq = np.vstack([bx[:3], _codes(rng, 3, n_bits)])
         index = HammingIndex(n_bits=n_bits).fit(pack_bits(bx))
         for r in (0, 1, 5, n_bits // 3, n_bits):
-            indptr, ind, dist = index.radius_search(pack_bits(bq), r)
+            indptr, ind, dist = _radius_both(index, pack_bits(bq), r)
             assert indptr.shape == (len(bq) + 1,) and indptr[0] == 0
             for i, (ri, rd) in enumerate(_radius_oracle(bq, bx, r)):
                 np.testing.assert_array_equal(ind[indptr[i]:indptr[i + 1]], ri)
@@ -115,7 +148,7 @@ def test_add_appends_and_matches_a_fresh_index(rng):
     assert index.n_codes_ == 900
     np.testing.assert_array_equal(index.codes_, x)
     q = np.ascontiguousarray(x[::50])
-    idx, dist = index.search(q, 12)
+    idx, dist = _both(index, q, 12)
     ridx, rdist = hamming_topk(q, x, 12)
     np.testing.assert_array_equal(idx, ridx)
     np.testing.assert_array_equal(dist, rdist)
@@ -139,8 +172,8 @@ def test_empty_index_and_empty_queries(rng):
 
 def test_threads_give_the_same_result(rng):
     x = pack_bits(_clustered_bits(rng, 3000, 128))
-    a = HammingIndex(n_threads=1).fit(x).search(x[:200], 9)
-    b = HammingIndex(n_threads=2).fit(x).search(x[:200], 9)
+    a = HammingIndex(n_threads=1).fit(x)._search(x[:200], 9, scan_ratio=0)
+    b = HammingIndex(n_threads=2).fit(x)._search(x[:200], 9, scan_ratio=0)
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
 
@@ -181,13 +214,13 @@ def test_corrupt_tables_are_refused_not_read(rng):
     index = HammingIndex(m=4).fit(x)
     index.offsets_[0] = np.full_like(index.offsets_[0], 10**6)   # every bucket past the end of the ids
     with pytest.raises(RuntimeError, match="corrupt"):
-        index.search(x[:3], 1)                                   # probes the queries' own buckets
+        index._search(x[:3], 1, scan_ratio=0)                    # probes the queries' own buckets
     with pytest.raises(RuntimeError, match="corrupt"):
-        index.radius_search(x[:3], 0)
+        index._radius_search(x[:3], 0, scan_ratio=0)
     index = HammingIndex(m=4).fit(x)
     index.ids_ = np.full_like(index.ids_, 10**6)                 # ids past the end of the codes
     with pytest.raises(RuntimeError, match="corrupt"):
-        index.search(x[:3], 1)
+        index._search(x[:3], 1, scan_ratio=0)
     index = HammingIndex(m=4).fit(x)
     index.offsets_[1] = index.offsets_[1][:-1]                   # the wrong number of offsets
     with pytest.raises(ValueError, match="offsets"):

@@ -106,11 +106,14 @@ class HammingIndex(BaseEstimator):
     bits), memory (8 n_words + 4) (m + 1) n bytes plus 4.125 (2^len + 1) per direct table.  A search
     costs the buckets it probes (C(len, r) per table and radius) plus the candidates it
     verifies, O(n_words + m) each; de-duplication needs no per-query array (a candidate
-    met again is recognised from its substring distances).  When a table would probe
-    more buckets than there are codes (C(len, r) > n), the query finishes with a scan
-    of every code instead, so the worst case (uniformly random codes, large k) stays
-    close to a linear scan; clustered codes, where the k-th distance is small, are
-    where the index is fastest.  At most 2^32 - 1 codes.
+    met again is recognised from its substring distances).  Probing is memory-latency
+    bound (a bucket or candidate is a cache miss, ~100x a code of the vector scan), so
+    a query whose probes are expected to cost more than scanning every code (far
+    neighbours: uniformly random codes, large k, long codes) is finished by
+    :func:`hamming_topk`'s scan instead: the worst case stays within about 2x of the
+    scan, and clustered codes, where the k-th distance is small, are where the index
+    is fastest (93x the scan at 10 million 64-bit codes, k=10, in
+    ``bench/results/hamming_index.md``).  At most 2^32 - 1 codes.
 
     Saved and loaded by :func:`similearn.save` / :func:`similearn.load`; the searches
     check every bucket boundary and id they read, so a damaged file cannot make them
@@ -311,13 +314,17 @@ class HammingIndex(BaseEstimator):
         """
         return self._search(queries, k)[:2]
 
-    def _search(self, queries, k):
-        """search, plus the number of candidate ids each query read from the tables."""
+    def _search(self, queries, k, scan_ratio=None):
+        """search, plus the number of candidate ids each query read from the tables (plus n
+        for a query finished by a scan).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
+        0 switches only when a table would probe more buckets than codes; tests use it to
+        exercise the probing path on small databases)."""
         if hasattr(self, "shards_") or is_dask_array(queries):
             return self._search_dask(queries, k) + (None,)
         q = self._queries(queries)
         k = check_k(k, self.n_codes_)
-        return _kernels.mih_search(*self._tables(), q, k, get_num_threads(self.n_threads))
+        extra = {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
+        return _kernels.mih_search(*self._tables(), q, k, get_num_threads(self.n_threads), **extra)
 
     def _search_dask(self, queries, k):
         from ._dask.hamming_index import sharded_search
@@ -352,6 +359,9 @@ class HammingIndex(BaseEstimator):
         Probes every table up to radius ``floor(r / m)`` (fewer where the Sec. 4.1
         bound allows): exact, and fast while r is small against the code length.
         """
+        return self._radius_search(queries, r)
+
+    def _radius_search(self, queries, r, scan_ratio=None):
         q = self._queries(queries)
         r = check_int(r, "r", low=0)
         r = min(r, self.n_bits_)
@@ -359,7 +369,8 @@ class HammingIndex(BaseEstimator):
             from ._dask.hamming_index import sharded_radius_search
 
             return sharded_radius_search(self.shards_, self.shard_sizes_, q, r)
-        return _kernels.mih_radius_search(*self._tables(), q, r, get_num_threads(self.n_threads))
+        extra = {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
+        return _kernels.mih_radius_search(*self._tables(), q, r, get_num_threads(self.n_threads), **extra)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
