@@ -366,11 +366,8 @@ SL_ALWAYS_INLINE void knn_one(const MihTables& t, const std::uint64_t* qc, i64 k
                               i64* out_idx, std::int32_t* out_d, i64* n_probed) {
   KnnSink sink{NearestSet(k, t.n_bits), k, t.n_bits};
   const i64 probed = probe_query(t, qc, L, qsub, sink);
-  if (sink.scanned)  // the vector scan of hamming.cpp: same order, ties to the lower index
-    hamming_topk(qc, 1, t.codes, t.n, t.n_words, k, kNoSelf, nullptr, 1, out_idx, out_d);
-  else
-    sink.best.finish(out_idx, out_d);
-  if (n_probed) *n_probed = probed;
+  if (!sink.scanned) sink.best.finish(out_idx, out_d);  // else: mih_search scans it with the others
+  if (n_probed) *n_probed = sink.scanned ? -1 : probed;
 }
 
 // every code within r_max, sorted by (distance, index)
@@ -423,15 +420,36 @@ void mih_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, std
   if (k < 1 || k > t.n) throw std::invalid_argument("multi-index: k must be in [1, n]");
   const int L = max_len(t);
   const bool pop = use_popcnt();
+  std::vector<i64> probed(static_cast<size_t>(nq));
   parallel_for(nq, n_threads, [&](i64 qi, int) {
     std::vector<std::uint32_t> qsub(static_cast<size_t>(t.m));
-    i64* np = n_probed ? n_probed + qi : nullptr;
+    i64* np = probed.data() + qi;
 #if SL_X86_DISPATCH
     if (pop) return knn_popcnt(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
 #endif
     (void)pop;
     knn_generic(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
   });
+  // The queries that switched to the scan are scanned together by hamming.hpp's kernel:
+  // a batch reuses each database block from cache across its queries, where one
+  // query's scan streams the whole database from memory.
+  std::vector<i64> rows;
+  for (i64 qi = 0; qi < nq; ++qi)
+    if (probed[static_cast<size_t>(qi)] < 0) rows.push_back(qi);
+  if (!rows.empty()) {
+    const i64 ns = static_cast<i64>(rows.size()), w = t.n_words;
+    std::vector<std::uint64_t> qs(static_cast<size_t>(ns * w));
+    for (i64 j = 0; j < ns; ++j) std::copy(q + rows[j] * w, q + (rows[j] + 1) * w, qs.data() + j * w);
+    std::vector<i64> si(static_cast<size_t>(ns * k));
+    std::vector<std::int32_t> sd(static_cast<size_t>(ns * k));
+    hamming_topk(qs.data(), ns, t.codes, t.n, w, k, kNoSelf, nullptr, n_threads, si.data(), sd.data());
+    for (i64 j = 0; j < ns; ++j) {
+      std::copy(si.data() + j * k, si.data() + (j + 1) * k, out_idx + rows[j] * k);
+      std::copy(sd.data() + j * k, sd.data() + (j + 1) * k, out_dist + rows[j] * k);
+      probed[static_cast<size_t>(rows[j])] = t.n;
+    }
+  }
+  if (n_probed) std::copy(probed.begin(), probed.end(), n_probed);
 }
 
 void mih_radius_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, int r_max, int n_threads,

@@ -34,7 +34,7 @@
 namespace sl {
 
 constexpr int kMihDirectMaxBits = 24;
-constexpr double kMihScanRatio = 256.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)  // direct tables: at most 2^24 + 1 offsets (64 MB)
+constexpr double kMihScanRatio = 128.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)  // direct tables: at most 2^24 + 1 offsets (64 MB)
 
 struct MihTables {
   const std::uint64_t* codes = nullptr;  // n x n_words
