@@ -33,8 +33,8 @@
 
 namespace sl {
 
-constexpr int kMihDirectMaxBits = 24;
-constexpr double kMihScanRatio = 128.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)  // direct tables: at most 2^24 + 1 offsets (64 MB)
+constexpr int kMihDirectMaxBits = 24;     // direct tables: at most 2^24 + 1 offsets (64 MB)
+constexpr double kMihScanRatio = 128.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)
 
 struct MihTables {
   const std::uint64_t* codes = nullptr;  // n x n_words

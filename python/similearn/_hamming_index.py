@@ -112,7 +112,7 @@ class HammingIndex(BaseEstimator):
     neighbours: uniformly random codes, large k, long codes) is finished by
     :func:`hamming_topk`'s scan instead: the worst case stays within about 2x of the
     scan, and clustered codes, where the k-th distance is small, are where the index
-    is fastest (93x the scan at 10 million 64-bit codes, k=10, in
+    is fastest (96x the scan at 10 million 64-bit clustered codes, k=10, in
     ``bench/results/hamming_index.md``).  At most 2^32 - 1 codes.
 
     Saved and loaded by :func:`similearn.save` / :func:`similearn.load`; the searches
@@ -315,8 +315,8 @@ class HammingIndex(BaseEstimator):
         return self._search(queries, k)[:2]
 
     def _search(self, queries, k, scan_ratio=None):
-        """search, plus the number of candidate ids each query read from the tables (plus n
-        for a query finished by a scan).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
+        """search, plus the number of candidate ids each query read from the tables; a query
+        finished by the scan reports exactly n (its probes before the switch are not counted).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
         0 switches only when a table would probe more buckets than codes; tests use it to
         exercise the probing path on small databases)."""
         if hasattr(self, "shards_") or is_dask_array(queries):
