@@ -175,6 +175,8 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-faiss", action="store_true")
+    p.add_argument("--cluster-std", type=float, default=0.35,
+                   help="within-cluster standard deviation of the clustered data (larger: looser clusters)")
     p.add_argument("--quick", action="store_true", help="n = 200,000 and growth 50k/100k/200k")
     p.add_argument("--out", default=None, help="Markdown file (the JSON goes next to it); default: print only")
     a = p.parse_args(argv)
@@ -199,7 +201,7 @@ def main(argv=None):
             if kind == "random":
                 C, Q = random_codes(rng, n_all, a.bits), random_codes(rng, a.queries, a.bits)
             else:
-                C, Q = clustered_codes(rng, n_all, a.queries, a.bits)
+                C, Q = clustered_codes(rng, n_all, a.queries, a.bits, std=a.cluster_std)
             rows += study(C[:a.n], Q, a.bits, ks, a.reps, use_faiss, kind)
             if sizes:
                 g, f = growth(C, Q, a.bits, sizes, ks, a.reps, kind)
