@@ -95,7 +95,7 @@ def test_cibuildwheel_config(cibw):
 
 
 def test_no_host_specific_flags_reach_a_wheel():
-    # -march=native (or -mtune=native, -xHost) would tie a wheel to the build machine.  CMake
+    # host-tuning flags (-m{arch,tune,cpu} set to the build host, -xHost) would tie a wheel to the build machine.  CMake
     # has one opt-in for local builds (SIMILEARN_HOST_TUNING, off unless asked for); nothing a
     # wheel build reads may switch it on or carry such a flag.
     cmake = (ROOT / "CMakeLists.txt").read_text()
