@@ -23,7 +23,8 @@ struct TablesView {
 
 TablesView view(const carray<std::uint64_t>& codes, const carray<std::int32_t>& start,
                 const carray<std::int32_t>& len, int n_bits, const py::list& offsets, const py::list& keys,
-                const py::list& occupied, const carray<u32>& ids, const carray<std::uint64_t>& table_codes) {
+                const py::list& occupied, const carray<u32>& ids, const carray<std::uint64_t>& table_codes,
+                const carray<std::uint64_t>& q, double scan_ratio) {
   TablesView v;
   const i64 n = codes.shape(0), w = codes.shape(1), m = start.shape(0);
   if (codes.ndim() != 2 || w < 1) throw py::value_error("codes must be 2-D with at least one word");
@@ -35,6 +36,7 @@ TablesView view(const carray<std::uint64_t>& codes, const carray<std::int32_t>& 
   if (table_codes.ndim() != 3 || table_codes.shape(0) != m || table_codes.shape(1) != n || table_codes.shape(2) != w)
     throw py::value_error("multi-index: table_codes must have shape (n_tables, n_codes, n_words)");
   if (n_bits < 1 || n_bits > 64 * w) throw py::value_error("multi-index: n_bits out of range");
+  if (q.ndim() != 2 || q.shape(1) != w) throw py::value_error("queries differ in words per code");
   v.off.resize(static_cast<size_t>(m));
   v.keys.resize(static_cast<size_t>(m));
   v.occ.resize(static_cast<size_t>(m));
@@ -75,6 +77,7 @@ TablesView view(const carray<std::uint64_t>& codes, const carray<std::int32_t>& 
   v.t.occupied = v.occ.data();
   v.t.ids = ids.data();
   v.t.table_codes = table_codes.data();
+  v.t.scan_ratio = scan_ratio;
   return v;
 }
 
@@ -139,9 +142,7 @@ void def_mih(py::module_& m) {
          int n_bits, const py::list& offsets, const py::list& keys, const py::list& occupied, const carray<u32>& ids,
          const carray<std::uint64_t>& table_codes,
          const carray<std::uint64_t>& q, i64 k, int n_threads, double scan_ratio) {
-        auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes);
-        v.t.scan_ratio = scan_ratio;
-        if (q.ndim() != 2 || q.shape(1) != codes.shape(1)) throw py::value_error("queries differ in words per code");
+        const auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes, q, scan_ratio);
         const i64 nq = q.shape(0);
         carray<i64> idx({nq, k});
         carray<std::int32_t> dist({nq, k});
@@ -164,9 +165,7 @@ void def_mih(py::module_& m) {
          int n_bits, const py::list& offsets, const py::list& keys, const py::list& occupied, const carray<u32>& ids,
          const carray<std::uint64_t>& table_codes,
          const carray<std::uint64_t>& q, int r, int n_threads, double scan_ratio) {
-        auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes);
-        v.t.scan_ratio = scan_ratio;
-        if (q.ndim() != 2 || q.shape(1) != codes.shape(1)) throw py::value_error("queries differ in words per code");
+        const auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes, q, scan_ratio);
         const i64 nq = q.shape(0);
         std::vector<std::vector<i64>> vi;
         std::vector<std::vector<std::int32_t>> vd;

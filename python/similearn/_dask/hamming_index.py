@@ -149,21 +149,10 @@ def sharded_radius_search(shards, sizes, queries, r):
     parts = dask.compute(*[delayed(_radius_shard)(queries, s, r) for s in shards])
     offsets = _offsets(sizes)
     nq = queries.shape[0]
-    counts = np.zeros(nq, np.int64)
-    rows_idx, rows_dist = [[] for _ in range(nq)], [[] for _ in range(nq)]
-    for (indptr, ind, dist), o in zip(parts, offsets):
-        for i in range(nq):
-            a, b = indptr[i], indptr[i + 1]
-            rows_idx[i].append(ind[a:b] + np.int64(o))
-            rows_dist[i].append(dist[a:b])
-    out_i, out_d = [], []
-    for i in range(nq):
-        ind = np.concatenate(rows_idx[i]) if rows_idx[i] else np.empty(0, np.int64)
-        dist = np.concatenate(rows_dist[i]) if rows_dist[i] else np.empty(0, np.int32)
-        order = np.lexsort((ind, dist))
-        out_i.append(ind[order])
-        out_d.append(dist[order])
-        counts[i] = len(ind)
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.empty(0, dt)  # noqa: E731
-    return indptr, cat(out_i, np.int64), cat(out_d, np.int32)
+    # every shard's hits with their query row and global id, then one sort by (query, distance, id)
+    qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])
+    ind = np.concatenate([i + np.int64(o) for (_, i, _), o in zip(parts, offsets)])
+    dist = np.concatenate([d for _, _, d in parts])
+    order = np.lexsort((ind, dist, qid))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(qid, minlength=nq))]).astype(np.int64)
+    return indptr, ind[order].astype(np.int64), dist[order].astype(np.int32)
