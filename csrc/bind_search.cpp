@@ -31,12 +31,11 @@ py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, s
 // The two stages of topk_dense, for sharded searches (similearn._dask.search).
 template <class T>
 py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
-                         int gemm, bool exact_dist, int n_threads, const std::optional<carray<i64>>& exclude_indptr,
+                         bool exact_dist, int n_threads, const std::optional<carray<i64>>& exclude_indptr,
                          const std::optional<carray<i64>>& exclude_indices) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
   const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
   if (x.shape(1) != dim && nx > 0) throw py::value_error("queries and database differ in n_features");
-  if (gemm < 0 || gemm > 2) throw py::value_error("gemm must be 0 (auto), 1 (packed) or 2 (BLAS)");
   carray<i64> idx({nq, k});
   carray<T> key({nq, k});
   py::object dist = py::none();
@@ -49,7 +48,7 @@ py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metr
   {
     py::gil_scoped_release nogil;
     sl::topk_keys<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
-                     ptr_of(ex), static_cast<sl::GemmMode>(gemm), n_threads, idx.mutable_data(), key.mutable_data(),
+                     ptr_of(ex), n_threads, idx.mutable_data(), key.mutable_data(),
                      dp);
   }
   return py::make_tuple(idx, key, dist);
@@ -90,10 +89,12 @@ carray<T> bind_blas_gemm(const carray<T>& a, const carray<T>& b, bool ta, bool t
   return c;
 }
 
+// The exact dense products of gemm_kernel.hpp (one FMA chain per entry: the same bits
+// on every CPU): C = A B, A B^T, A^T B, and X B for a CSR X.
 template <class T>
-void def_dense(py::module_& m, const char* nn) {
+void def_dense(py::module_& m, const std::string& sfx) {
   m.def(
-      nn,
+      ("gemm_nn_" + sfx).c_str(),
       [](const carray<T>& A, const carray<T>& B, int n_threads) {
         const i64 mm = A.shape(0), k = A.shape(1), n = B.shape(1);
         if (B.shape(0) != k) throw py::value_error("inner dimensions differ");
@@ -105,6 +106,46 @@ void def_dense(py::module_& m, const char* nn) {
         return C;
       },
       py::arg("A").noconvert(), py::arg("B").noconvert(), py::arg("n_threads"));
+  m.def(
+      ("gemm_nt_" + sfx).c_str(),
+      [](const carray<T>& A, const carray<T>& B, int n_threads) {
+        const i64 mm = A.shape(0), k = A.shape(1), n = B.shape(0);
+        if (B.shape(1) != k) throw py::value_error("inner dimensions differ");
+        carray<T> C({mm, n});
+        {
+          py::gil_scoped_release nogil;
+          sl::gemmk::gemm_nt<T>(A.data(), mm, k, B.data(), n, C.mutable_data(), n_threads);
+        }
+        return C;
+      },
+      py::arg("A").noconvert(), py::arg("B").noconvert(), py::arg("n_threads"));
+  m.def(
+      ("gemm_tn_" + sfx).c_str(),
+      [](const carray<T>& A, const carray<T>& B, int n_threads) {
+        const i64 k = A.shape(0), mm = A.shape(1), n = B.shape(1);
+        if (B.shape(0) != k) throw py::value_error("inner dimensions differ");
+        carray<T> C({mm, n});
+        {
+          py::gil_scoped_release nogil;
+          sl::gemmk::gemm_tn<T>(A.data(), k, mm, B.data(), n, C.mutable_data(), n_threads);
+        }
+        return C;
+      },
+      py::arg("A").noconvert(), py::arg("B").noconvert(), py::arg("n_threads"));
+  m.def(
+      ("csr_nn_" + sfx).c_str(),
+      [](const Csr<T>& X, const carray<T>& B, int n_threads) {
+        const i64 mm = X.indptr().shape(0) - 1, n = B.shape(1);
+        if (B.shape(0) != X.n_cols()) throw py::value_error("B must have one row per column of X");
+        carray<T> C({mm, n});
+        {
+          py::gil_scoped_release nogil;
+          sl::gemmk::csr_nn<T>(X.indptr().data(), X.indices().data(), X.data().data(), mm, B.data(), n,
+                               C.mutable_data(), n_threads);
+        }
+        return C;
+      },
+      py::arg("X"), py::arg("B").noconvert(), py::arg("n_threads"));
 }
 
 template <class T>
@@ -113,7 +154,7 @@ void def_topk(py::module_& m, const char* name, const char* keys, const char* fi
         py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"),
         py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
   m.def(keys, &bind_topk_keys<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
-        py::arg("metric"), py::arg("self_offset"), py::arg("gemm"), py::arg("exact_dist"), py::arg("n_threads"),
+        py::arg("metric"), py::arg("self_offset"), py::arg("exact_dist"), py::arg("n_threads"),
         py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
   m.def(finalize, &bind_topk_finalize<T>, py::arg("queries").noconvert(), py::arg("idx").noconvert(),
         py::arg("key").noconvert(), py::arg("metric"), py::arg("dist").noconvert(), py::arg("n_threads"));
@@ -126,8 +167,8 @@ void def_search(py::module_& m) {
         py::arg("trans_a"), py::arg("trans_b"));
   m.def("blas_gemm_f64", &bind_blas_gemm<double>, py::arg("a").noconvert(), py::arg("b").noconvert(),
         py::arg("trans_a"), py::arg("trans_b"));
-  def_dense<float>(m, "gemm_nn_f32");
-  def_dense<double>(m, "gemm_nn_f64");
+  def_dense<float>(m, "f32");
+  def_dense<double>(m, "f64");
   def_topk<float>(m, "topk_f32", "topk_keys_f32", "topk_finalize_f32");
   def_topk<double>(m, "topk_f64", "topk_keys_f64", "topk_finalize_f64");
 

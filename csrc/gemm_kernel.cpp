@@ -1,216 +1,390 @@
-// AVX-512 packed GEMM for top-k tiles (see gemm_kernel.hpp).
+// Dense products with one answer on every CPU (see gemm_kernel.hpp).
 //
-// Micro-kernel: MR = 8 queries x NR = 2 vectors of database rows (32 floats / 16
-// doubles), 16 accumulators; per k one pair of panel loads and 8 broadcasts feed
-// 16 FMAs.  A panel (NR x dim) stays in L1 while the query block streams by.
+// The micro-kernels (gemm_micro.inc) are compiled four times, once per ISA, each in
+// its own namespace and target region; the drivers below (packing, cache blocking,
+// threads) are written once and call the chosen ISA's kernels through a table.
+//
+// Register tiles (MR x NR; W lanes):       float32            float64
+//   AVX-512F                               8 x 32 (16 zmm)    8 x 16
+//   AVX2 + FMA                             6 x 16 (12 ymm)    6 x 8
+//   NEON (aarch64)                         8 x 12 (24 q)      8 x 6
+//   scalar std::fma                        4 x 2              4 x 2
+// The tile shape changes the speed only: every entry is the same FMA chain.
 #include "gemm_kernel.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
-#include "blas.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
 
-#include <vector>
-
 #if SL_X86_DISPATCH
 #include <immintrin.h>
+#endif
+#if SL_NEON
+#include <arm_neon.h>
 #endif
 
 namespace sl {
 namespace gemmk {
 
-bool available() { return cpu::has_avx512f(); }
+namespace {
 
+using i64 = std::int64_t;
+
+// One ISA's kernels (gemm_micro.inc): the register tile and its entry points.
 template <class T>
-void pack(const T* X, std::int64_t nb, std::int64_t dim, T* out) {
-  constexpr std::int64_t NR = panel_rows<T>();
-  const std::int64_t np = (nb + NR - 1) / NR;
-  for (std::int64_t p = 0; p < np; ++p) {
-    T* o = out + p * dim * NR;
-    const std::int64_t r1 = std::min(NR, nb - p * NR);
-    if (r1 < NR) std::memset(o, 0, sizeof(T) * static_cast<std::size_t>(dim * NR));
-    for (std::int64_t r = 0; r < r1; ++r) {
-      const T* x = X + (p * NR + r) * dim;
-      for (std::int64_t k = 0; k < dim; ++k) o[k * NR + r] = x[k];
-    }
-  }
-}
+struct Kernels {
+  const char* name = "";
+  int mr = 1, nr = 1;
+  // C (rows <= mr, cols <= nr) (=|+=) a * b over kc steps, A row-major (tile_n) or
+  // transposed (tile_t); see micro() in gemm_micro.inc
+  void (*tile_n)(const T*, i64, i64, const T*, i64, i64, T*, i64, i64, bool) = nullptr;
+  void (*tile_t)(const T*, i64, i64, const T*, i64, i64, T*, i64, i64, bool) = nullptr;
+  void (*direct)(const T*, i64, i64, const T*, i64, T*, i64) = nullptr;
+  void (*csr)(const i64*, const i64*, const T*, i64, i64, const T*, i64, T*) = nullptr;
+};
+
+// ---------------------------------------------------------------- scalar (any CPU)
+namespace scalar {
+template <class T>
+struct Ops {
+  using V = T;
+  static constexpr int W = 1;
+  static V zero() { return T(0); }
+  static V load(const T* p) { return *p; }
+  static void store(T* p, V v) { *p = v; }
+  static V bcast(const T* p) { return *p; }
+  static V fma(V a, V b, V c) { return std::fma(a, b, c); }
+};
+template <class T>
+struct Shape {
+  static constexpr int MR = 4, NV = 2;
+};
+#include "gemm_micro.inc"
+}  // namespace scalar
 
 #if SL_X86_DISPATCH
+// ---------------------------------------------------------------- AVX2 + FMA
+SL_TARGET_REGION_BEGIN("avx2,fma")
+namespace avx2 {
+template <class T>
+struct Ops;
+template <>
+struct Ops<float> {
+  using V = __m256;
+  static constexpr int W = 8;
+  static SL_ALWAYS_INLINE V zero() { return _mm256_setzero_ps(); }
+  static SL_ALWAYS_INLINE V load(const float* p) { return _mm256_loadu_ps(p); }
+  static SL_ALWAYS_INLINE void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm256_broadcast_ss(p); }
+  static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+};
+template <>
+struct Ops<double> {
+  using V = __m256d;
+  static constexpr int W = 4;
+  static SL_ALWAYS_INLINE V zero() { return _mm256_setzero_pd(); }
+  static SL_ALWAYS_INLINE V load(const double* p) { return _mm256_loadu_pd(p); }
+  static SL_ALWAYS_INLINE void store(double* p, V v) { _mm256_storeu_pd(p, v); }
+  static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm256_broadcast_sd(p); }
+  static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+};
+template <class T>
+struct Shape {
+  static constexpr int MR = 6, NV = 2;
+};
+#include "gemm_micro.inc"
+}  // namespace avx2
+SL_TARGET_REGION_END
 
-template <int MR>
-SL_TARGET("avx512f")
-void micro_f32(const float* Q, std::int64_t ldq, const float* P, std::int64_t dim, float* C, std::int64_t ldc,
-               std::int64_t ncols) {
-  __m512 a0[MR], a1[MR];
-  for (int r = 0; r < MR; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
-  for (std::int64_t k = 0; k < dim; ++k) {
-    const __m512 x0 = _mm512_loadu_ps(P + k * 32), x1 = _mm512_loadu_ps(P + k * 32 + 16);
-    for (int r = 0; r < MR; ++r) {
-      const __m512 q = _mm512_set1_ps(Q[r * ldq + k]);
-      a0[r] = _mm512_fmadd_ps(q, x0, a0[r]);
-      a1[r] = _mm512_fmadd_ps(q, x1, a1[r]);
-    }
-  }
-  if (ncols == 32) {
-    for (int r = 0; r < MR; ++r) {
-      _mm512_storeu_ps(C + r * ldc, a0[r]);
-      _mm512_storeu_ps(C + r * ldc + 16, a1[r]);
-    }
-  } else {
-    const __mmask16 m0 = static_cast<__mmask16>(ncols >= 16 ? 0xffff : (1u << ncols) - 1);
-    const __mmask16 m1 = static_cast<__mmask16>(ncols <= 16 ? 0 : (1u << (ncols - 16)) - 1);
-    for (int r = 0; r < MR; ++r) {
-      _mm512_mask_storeu_ps(C + r * ldc, m0, a0[r]);
-      _mm512_mask_storeu_ps(C + r * ldc + 16, m1, a1[r]);
-    }
-  }
-}
+// ---------------------------------------------------------------- AVX-512F
+SL_TARGET_REGION_BEGIN("avx512f,avx2,fma")
+namespace avx512 {
+template <class T>
+struct Ops;
+template <>
+struct Ops<float> {
+  using V = __m512;
+  static constexpr int W = 16;
+  static SL_ALWAYS_INLINE V zero() { return _mm512_setzero_ps(); }
+  static SL_ALWAYS_INLINE V load(const float* p) { return _mm512_loadu_ps(p); }
+  static SL_ALWAYS_INLINE void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm512_set1_ps(*p); }
+  static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+};
+template <>
+struct Ops<double> {
+  using V = __m512d;
+  static constexpr int W = 8;
+  static SL_ALWAYS_INLINE V zero() { return _mm512_setzero_pd(); }
+  static SL_ALWAYS_INLINE V load(const double* p) { return _mm512_loadu_pd(p); }
+  static SL_ALWAYS_INLINE void store(double* p, V v) { _mm512_storeu_pd(p, v); }
+  static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm512_set1_pd(*p); }
+  static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+};
+template <class T>
+struct Shape {
+  static constexpr int MR = 8, NV = 2;
+};
+#include "gemm_micro.inc"
+}  // namespace avx512
+SL_TARGET_REGION_END
+#endif  // SL_X86_DISPATCH
 
-template <int MR>
-SL_TARGET("avx512f")
-void micro_f64(const double* Q, std::int64_t ldq, const double* P, std::int64_t dim, double* C, std::int64_t ldc,
-               std::int64_t ncols) {
-  __m512d a0[MR], a1[MR];
-  for (int r = 0; r < MR; ++r) a0[r] = a1[r] = _mm512_setzero_pd();
-  for (std::int64_t k = 0; k < dim; ++k) {
-    const __m512d x0 = _mm512_loadu_pd(P + k * 16), x1 = _mm512_loadu_pd(P + k * 16 + 8);
-    for (int r = 0; r < MR; ++r) {
-      const __m512d q = _mm512_set1_pd(Q[r * ldq + k]);
-      a0[r] = _mm512_fmadd_pd(q, x0, a0[r]);
-      a1[r] = _mm512_fmadd_pd(q, x1, a1[r]);
-    }
-  }
-  if (ncols == 16) {
-    for (int r = 0; r < MR; ++r) {
-      _mm512_storeu_pd(C + r * ldc, a0[r]);
-      _mm512_storeu_pd(C + r * ldc + 8, a1[r]);
-    }
-  } else {
-    const __mmask8 m0 = static_cast<__mmask8>(ncols >= 8 ? 0xff : (1u << ncols) - 1);
-    const __mmask8 m1 = static_cast<__mmask8>(ncols <= 8 ? 0 : (1u << (ncols - 8)) - 1);
-    for (int r = 0; r < MR; ++r) {
-      _mm512_mask_storeu_pd(C + r * ldc, m0, a0[r]);
-      _mm512_mask_storeu_pd(C + r * ldc + 8, m1, a1[r]);
-    }
-  }
-}
-
-template <class T, int MR>
-inline void micro(const T* Q, std::int64_t ldq, const T* P, std::int64_t dim, T* C, std::int64_t ldc,
-                  std::int64_t ncols) {
-  if constexpr (sizeof(T) == 4) micro_f32<MR>(Q, ldq, P, dim, C, ldc, ncols);
-  else micro_f64<MR>(Q, ldq, P, dim, C, ldc, ncols);
-}
+#if SL_NEON
+// ---------------------------------------------------------------- NEON (aarch64 baseline)
+namespace neon {
+template <class T>
+struct Ops;
+template <>
+struct Ops<float> {
+  using V = float32x4_t;
+  static constexpr int W = 4;
+  static SL_ALWAYS_INLINE V zero() { return vdupq_n_f32(0.0f); }
+  static SL_ALWAYS_INLINE V load(const float* p) { return vld1q_f32(p); }
+  static SL_ALWAYS_INLINE void store(float* p, V v) { vst1q_f32(p, v); }
+  static SL_ALWAYS_INLINE V bcast(const float* p) { return vld1q_dup_f32(p); }
+  static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }  // c + a b, one rounding (FMLA)
+};
+template <>
+struct Ops<double> {
+  using V = float64x2_t;
+  static constexpr int W = 2;
+  static SL_ALWAYS_INLINE V zero() { return vdupq_n_f64(0.0); }
+  static SL_ALWAYS_INLINE V load(const double* p) { return vld1q_f64(p); }
+  static SL_ALWAYS_INLINE void store(double* p, V v) { vst1q_f64(p, v); }
+  static SL_ALWAYS_INLINE V bcast(const double* p) { return vld1q_dup_f64(p); }
+  static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f64(c, a, b); }
+};
+template <class T>
+struct Shape {
+  static constexpr int MR = 8, NV = 3;
+};
+#include "gemm_micro.inc"
+}  // namespace neon
+#endif  // SL_NEON
 
 template <class T>
-void micro_rows(std::int64_t mr, const T* Q, std::int64_t ldq, const T* P, std::int64_t dim, T* C, std::int64_t ldc,
-                std::int64_t ncols) {
-  switch (mr) {
-    case 8: return micro<T, 8>(Q, ldq, P, dim, C, ldc, ncols);
-    case 7: return micro<T, 7>(Q, ldq, P, dim, C, ldc, ncols);
-    case 6: return micro<T, 6>(Q, ldq, P, dim, C, ldc, ncols);
-    case 5: return micro<T, 5>(Q, ldq, P, dim, C, ldc, ncols);
-    case 4: return micro<T, 4>(Q, ldq, P, dim, C, ldc, ncols);
-    case 3: return micro<T, 3>(Q, ldq, P, dim, C, ldc, ncols);
-    case 2: return micro<T, 2>(Q, ldq, P, dim, C, ldc, ncols);
-    default: return micro<T, 1>(Q, ldq, P, dim, C, ldc, ncols);
-  }
-}
-
-template <class T>
-void gemm_packed(const T* Q, std::int64_t mq, std::int64_t dim, const T* Xp, std::int64_t nb, T* C,
-                 std::int64_t ldc) {
-  constexpr std::int64_t NR = panel_rows<T>();
-  const std::int64_t np = (nb + NR - 1) / NR;
-  for (std::int64_t p = 0; p < np; ++p) {
-    const T* P = Xp + p * dim * NR;
-    const std::int64_t ncols = std::min(NR, nb - p * NR);
-    for (std::int64_t i = 0; i < mq; i += 8)
-      micro_rows<T>(std::min<std::int64_t>(8, mq - i), Q + i * dim, dim, P, dim, C + i * ldc + p * NR, ldc, ncols);
-  }
-}
-
-
-template <class T>
-SL_TARGET("avx2,fma")
-void gemm_direct_impl(const T* Q, std::int64_t mq, std::int64_t dim, const T* X, std::int64_t nb, T* C,
-                      std::int64_t ldc) {
-  constexpr std::int64_t R = 8;  // independent chains in flight (FMA latency x throughput)
-  for (std::int64_t i = 0; i < mq; ++i) {
-    const T* q = Q + i * dim;
-    T* c = C + i * ldc;
-    std::int64_t j = 0;
-    for (; j + R <= nb; j += R) {
-      const T* x = X + j * dim;
-      T acc[R] = {};
-      for (std::int64_t k = 0; k < dim; ++k) {
-        const T qk = q[k];
-        for (std::int64_t r = 0; r < R; ++r) acc[r] = std::fma(qk, x[r * dim + k], acc[r]);
-      }
-      for (std::int64_t r = 0; r < R; ++r) c[j + r] = acc[r];
-    }
-    for (; j < nb; ++j) {
-      const T* x = X + j * dim;
-      T acc = T(0);
-      for (std::int64_t k = 0; k < dim; ++k) acc = std::fma(q[k], x[k], acc);
-      c[j] = acc;
-    }
-  }
-}
-
-template <class T>
-void gemm_direct(const T* Q, std::int64_t mq, std::int64_t dim, const T* X, std::int64_t nb, T* C,
-                 std::int64_t ldc) {
-  gemm_direct_impl<T>(Q, mq, dim, X, nb, C, ldc);
-}
-
-#else
-
-template <class T>
-void gemm_packed(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, std::int64_t) {}
-template <class T>
-void gemm_direct(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, std::int64_t) {}
-
+Kernels<T> select_kernels() {
+#if SL_X86_DISPATCH
+  if (cpu::has_avx512f()) return avx512::make_kernels<T>("avx512");
+  if (cpu::has_avx2()) return avx2::make_kernels<T>("avx2");
 #endif
+#if SL_NEON
+  if (cpu::has_neon()) return neon::make_kernels<T>("neon");
+#endif
+  return scalar::make_kernels<T>("scalar");
+}
 
 template <class T>
-void gemm_nn(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_t n, T* C, int n_threads) {
-  const std::int64_t rb = 256;  // rows of A per task
-  if (!available()) {
-    parallel_for((m + rb - 1) / rb, n_threads, [&](std::int64_t t, int) {
-      const std::int64_t r0 = t * rb, nr = std::min(rb, m - r0);
-      blas::gemm_rm<T>(false, false, nr, n, k, T(1), A + r0 * k, k, B, n, T(0), C + r0 * n, n);
-    });
+const Kernels<T>& kern() {
+  static const Kernels<T> k = select_kernels<T>();
+  return k;
+}
+
+// Steps of the reduction per block: a block of a B panel (kc x NR) stays in L1 while
+// the rows of A stream past it.
+template <class T>
+i64 block_k(i64 k) {
+  const i64 kc = std::max<i64>(128, (16 << 10) / (kern<T>().nr * static_cast<i64>(sizeof(T))));
+  return k <= kc + kc / 2 ? std::max<i64>(k, 1) : kc;
+}
+
+// Pack columns [j0, j0 + cols) of B (k x n row-major, row stride ldb) into one
+// zero-padded panel: out[kk * NR + j] = B[kk, j0 + j].
+template <class T>
+void pack_cols(const T* B, i64 ldb, i64 k, i64 j0, i64 cols, i64 nr, T* out) {
+  for (i64 kk = 0; kk < k; ++kk) {
+    T* o = out + kk * nr;
+    std::memcpy(o, B + kk * ldb + j0, sizeof(T) * static_cast<std::size_t>(cols));
+    std::fill(o + cols, o + nr, T(0));
+  }
+}
+
+}  // namespace
+
+const char* isa() { return kern<float>().name; }
+
+template <class T>
+std::int64_t panel_cols() {
+  return kern<T>().nr;
+}
+
+template <class T>
+std::int64_t packed_size(std::int64_t n, std::int64_t k) {
+  const i64 nr = kern<T>().nr;
+  return (n + nr - 1) / nr * nr * k;
+}
+
+template <class T>
+void pack(const T* X, std::int64_t n, std::int64_t k, T* out) {
+  const i64 nr = kern<T>().nr;
+  const i64 np = (n + nr - 1) / nr;
+  for (i64 p = 0; p < np; ++p) {
+    T* o = out + p * k * nr;
+    const i64 r1 = std::min(nr, n - p * nr);
+    if (r1 < nr) std::fill(o, o + k * nr, T(0));
+    for (i64 r = 0; r < r1; ++r) {
+      const T* x = X + (p * nr + r) * k;
+      for (i64 kk = 0; kk < k; ++kk) o[kk * nr + r] = x[kk];
+    }
+  }
+}
+
+template <class T>
+void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, T* C,
+                 std::int64_t ldc) {
+  const Kernels<T>& kr = kern<T>();
+  const i64 nr = kr.nr, mr = kr.mr, np = (n + nr - 1) / nr, kc = block_k<T>(k);
+  if (k == 0) {
+    for (i64 i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
     return;
   }
-  std::vector<T> Bt(static_cast<std::size_t>(n * k));
-  for (std::int64_t i = 0; i < k; ++i)
-    for (std::int64_t j = 0; j < n; ++j) Bt[static_cast<std::size_t>(j * k + i)] = B[i * n + j];
+  for (i64 k0 = 0; k0 < k; k0 += kc) {
+    const i64 kb = std::min(kc, k - k0);
+    for (i64 p = 0; p < np; ++p) {
+      const T* b = Xp + (p * k + k0) * nr;
+      const i64 cols = std::min(nr, n - p * nr);
+      for (i64 i = 0; i < m; i += mr)
+        kr.tile_n(A + i * lda + k0, lda, std::min(mr, m - i), b, nr, kb, C + i * ldc + p * nr, ldc, cols, k0 > 0);
+    }
+  }
+}
+
+template <class T>
+void gemm_direct(const T* A, std::int64_t m, std::int64_t k, const T* X, std::int64_t n, T* C, std::int64_t ldc) {
+  kern<T>().direct(A, m, k, X, n, C, ldc);
+}
+
+template <class T>
+void gemm_nt(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_t n, T* C, int n_threads) {
+  if (m == 0 || n == 0) return;
+  // B packed once in blocks of <= 512 rows (~1 MiB of features), rows of A in tasks
+  const i64 nr = kern<T>().nr;
+  const i64 bn = std::max(nr, std::min<i64>(n, std::max<i64>(512, (1 << 20) / std::max<i64>(1, k * sizeof(T)))) /
+                                  nr * nr);
   std::vector<T> Bp(static_cast<std::size_t>(packed_size<T>(n, k)));
-  pack<T>(Bt.data(), n, k, Bp.data());
-  parallel_for((m + rb - 1) / rb, n_threads, [&](std::int64_t t, int) {
-    const std::int64_t r0 = t * rb, nr = std::min(rb, m - r0);
-    gemm_packed<T>(A + r0 * k, nr, k, Bp.data(), n, C + r0 * n, n);
+  parallel_for((n + bn - 1) / bn, n_threads, [&](i64 t, int) {
+    const i64 j0 = t * bn;
+    pack<T>(B + j0 * k, std::min(bn, n - j0), k, Bp.data() + j0 * k);
+  });
+  const i64 rb = 64;
+  parallel_for((m + rb - 1) / rb, n_threads, [&](i64 t, int) {
+    const i64 r0 = t * rb, rows = std::min(rb, m - r0);
+    for (i64 j0 = 0; j0 < n; j0 += bn)
+      gemm_packed<T>(A + r0 * k, k, rows, k, Bp.data() + j0 * k, std::min(bn, n - j0), C + r0 * n + j0, n);
   });
 }
 
-template void gemm_nn<float>(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, float*, int);
-template void gemm_nn<double>(const double*, std::int64_t, std::int64_t, const double*, std::int64_t, double*, int);
+template <class T>
+void gemm_nn(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_t n, T* C, int n_threads) {
+  if (m == 0 || n == 0) return;
+  const Kernels<T>& kr = kern<T>();
+  const i64 nr = kr.nr, np = (n + nr - 1) / nr;
+  // B (k x n) as panels of NR columns: out[(p k + kk) NR + j] = B[kk, p NR + j]
+  std::vector<T> Bp(static_cast<std::size_t>(np * nr * std::max<i64>(k, 1)));
+  for (i64 p = 0; p < np; ++p) pack_cols<T>(B, n, k, p * nr, std::min(nr, n - p * nr), nr, Bp.data() + p * k * nr);
+  const i64 rb = 256;  // rows of A per task
+  parallel_for((m + rb - 1) / rb, n_threads, [&](i64 t, int) {
+    const i64 r0 = t * rb, rows = std::min(rb, m - r0);
+    gemm_packed<T>(A + r0 * k, k, rows, k, Bp.data(), n, C + r0 * n, n);
+  });
+}
 
-template void pack<float>(const float*, std::int64_t, std::int64_t, float*);
-template void pack<double>(const double*, std::int64_t, std::int64_t, double*);
-template void gemm_packed<float>(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, float*,
-                                 std::int64_t);
-template void gemm_packed<double>(const double*, std::int64_t, std::int64_t, const double*, std::int64_t, double*,
-                                  std::int64_t);
-template void gemm_direct<float>(const float*, std::int64_t, std::int64_t, const float*, std::int64_t, float*,
-                                 std::int64_t);
-template void gemm_direct<double>(const double*, std::int64_t, std::int64_t, const double*, std::int64_t, double*,
-                                  std::int64_t);
+template <class T>
+void gemm_tn(const T* A, std::int64_t k, std::int64_t m, const T* B, std::int64_t n, T* C, int n_threads) {
+  if (m == 0 || n == 0) return;
+  const Kernels<T>& kr = kern<T>();
+  const i64 nr = kr.nr, mr = kr.mr, np = (n + nr - 1) / nr, n_full = n / nr;
+  if (k == 0) {
+    std::fill(C, C + m * n, T(0));
+    return;
+  }
+  const i64 kc = block_k<T>(k);
+  // tasks: groups of MR-row panels of C; each reads all of B once (k-blocked), so a
+  // few large groups (one per thread) keep the traffic low.  The chains do not depend
+  // on the grouping.
+  const i64 n_panels = (m + mr - 1) / mr;
+  const i64 n_groups = std::min<i64>(n_panels, std::max(1, n_threads));
+  const i64 per = (n_panels + n_groups - 1) / n_groups;
+  parallel_for((n_panels + per - 1) / per, n_threads, [&](i64 g, int) {
+    const i64 p0 = g * per, p1 = std::min(n_panels, p0 + per);
+    std::vector<T> edge(static_cast<std::size_t>(n_full < np ? kc * nr : 0));
+    for (i64 k0 = 0; k0 < k; k0 += kc) {
+      checkpoint();
+      const i64 kb = std::min(kc, k - k0);
+      if (!edge.empty()) pack_cols<T>(B + k0 * n, n, kb, n_full * nr, n - n_full * nr, nr, edge.data());
+      for (i64 p = 0; p < np; ++p) {
+        const bool full = p < n_full;
+        const T* b = full ? B + k0 * n + p * nr : edge.data();
+        const i64 sb = full ? n : nr, cols = full ? nr : n - n_full * nr;
+        for (i64 ip = p0; ip < p1; ++ip) {
+          const i64 i = ip * mr;
+          kr.tile_t(A + k0 * m + i, m, std::min(mr, m - i), b, sb, kb, C + i * n + p * nr, n, cols, k0 > 0);
+        }
+      }
+    }
+  });
+}
+
+template <class T>
+void csr_nn(const std::int64_t* indptr, const std::int64_t* indices, const T* data, std::int64_t m, const T* B,
+            std::int64_t n, T* C, int n_threads) {
+  if (m == 0 || n == 0) return;
+  const i64 rb = 512;
+  parallel_for((m + rb - 1) / rb, n_threads, [&](i64 t, int) {
+    kern<T>().csr(indptr, indices, data, t * rb, std::min(m, (t + 1) * rb), B, n, C);
+  });
+}
+
+template <class T>
+void sq_norms(const T* X, std::int64_t n, std::int64_t dim, double* out, int n_threads) {
+  const i64 chunk = 4096;
+  parallel_for((n + chunk - 1) / chunk, n_threads, [&](i64 t, int) {
+    const i64 e = std::min(n, (t + 1) * chunk);
+    i64 i = t * chunk;
+    constexpr int R = 8;  // independent chains (the add latency)
+    for (; i + R <= e; i += R) {
+      double s[R] = {};
+      const T* x = X + i * dim;
+      for (i64 kk = 0; kk < dim; ++kk)
+        for (int r = 0; r < R; ++r) {
+          const double v = static_cast<double>(x[r * dim + kk]);
+          s[r] = s[r] + v * v;
+        }
+      for (int r = 0; r < R; ++r) out[i + r] = s[r];
+    }
+    for (; i < e; ++i) {
+      double s = 0.0;
+      for (i64 kk = 0; kk < dim; ++kk) {
+        const double v = static_cast<double>(X[i * dim + kk]);
+        s = s + v * v;
+      }
+      out[i] = s;
+    }
+  });
+}
+
+#define SL_GEMMK_INSTANTIATE(T)                                                                            \
+  template std::int64_t panel_cols<T>();                                                                   \
+  template std::int64_t packed_size<T>(std::int64_t, std::int64_t);                                        \
+  template void pack<T>(const T*, std::int64_t, std::int64_t, T*);                                         \
+  template void gemm_packed<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, \
+                               T*, std::int64_t);                                                          \
+  template void gemm_direct<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*,           \
+                               std::int64_t);                                                              \
+  template void gemm_nt<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, int);         \
+  template void gemm_nn<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, int);         \
+  template void gemm_tn<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, int);         \
+  template void csr_nn<T>(const std::int64_t*, const std::int64_t*, const T*, std::int64_t, const T*,      \
+                          std::int64_t, T*, int);                                                          \
+  template void sq_norms<T>(const T*, std::int64_t, std::int64_t, double*, int);
+
+SL_GEMMK_INSTANTIATE(float)
+SL_GEMMK_INSTANTIATE(double)
 
 }  // namespace gemmk
 }  // namespace sl

@@ -1,11 +1,20 @@
-// A small packed GEMM for the top-k tiles, S = Q X^T, with AVX-512 micro-kernels.
+// similearn's dense products with one answer on every CPU.
 //
-// SciPy's OpenBLAS picks its AVX2 ("Haswell") kernels on many AVX-512 CPUs (AMD
-// Zen 4/5 among them), which leaves half of the FMA width unused.  The top-k tile
-// product has a fixed, friendly shape (a block of queries against a block of
-// database rows, K = n_features), so a register-blocked kernel on pre-packed
-// database panels reaches the AVX-512 peak.  Selected at run time; everything else
-// uses the BLAS.
+// Every entry of every product here is ONE sequential FMA chain over the reduction
+// index, from zero:  c = fma(a_{K-1}, b_{K-1}, ... fma(a_1, b_1, fma(a_0, b_0, 0)))
+// in the element type T.  IEEE 754 fixes the result of each fused multiply-add, so
+// the chain has one value, whatever computes it: the register-blocked micro-kernels
+// for AVX-512, AVX2+FMA, NEON (aarch64) and the scalar std::fma fallback give the
+// same bits, and so do every tile shape, block size, query count, thread count and
+// Dask chunking.  (BLAS does not promise that: OpenBLAS's sums change with its
+// kernel, its edge kernels and the matrix sizes.)
+//
+// The micro-kernels hold an MR x NR tile of C in registers; per step of the chain
+// they load NR values of a B panel and broadcast MR values of A: MR x NR / W
+// independent chains (W lanes per vector) cover the FMA latency.  A long reduction is
+// cut into blocks of kc steps; a block continues the chains from the C values the
+// previous one stored, so blocking does not change a bit.  The ISA is chosen at run
+// time (csrc/simd.hpp, capped by SIMILEARN_ISA).
 #pragma once
 
 #include <cstdint>
@@ -13,40 +22,64 @@
 namespace sl {
 namespace gemmk {
 
-// true when the AVX-512 kernels can run on this CPU
-bool available();
+// The micro-kernels in use: "avx512", "avx2", "neon" or "scalar".
+const char* isa();
 
-// panel width (database rows per packed panel)
-template <class T> constexpr std::int64_t panel_rows() { return 64 / static_cast<std::int64_t>(sizeof(T)) * 2; }
-
-// elements needed to pack nb rows of dimension dim
-template <class T> std::int64_t packed_size(std::int64_t nb, std::int64_t dim) {
-  const std::int64_t nr = panel_rows<T>();
-  return (nb + nr - 1) / nr * nr * dim;
-}
-
-// Pack nb rows of X (row-major, row stride dim) into k-major panels of
-// panel_rows<T>() rows, zero padded: out[(p * dim + k) * NR + r] = X[p * NR + r, k].
-template <class T> void pack(const T* X, std::int64_t nb, std::int64_t dim, T* out);
-
-// C (mq x nb, row-major, leading dimension ldc) = Q (mq x dim, row-major) * X^T,
-// X given packed.  Requires available().
+// Columns of a packed B panel (NR) for the micro-kernels in use.
 template <class T>
-void gemm_packed(const T* Q, std::int64_t mq, std::int64_t dim, const T* Xp, std::int64_t nb, T* C, std::int64_t ldc);
+std::int64_t panel_cols();
 
-// The same C = Q X^T as gemm_packed, bit for bit, without packing X (row-major, row
-// stride dim): each entry is the packed kernel's sequential FMA chain from zero over
-// the features, computed with scalar FMAs, 8 database rows interleaved.  For one or two
-// queries, where packing a block costs more than the product.  Requires available().
+// Elements needed to pack n rows (or columns) of B with reduction length k.
 template <class T>
-void gemm_direct(const T* Q, std::int64_t mq, std::int64_t dim, const T* X, std::int64_t nb, T* C, std::int64_t ldc);
+std::int64_t packed_size(std::int64_t n, std::int64_t k);
 
-// C (m x n) = A (m x k) B (k x n), row-major, threaded over row blocks of A (the
-// result does not depend on the thread count).  B is transposed and packed once and
-// the AVX-512 micro-kernel does the rest; SciPy's BLAS when AVX-512 is absent.  For
-// tall-skinny products such as FILM's W = V P (n x r times r x d).
+// Pack the n rows of X (row-major, row stride k) as B^T panels for C = A X^T:
+// out[(p * k + kk) * NR + r] = X[p * NR + r, kk], zero padded.
+template <class T>
+void pack(const T* X, std::int64_t n, std::int64_t k, T* out);
+
+// C (m x n, leading dimension ldc) = A X^T with A (m x k, row-major, row stride
+// lda) and X packed by pack().  O(m n k).  Single-threaded.
+template <class T>
+void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, T* C,
+                 std::int64_t ldc);
+
+// The same C = A X^T bit for bit without packing X (row-major, row stride k): scalar
+// FMA chains, several rows interleaved.  For one or two rows of A, where packing a
+// block of X costs as much as the product.  Single-threaded.
+template <class T>
+void gemm_direct(const T* A, std::int64_t m, std::int64_t k, const T* X, std::int64_t n, T* C, std::int64_t ldc);
+
+// C (m x n, row-major) = A B^T, A (m x k) and B (n x k) row-major.  Threaded over
+// blocks of rows of A; O(m n k).
+template <class T>
+void gemm_nt(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_t n, T* C, int n_threads);
+
+// C (m x n) = A B, A (m x k) and B (k x n) row-major: chain over the k columns of A.
+// B is packed once; threaded over blocks of rows of A.  O(m n k).  (FILM's W = V P,
+// the Gramian penalty's U M.)
 template <class T>
 void gemm_nn(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_t n, T* C, int n_threads);
+
+// C (m x n) = A^T B, A (k x m) and B (k x n) row-major: each entry one chain over the
+// k rows in order (FILM's V^T M over a slab of rows).  Threaded over blocks of C's
+// rows; the reduction is blocked by rows for the caches.  O(m n k).
+template <class T>
+void gemm_tn(const T* A, std::int64_t k, std::int64_t m, const T* B, std::int64_t n, T* C, int n_threads);
+
+// C (m x n) = X B for X sparse (CSR: indptr (m + 1), indices, data; the column ids
+// < rows of B) and B (n_rows_B x n) row-major: each entry one chain over the stored
+// entries of X's row in their stored order (canonical CSR: ascending columns, which
+// is also the dense chain, whose zero terms leave it unchanged).  O(nnz(X) n).
+template <class T>
+void csr_nn(const std::int64_t* indptr, const std::int64_t* indices, const T* data, std::int64_t m, const T* B,
+            std::int64_t n, T* C, int n_threads);
+
+// out[i] = sum_kk x_ik^2 of the n rows of X (row-major, row stride dim), accumulated
+// in double as s = s + x * x (rounded multiply, rounded add) in feature order: the
+// same bits on every CPU.  Several rows interleaved; threaded over row chunks.
+template <class T>
+void sq_norms(const T* X, std::int64_t n, std::int64_t dim, double* out, int n_threads);
 
 }  // namespace gemmk
 }  // namespace sl

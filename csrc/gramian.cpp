@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "blas.hpp"
+#include "gemm_kernel.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
 
@@ -274,9 +275,12 @@ LossParts pair_loss_rows(const T* Uc, const T* Vc, i64 nr, i64 b, i64 k, const T
                          const T* Mv, const T* Nu, const T* Nv, const T* Qb, const T* Rb, i64 kP, T* dUc, T* dVc) {
   const T inv_b = b > 0 ? T(1) / T(b) : T(0);
   // dU = U Mu - Qb Nu^T (the penalty part); its value needs u^T Mu u / 2 - q^T Nu^T u.
+  // The products with the exact kernels (one FMA chain per entry, csrc/gemm_kernel.hpp): a
+  // row's gradient does not depend on how the batch is cut into chunks (threads) nor on
+  // the CPU.
   if (Mu) {
-    blas::gemm_rm<T>(false, false, nr, k, k, T(1), Uc, k, Mu, k, T(0), dUc, k);
-    blas::gemm_rm<T>(false, false, nr, k, k, T(1), Vc, k, Mv, k, T(0), dVc, k);
+    gemmk::gemm_nn<T>(Uc, nr, k, Mu, k, dUc, 1);
+    gemmk::gemm_nn<T>(Vc, nr, k, Mv, k, dVc, 1);
   } else {
     std::fill(dUc, dUc + nr * k, T(0));
     std::fill(dVc, dVc + nr * k, T(0));
@@ -288,8 +292,7 @@ LossParts pair_loss_rows(const T* Uc, const T* Vc, i64 nr, i64 b, i64 k, const T
     for (int side = 0; side < 2; ++side) {
       const T* X = side == 0 ? Uc : Vc;
       T* dX = side == 0 ? dUc : dVc;
-      blas::gemm_rm<T>(false, true, nr, k, kP, T(1), side == 0 ? Qb : Rb, kP, side == 0 ? Nu : Nv, kP, T(0),
-                       tmp.data(), k);
+      gemmk::gemm_nt<T>(side == 0 ? Qb : Rb, nr, kP, side == 0 ? Nu : Nv, k, tmp.data(), 1);
       for (i64 i = 0; i < nr * k; ++i) {
         pen -= double(X[i]) * tmp[i];
         dX[i] -= tmp[i] * inv_b;

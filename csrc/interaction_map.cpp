@@ -8,7 +8,7 @@
 //
 // A task is a block of queries: their vectors are gathered, then the candidates are
 // walked in tiles; one GEMM gives the block's scores against a tile (kept in cache; the
-// packed AVX-512 kernel of topk when the CPU has it, SciPy's BLAS otherwise),
+// packed kernel of topk, csrc/gemm_kernel.hpp: the same bits on every CPU),
 // and each query's row of the tile is handled alone:
 //   1. its excluded ids that are not relevant to it get the score -inf (never selected);
 //   2. its relevant items in the tile: their scores are read from the tile (the
@@ -29,7 +29,6 @@
 #include <limits>
 #include <vector>
 
-#include "blas.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
 #include "select.hpp"
@@ -101,14 +100,9 @@ class Evaluator {
     for (i64 x0 = 0; x0 < nc; x0 += bx_) {
       checkpoint();
       const i64 n = std::min(bx_, nc - x0);
-      if (packed_) {
-        w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(n, dim)));
-        gemmk::pack<T>(in_.cand + x0 * dim, n, dim, w.pack.data());
-        gemmk::gemm_packed<T>(w.q.data(), nb, dim, w.pack.data(), n, w.tile.data(), n);
-      } else {
-        blas::gemm_rm<T>(false, true, nb, n, dim, T(1), w.q.data(), dim, in_.cand + x0 * dim, dim, T(0),
-                         w.tile.data(), n);
-      }
+      w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(n, dim)));
+      gemmk::pack<T>(in_.cand + x0 * dim, n, dim, w.pack.data());
+      gemmk::gemm_packed<T>(w.q.data(), dim, nb, dim, w.pack.data(), n, w.tile.data(), n);
       for (i64 i = 0; i < nb; ++i)
         tile_row(in_.queries[b0 + i], w.tile.data() + i * n, x0, n, w.st[static_cast<std::size_t>(i)]);
     }
@@ -181,7 +175,6 @@ class Evaluator {
 
   const InteractionMapInput<T>& in_;
   i64 bq_, kk_, bx_;
-  bool packed_ = gemmk::available();  // topk's AVX-512 tile kernel, else SciPy's BLAS
 };
 
 }  // namespace

@@ -46,9 +46,9 @@ PYBIND11_MODULE(_core, m) {
     if (f.avx512f) cpu.append("avx512f");
     if (f.avx512_vpopcntdq) cpu.append("avx512vpopcntdq");
     d["cpu_features"] = cpu;
-    const int level = sl::cpu::vector_level();
-    d["vector_level"] = level == 2 ? "avx512" : level == 1 ? "avx2" : "baseline";
-    d["topk_kernel"] = sl::gemmk::available() ? "avx512 packed GEMM" : "BLAS sgemm/dgemm";
+    d["vector_level"] = sl::cpu::vector_level_name();
+    // the micro-kernels of every dense product (top-k tiles, gemm_nn/tn, transforms)
+    d["dense_kernel"] = sl::gemmk::isa();
     d["hardware_threads"] = sl::hardware_threads();
     d["blas_source"] = "scipy.linalg.cython_blas / cython_lapack";
     return d;

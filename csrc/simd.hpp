@@ -3,23 +3,60 @@
 // per-function target attributes and chosen at run time, so wheels stay portable.
 #pragma once
 
+//
+// SL_X86_DISPATCH: x86-64 with run-time selection of AVX2 / AVX-512 code.  GCC and
+// Clang compile those functions with per-function target attributes (SL_TARGET) or
+// target regions (SL_TARGET_REGION_BEGIN / END); MSVC compiles intrinsics of any ISA
+// without flags, so there both are empty and only the run-time check guards them.
+// SL_NEON: aarch64, whose baseline has NEON (Advanced SIMD) with fused multiply-add.
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #define SL_X86_DISPATCH 1
 #define SL_TARGET(x) __attribute__((target(x)))
+#elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_AMD64)) && !defined(_M_ARM64EC)
+#define SL_X86_DISPATCH 1
+#define SL_TARGET(x)
 #else
 #define SL_X86_DISPATCH 0
 #define SL_TARGET(x)
+#endif
+
+#if defined(__aarch64__) || defined(_M_ARM64)
+#define SL_NEON 1
+#else
+#define SL_NEON 0
+#endif
+
+// A region of functions (templates included) compiled for an ISA beyond the baseline:
+//   SL_TARGET_REGION_BEGIN_AVX2 ... SL_TARGET_REGION_END
+// GCC: #pragma GCC target; Clang: #pragma clang attribute; MSVC: nothing needed.
+#define SL_PRAGMA(x) _Pragma(#x)
+#if defined(__clang__) && SL_X86_DISPATCH
+#define SL_TARGET_REGION_BEGIN(isa) SL_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define SL_TARGET_REGION_END SL_PRAGMA(clang attribute pop)
+#elif defined(__GNUC__) && SL_X86_DISPATCH
+#define SL_TARGET_REGION_BEGIN(isa) SL_PRAGMA(GCC push_options) SL_PRAGMA(GCC target(isa))
+#define SL_TARGET_REGION_END SL_PRAGMA(GCC pop_options)
+#else
+#define SL_TARGET_REGION_BEGIN(isa)
+#define SL_TARGET_REGION_END
 #endif
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
+#if SL_X86_DISPATCH && defined(_MSC_VER) && !defined(__clang__)
+#include <intrin.h>
+#include <immintrin.h>
+#endif
+
 // Force inlining of a loop body into per-ISA wrappers (a body with the default
 // target may be inlined into a function compiled for a wider one).
 #ifndef SL_ALWAYS_INLINE
 #if defined(__GNUC__) || defined(__clang__)
 #define SL_ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define SL_ALWAYS_INLINE __forceinline
 #else
 #define SL_ALWAYS_INLINE inline
 #endif
@@ -52,7 +89,15 @@ struct Features {
   bool popcnt = false, avx2_fma = false, avx512f = false, avx512_vpopcntdq = false;
 };
 
-#if SL_X86_DISPATCH
+#if SL_X86_DISPATCH && defined(_MSC_VER) && !defined(__clang__)
+inline void cpuid(unsigned leaf, unsigned sub, unsigned& a, unsigned& b, unsigned& c, unsigned& d) {
+  int r[4];
+  __cpuidex(r, static_cast<int>(leaf), static_cast<int>(sub));
+  a = static_cast<unsigned>(r[0]), b = static_cast<unsigned>(r[1]), c = static_cast<unsigned>(r[2]),
+  d = static_cast<unsigned>(r[3]);
+}
+inline std::uint64_t xgetbv0() { return static_cast<std::uint64_t>(_xgetbv(0)); }
+#elif SL_X86_DISPATCH
 inline void cpuid(unsigned leaf, unsigned sub, unsigned& a, unsigned& b, unsigned& c, unsigned& d) {
   __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(leaf), "c"(sub));
 }
@@ -95,10 +140,20 @@ inline bool has_avx2() { return isa_cap() >= 2 && features().avx2_fma; }
 inline bool has_avx512f() { return isa_cap() >= 3 && features().avx512f; }
 inline bool has_avx512_popcnt() { return isa_cap() >= 3 && features().avx512_vpopcntdq; }
 
-// The widest vector variant to run: 2 = AVX-512F, 1 = AVX2 + FMA, 0 = baseline.
+// aarch64: NEON is part of the baseline; SIMILEARN_ISA=generic caps it to scalar code.
+inline bool has_neon() { return SL_NEON && isa_cap() >= 1; }
+
+// The widest vector variant to run: 2 = AVX-512F, 1 = AVX2 + FMA (x86) or NEON
+// (aarch64), 0 = baseline scalar code.
 inline int vector_level() {
-  static const int level = has_avx512f() ? 2 : has_avx2() ? 1 : 0;
+  static const int level = has_avx512f() ? 2 : (has_avx2() || has_neon()) ? 1 : 0;
   return level;
+}
+
+// Its name: "avx512", "avx2", "neon" or "baseline".
+inline const char* vector_level_name() {
+  const int level = vector_level();
+  return level == 2 ? "avx512" : level == 1 ? (SL_NEON ? "neon" : "avx2") : "baseline";
 }
 
 }  // namespace cpu

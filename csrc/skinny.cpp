@@ -5,6 +5,15 @@
 
 #include "simd.hpp"
 
+// These products promise no bits across ISAs (each variant's vector width sets its
+// order of summation), so the compiler may fuse a * b + c here (the build's
+// -ffp-contract=off is for the exact kernels).
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
 namespace sl {
 namespace skinny {
 namespace {

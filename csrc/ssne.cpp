@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "blas.hpp"
+#include "gemm_kernel.hpp"
 #include "parallel.hpp"
 
 namespace sl {
@@ -190,10 +191,14 @@ void transform(const T* X, i64 n, i64 D, const T* Wt, i64 M, T* Hout, T* nrm, in
   constexpr i64 kChunk = 512;
   const i64 n_tasks = (n + kChunk - 1) / kChunk;
   const i64 Dp = D + 1;
+  // X W^T with the exact products (one FMA chain per entry: a row's embedding does not
+  // depend on the CPU nor on the other rows of the call), W without its bias column
+  std::vector<T> W(static_cast<std::size_t>(M * D));
+  for (i64 m = 0; m < M; ++m)
+    for (i64 d = 0; d < D; ++d) W[static_cast<std::size_t>(m * D + d)] = Wt[m * Dp + d];
+  gemmk::gemm_nt<T>(X, n, D, W.data(), M, Hout, n_threads);
   parallel_for(n_tasks, n_threads, [&](i64 task, int) {
     const i64 r0 = task * kChunk, r1 = std::min(n, r0 + kChunk);
-    T* A = Hout + r0 * M;
-    blas::gemm_rm<T>(false, true, r1 - r0, M, D, T(1), X + r0 * D, D, Wt, Dp, T(0), A, M);
     for (i64 i = r0; i < r1; ++i) {
       T* a = Hout + i * M;
       double acc = 0;

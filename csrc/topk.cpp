@@ -1,6 +1,7 @@
 // Exact dense top-k search (see topk.hpp).
 //
-// For a block of queries Q_b and a block of database rows X_c, one GEMM gives the
+// For a block of queries Q_b and a block of database rows X_c, similearn's packed GEMM
+// (gemm_kernel.hpp: one FMA chain per score, the same bits on every CPU) gives the
 // tile S = Q_b X_c^T (block_q x block_x, sized to stay in L2).  Each row of the tile
 // is turned into a ranking key in place (cosine: times 1/||x||; Euclidean:
 // q.x - ||x||^2 / 2, whose order is that of -||q - x||^2) and streamed through a
@@ -19,7 +20,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "blas.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
 #include "radix.hpp"
@@ -187,7 +187,7 @@ double sq_norm(const T* a, std::int64_t dim) {
 
 template <class T>
 void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
-               Metric metric, std::int64_t self_offset, const IdSets* exclude, GemmMode gemm, int n_threads,
+               Metric metric, std::int64_t self_offset, const IdSets* exclude, int n_threads,
                std::int64_t* out_idx, T* out_key, double* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (nq == 0) return;
@@ -206,18 +206,17 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   }
 
   // Per-database-row term of the ranking key.
+  // ||x||^2 in double, in feature order (gemmk::sq_norms: the same bits on every CPU)
   std::vector<T> xaux;
   if (metric != Metric::InnerProduct) {
+    std::vector<double> sq(static_cast<std::size_t>(nx));
+    gemmk::sq_norms<T>(X, nx, dim, sq.data(), n_threads);
     xaux.resize(static_cast<std::size_t>(nx));
-    const std::int64_t chunk = 4096;
-    parallel_for((nx + chunk - 1) / chunk, n_threads, [&](std::int64_t t, int) {
-      std::int64_t e = std::min(nx, (t + 1) * chunk);
-      for (std::int64_t j = t * chunk; j < e; ++j) {
-        double s = sq_norm(X + j * dim, dim);
-        xaux[static_cast<std::size_t>(j)] =
-            metric == Metric::Cosine ? static_cast<T>(s > 0 ? 1.0 / std::sqrt(s) : 0.0) : static_cast<T>(0.5 * s);
-      }
-    });
+    for (std::int64_t j = 0; j < nx; ++j) {
+      const double s = sq[static_cast<std::size_t>(j)];
+      xaux[static_cast<std::size_t>(j)] =
+          metric == Metric::Cosine ? static_cast<T>(s > 0 ? 1.0 / std::sqrt(s) : 0.0) : static_cast<T>(0.5 * s);
+    }
   }
 
   // Work decomposition.  A task is a chunk of up to tq queries (so every thread
@@ -226,10 +225,9 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   // with sub-blocks of bq queries: the bq x bx tile and the packed block stay in L2.
   // database block: <= 512 rows and ~1 MiB of features (wide data gets narrow
   // blocks, so the packed block and the tile stay cache-sized whatever dim is)
-  constexpr std::int64_t NR = gemmk::panel_rows<T>();
+  const std::int64_t NR = gemmk::panel_cols<T>();
   const std::int64_t bx_mem = (1LL << 20) / (dim * static_cast<std::int64_t>(sizeof(T)));
   const std::int64_t bx = std::min<std::int64_t>(nx, std::max(NR, std::min<std::int64_t>(512, bx_mem) / NR * NR));
-  const std::int64_t bq = 128;
   const std::int64_t kk = std::min(k, nx);  // what one query can fill
   const std::int64_t cap = std::min(std::max<std::int64_t>(2 * kk, kk + 64), nx) + 1;
   const std::int64_t item = static_cast<std::int64_t>(sizeof(typename TopK<T, true>::Item));
@@ -238,26 +236,23 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   const bool full = 4 * kk >= nx;
   // reservoirs (or full key rows) of a task stay under ~64 MiB
   const std::int64_t per_query = full ? nx * static_cast<std::int64_t>(sizeof(T)) : cap * item;
-  // The task size depends on nq and the memory bound only, never on the thread
-  // count, and is a multiple of bq: tiles, and so every floating-point result, are
-  // the same whatever n_threads is.  ~16 tasks balance the threads.
+  // Tasks: as few as the memory bound allows (each task packs and reads the whole
+  // database), but at least one per thread, and a few per thread once the queries
+  // are plentiful (balance).  The scores do not depend on the tiling (one FMA chain
+  // each), nor the selection on it (ties -> lower index), so neither depends on the
+  // thread count.
   const std::int64_t tq_mem = std::max<std::int64_t>(1, std::min<std::int64_t>(4096, (64LL << 20) / per_query));
-  std::int64_t tq = std::max(bq, ((nq + 15) / 16 + bq - 1) / bq * bq);
-  tq = std::min(tq, tq_mem >= bq ? tq_mem / bq * bq : tq_mem);
-  const std::int64_t n_tasks = (nq + tq - 1) / tq;
+  const std::int64_t nt = std::max(1, n_threads);
+  std::int64_t n_tasks = (nq + tq_mem - 1) / tq_mem;
+  n_tasks = std::max(n_tasks, std::min<std::int64_t>(nt * (nq >= 1024 * nt ? 4 : 1), (nq + 7) / 8));
+  if (n_tasks > nt) n_tasks = (n_tasks + nt - 1) / nt * nt;
+  const std::int64_t tq = (nq + n_tasks - 1) / n_tasks;
+  n_tasks = (nq + tq - 1) / tq;  // no empty task
+  const std::int64_t bq = std::min<std::int64_t>(128, tq);  // queries per tile
   const int nw = n_workers(n_tasks, n_threads);
-  // The packed kernel whenever the CPU has it, even for a few queries: each score
-  // is then one sequential FMA chain over the features, whatever the tile shape or
-  // position, so a search split over database shards (or query chunks) gives the
-  // same bits.  SciPy's OpenBLAS does not promise that: with < 32 queries its
-  // results changed in the last bit with the block boundaries (dgemm, measured).
-  // From 3 queries on it is about as fast as BLAS or faster; 1-2 queries use
-  // gemm_direct, faster there than the packed kernel (timings in bench/README.md,
-  // "Figures moved out of code comments").
-  const bool packed = gemmk::available() && gemm != GemmMode::kBlas;
-  // ... and for one or two queries the same chains without the packing (gemm_direct:
-  // bit for bit the packed result)
-  const bool direct = packed && nq <= 2;
+  // One or two queries: the same chains without packing the block (gemm_direct),
+  // cheaper than the packing there; the scores are the same bits either way.
+  const bool direct = nq <= 2;
 
   using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
   struct Work {
@@ -274,7 +269,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     const std::int64_t t0 = task * tq, ntq = std::min(tq, nq - t0);
     if (w.tile.empty()) {
       w.tile.resize(static_cast<std::size_t>(std::min(bq, tq) * bx));
-      if (packed && !direct) w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(bx, dim)));
+      if (!direct) w.pack.resize(static_cast<std::size_t>(gemmk::packed_size<T>(bx, dim)));
       if (full) {
         w.rows.resize(static_cast<std::size_t>(tq * nx));
         for (auto* v : {&w.ukey, &w.ukey_tmp}) v->resize(static_cast<std::size_t>(nx));
@@ -292,16 +287,13 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
       const std::int64_t nb = std::min(bx, nx - x0);
-      if (packed && !direct) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
+      if (!direct) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
       for (std::int64_t b0 = 0; b0 < ntq; b0 += bq) {
         const std::int64_t q0 = t0 + b0, nqb = std::min(bq, ntq - b0);
         if (direct)
           gemmk::gemm_direct<T>(Q + q0 * dim, nqb, dim, X + x0 * dim, nb, w.tile.data(), nb);
-        else if (packed)
-          gemmk::gemm_packed<T>(Q + q0 * dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb);
         else
-          blas::gemm_rm<T>(false, true, nqb, nb, dim, T(1), Q + q0 * dim, dim, X + x0 * dim, dim, T(0),
-                           w.tile.data(), nb);
+          gemmk::gemm_packed<T>(Q + q0 * dim, dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb);
         if (full) {  // keep every key
           for (std::int64_t i = 0; i < nqb; ++i)
             store_keys(metric, w.tile.data() + i * nb, xaux.empty() ? nullptr : xaux.data() + x0, nb,
@@ -421,7 +413,7 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   // the database (then the distance from the key; same rule as before the split)
   std::vector<double> dist;
   if (metric == Metric::Euclidean && 4 * k < nx) dist.resize(static_cast<std::size_t>(nq * k));
-  topk_keys<T>(Q, nq, X, nx, dim, k, metric, self_offset, exclude, GemmMode::kAuto, n_threads, out_idx, out_score,
+  topk_keys<T>(Q, nq, X, nx, dim, k, metric, self_offset, exclude, n_threads, out_idx, out_score,
                dist.empty() ? nullptr : dist.data());
   topk_finalize<T>(Q, nq, dim, k, metric, dist.empty() ? nullptr : dist.data(), n_threads, out_idx, out_score);
 }
@@ -431,9 +423,9 @@ template void topk_dense<float>(const float*, std::int64_t, const float*, std::i
 template void topk_dense<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t,
                                  std::int64_t, Metric, std::int64_t, const IdSets*, int, std::int64_t*, double*);
 template void topk_keys<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t, std::int64_t,
-                               Metric, std::int64_t, const IdSets*, GemmMode, int, std::int64_t*, float*, double*);
+                               Metric, std::int64_t, const IdSets*, int, std::int64_t*, float*, double*);
 template void topk_keys<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t, std::int64_t,
-                                Metric, std::int64_t, const IdSets*, GemmMode, int, std::int64_t*, double*, double*);
+                                Metric, std::int64_t, const IdSets*, int, std::int64_t*, double*, double*);
 template void topk_finalize<float>(const float*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*, int,
                                    std::int64_t*, float*);
 template void topk_finalize<double>(const double*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*,

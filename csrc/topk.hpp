@@ -1,4 +1,7 @@
-// Exact dense top-k search: blocked BLAS GEMM fused with streaming selection.
+// Exact dense top-k search: similearn's packed GEMM (csrc/gemm_kernel.hpp) fused with
+// streaming selection.  Every score is one sequential FMA chain over the features, so
+// the result is the same bits on every CPU, for any query batch, thread count or
+// database split.
 #pragma once
 
 #include <cstdint>
@@ -30,13 +33,6 @@ struct IdSets {
   }
 };
 
-// How the tiles are multiplied: the packed AVX-512 kernel when the CPU has it
-// (kAuto and kPacked), or SciPy's BLAS (kBlas, and the fallback without AVX-512).
-// The packed kernel computes each score as one sequential FMA chain over the
-// features whatever the tile position, so a caller that splits the database
-// (similearn._dask.search) gets the bits of the whole call.
-enum class GemmMode : int { kAuto = 0, kPacked = 1, kBlas = 2 };
-
 // queries (nq x dim), database (nx x dim), both row-major contiguous.
 // Writes out_idx / out_score (nq x k, row-major), best first, ties -> lower index.
 // Scores: inner product and cosine similarity (descending), or Euclidean distance
@@ -55,14 +51,17 @@ void topk_dense(const T* queries, std::int64_t nq, const T* database, std::int64
 
 // Stage 1: the k best ranking keys of every query (inner product q.x; cosine
 // q.x / ||x||; Euclidean q.x - ||x||^2 / 2), larger first, ties -> lower index.
+// q.x is the FMA chain of gemm_kernel.hpp; ||x||^2 the double sum of gemmk::sq_norms,
+// so a caller that splits the database (similearn._dask.search) gets the bits of the
+// whole call.
 // k may exceed the candidates (k > nx, or ids skipped by self_offset / exclude):
 // missing slots get key -inf and index INT64_MAX.
 // With out_dist (nq x k, may be null) the exact Euclidean distance of each kept row
 // is written too (double accumulation; +inf in missing slots).
 template <class T>
 void topk_keys(const T* queries, std::int64_t nq, const T* database, std::int64_t nx, std::int64_t dim,
-               std::int64_t k, Metric metric, std::int64_t self_offset, const IdSets* exclude, GemmMode gemm,
-               int n_threads, std::int64_t* out_idx, T* out_key, double* out_dist);
+               std::int64_t k, Metric metric, std::int64_t self_offset, const IdSets* exclude, int n_threads,
+               std::int64_t* out_idx, T* out_key, double* out_dist);
 
 // Stage 2: scores from the keys, in place in (idx, key -> score).  Cosine: key /
 // ||q||; Euclidean with exact_dist null: the distance from the key,

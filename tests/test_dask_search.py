@@ -242,9 +242,9 @@ def test_kernel_scores_do_not_depend_on_the_query_count(dtype):
         X = rng.standard_normal((700, dim)).astype(dtype)
         Q = rng.standard_normal((40, dim)).astype(dtype)
         for metric in (0, 1, 2):
-            idx, key, _ = fn(Q, X, 700, metric, None, 0, False, 2)
+            idx, key, _ = fn(Q, X, 700, metric, None, False, 2)
             for qi in (0, 39):
-                i1, k1, _ = fn(Q[qi:qi + 1], X, 700, metric, None, 0, False, 1)
+                i1, k1, _ = fn(Q[qi:qi + 1], X, 700, metric, None, False, 1)
                 np.testing.assert_array_equal(i1[0], idx[qi])
                 np.testing.assert_array_equal(k1[0], key[qi])
 

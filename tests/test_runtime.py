@@ -218,15 +218,15 @@ def test_show_config_prints_versions(capsys):
 @pytest.mark.parametrize("isa", ["generic", "avx2"])
 def test_portable_code_paths_match_oracles(isa):
     """Re-run the top-k/codes/FRML oracle tests (exclude= too) with the SIMD dispatch capped, so the
-    BLAS GEMM path, the SSE2/AVX2 scans, the skinny-product loops and the POPCNT/generic popcounts are
-    exercised on a machine that would otherwise pick AVX-512."""
+    scalar / AVX2 dense kernels, the SSE2/AVX2 scans, the skinny-product loops and the POPCNT/generic
+    popcounts are exercised on a machine that would otherwise pick AVX-512."""
     import pathlib
 
     here = pathlib.Path(__file__).parent
     env = dict(os.environ, SIMILEARN_ISA=isa)
-    code = f"from similearn import _core; print(_core._build_info()['topk_kernel'], _core._build_info()['hamming_isa'])"
+    code = f"from similearn import _core; print(_core._build_info()['dense_kernel'], _core._build_info()['hamming_isa'])"
     info = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert "BLAS" in info.stdout and "avx512" not in info.stdout
+    assert info.stdout.split()[0] == {"generic": "scalar", "avx2": "avx2"}[isa] and "avx512" not in info.stdout
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_neighbors.py"),
          str(here / "test_exclude.py"), str(here / "test_blas.py"), str(here / "test_film.py"),

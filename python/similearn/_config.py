@@ -226,7 +226,8 @@ def show_config(file=None) -> None:
     b = c["build"]
     p(f"  _core built with: {b['compiler']} [{b['build_type']}] flags: {b['flags']}")
     p(f"  BLAS/LAPACK: {b['blas_source']}")
-    p(f"  top-k tile kernel: {b['topk_kernel']}; hamming popcount path: {b['hamming_isa']}")
+    p(f"  dense kernels (top-k tiles, products, transforms): {b['dense_kernel']}; "
+      f"hamming popcount path: {b['hamming_isa']}")
     p(f"  CPU features (CPUID + OS): {', '.join(b['cpu_features']) or 'none beyond the baseline'}; "
       f"vector kernels: {b['vector_level']}")
     for lib in c["blas"]:

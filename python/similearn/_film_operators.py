@@ -25,7 +25,24 @@ from . import _range_finder
 from ._config import get_num_threads
 from ._range_finder import gram_rows, slab_tree_sum
 
-__all__ = ["DenseOperator", "InMemoryV", "InMemoryRows"]
+__all__ = ["DenseOperator", "InMemoryV", "InMemoryRows", "slab_vtm", "x_times_us"]
+
+
+def slab_vtm(V, M, a=0, b=None, slab=None, n_threads=1):
+    """V^T M (r x d) over the slabs [a, b) of V's rows: each slab's V_s^T M_s by the exact
+    kernel (``_kernels.gemm_tn``: each entry one FMA chain over the slab's rows, the same
+    bits on every CPU), the slabs added in the canonical tree of
+    :func:`similearn._range_finder.slab_tree_sum`.  V (n x r), M (n x d), C-contiguous,
+    one dtype.  O(n r d)."""
+    slab = _range_finder.SLAB_ROWS if slab is None else slab
+    return slab_tree_sum(V.shape[0], lambda r0, r1: _kernels.gemm_tn(V[r0:r1], M[r0:r1], n_threads), slab, a, b)
+
+
+def x_times_us(X, Us, dtype, n_threads=1):
+    """Rows of V = X Us (Us = U diag(1/sigma), D x r float64) for validated X (ndarray or
+    canonical CSR): float64 exact products (one FMA chain per entry, so a row of V is the
+    same bits whatever block it is computed in and on every CPU), stored in ``dtype``."""
+    return np.asarray(_kernels.exact_transform(X, Us.T, n_threads, np.float64), dtype=dtype)
 
 
 class DenseOperator:
@@ -55,8 +72,8 @@ class DenseOperator:
 
 
 class InMemoryV(DenseOperator):
-    """V (n x r) in memory: W = V P by similearn's GEMM kernel (``n_threads``), V^T M by
-    NumPy's BLAS.  O(n r d) each."""
+    """V (n x r) in memory: W = V P and V^T M by similearn's exact kernels (``n_threads``;
+    ``_kernels.gemm_nn``, and :func:`slab_vtm`).  O(n r d) each."""
 
     def __init__(self, V, n_threads=None):
         V = np.ascontiguousarray(V)
@@ -79,8 +96,7 @@ class InMemoryV(DenseOperator):
     def rmatmul(self, M):
         # V^T M as the slabs' V_s^T M_s added in the canonical tree (the Dask fit adds
         # the same products in the same order: similearn._range_finder)
-        V = self.V
-        return slab_tree_sum(V.shape[0], lambda r0, r1: V[r0:r1].T @ M[r0:r1], _range_finder.SLAB_ROWS)
+        return slab_vtm(self.V, np.ascontiguousarray(M, dtype=self.V.dtype), n_threads=self.n_threads)
 
 
 class InMemoryRows:
@@ -103,12 +119,13 @@ class InMemoryRows:
         X = self.X
         V = np.empty((X.shape[0], Us.shape[1]), dtype=dtype)
         slab = _range_finder.SLAB_ROWS
+        nt = get_num_threads(n_threads)
         for r0 in range(0, X.shape[0], slab):
-            V[r0:r0 + slab] = np.asarray(X[r0:r0 + slab] @ Us)
+            V[r0:r0 + slab] = x_times_us(X[r0:r0 + slab], Us, dtype, nt)
         return InMemoryV(V, n_threads)
 
     def rows_times(self, rows, Us, dtype):
-        return np.ascontiguousarray(np.asarray(self.X[rows] @ Us), dtype=dtype)
+        return np.ascontiguousarray(x_times_us(self.X[rows], Us, dtype))
 
     def release(self):
         pass

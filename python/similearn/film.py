@@ -32,6 +32,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from . import _kernels
 from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows, is_dask_array
 from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -439,12 +440,14 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Embed X: ``X @ components_.T``, (n_samples, n_components) float64. O(nnz(X) d).
 
+        Each entry is one FMA chain over the row's features (similearn's exact products,
+        csrc/gemm_kernel.hpp): the same bits on every CPU and for any split of X's rows.
         X may be a Dask array (blocks dense or scipy.sparse): the result is then a
         lazy Dask array, rows chunked as X's, each block transformed on a worker."""
         check_is_fitted(self, "components_")
         check_output_memory(X, self.components_.shape[0], 8, "n_components")
         X = check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
-        return np.asarray(X @ self.components_.T)
+        return _kernels.exact_transform(X, self.components_, get_num_threads(self.n_threads))
 
     def get_mahalanobis_matrix(self):
         """L^T L (D x D).  Dense: only for moderate D."""

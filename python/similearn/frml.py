@@ -508,14 +508,15 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     @dask_rows("X")
     def transform(self, X):
         """Embed X: ``X @ components_.T`` (n_samples, m), in X's dtype (float32 kept,
-        else float64).  O(n D m).
+        else float64).  O(n D m).  Each entry is one FMA chain over the features
+        (csrc/gemm_kernel.hpp): the same bits on every CPU and for any split of X's rows.
 
         X may be a Dask array (dense blocks): the result is then a lazy Dask array,
         rows chunked as X's, each block transformed on a worker."""
         check_is_fitted(self, "components_")
         check_output_memory(X, self.components_.shape[0], 8, "n_components")
         X = check_X(X, "X", min_samples=0, n_features=self.n_features_in_, estimator=self)
-        return X @ self.components_.T.astype(X.dtype, copy=False)
+        return _kernels.exact_transform(X, self.components_, get_num_threads(self.n_threads), X.dtype)
 
     def get_mahalanobis_matrix(self):
         """``W = L L^T = components_^T components_`` (n_features x n_features), rank m."""

@@ -25,6 +25,8 @@ from scipy.sparse.linalg import LinearOperator, svds
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from . import _kernels
+from ._config import get_num_threads
 from ._dask import dask_rows
 from ._params import Bool, Int, RandomState, validate_params
 from ._memory import check_memory, check_output_memory
@@ -46,19 +48,12 @@ _BLOCK_ROWS = 4096  # rows of dense float32 input cast to float64 at a time
 # ----------------------------------------------------------------------------- helpers
 
 
-def _project(X, W):
+def _project(X, W, n_threads=None):
     """``X @ W`` in float64 for validated X (dense or CSR, float32/float64) and
-    W of shape (n_features, k) float64.  Sparse X is never densified; dense
-    float32 X is cast block by block (memory O(block * n_features))."""
-    if sp.issparse(X):
-        return np.asarray(X @ W, dtype=np.float64)
-    if X.dtype == np.float64:
-        return X @ W
-    out = np.empty((X.shape[0], W.shape[1]))
-    for start in range(0, X.shape[0], _BLOCK_ROWS):
-        stop = min(X.shape[0], start + _BLOCK_ROWS)
-        out[start:stop] = X[start:stop].astype(np.float64) @ W
-    return out
+    W of shape (n_features, k) float64, with the exact products (one FMA chain per
+    entry: the same bits on every CPU and for any split of X's rows).  Sparse X is
+    never densified; dense float32 X is cast block by block (memory O(block * n_features))."""
+    return _kernels.exact_transform(X, np.asarray(W).T, get_num_threads(n_threads), np.float64, _BLOCK_ROWS)
 
 
 def _bits(P, threshold):
@@ -253,9 +248,9 @@ class _HasherBase(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             class docstring: LSH's hyperplanes, ITQ's rotated principal directions).
         """
         check_is_fitted(self)
-        W, threshold = self._projection()
-        check_output_memory(X, W.shape[1], 9, "n_bits")  # float64 projections, then uint8 bits
+        check_output_memory(X, self.n_bits, 9, "n_bits")  # float64 projections, then uint8 bits
         X = check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
+        W, threshold = self._projection()
         return _bits(_project(X, W), threshold)
 
 
@@ -478,6 +473,8 @@ class ITQHasher(_HasherBase):
         return self
 
     def _projection(self):
-        # (X - mean_) @ components_.T @ rotation_ > 0, without centring X
-        W = self.components_.T @ self.rotation_
-        return W, self.mean_ @ W
+        # (X - mean_) @ components_.T @ rotation_ > 0, without centring X; both products
+        # exact (one FMA chain per entry), so the codes of a fitted model are the same on
+        # every CPU
+        W = _kernels.gemm_nt(np.ascontiguousarray(self.components_.T), np.ascontiguousarray(self.rotation_.T), 1)
+        return W, _kernels.gemm_nn(np.ascontiguousarray(self.mean_[None, :]), W, 1)[0]

@@ -43,7 +43,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _nash_network
+from . import _kernels, _nash_network
 from ._config import blas_threads, get_num_threads
 from ._dask import dask_rows
 from ._label_forms import parse_labels
@@ -431,13 +431,13 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             for start in range(0, n, _CHUNK):
                 rows = np.arange(start, min(n, start + _CHUNK), dtype=np.int64)
                 h = _nash_network.input_layer(P, Xd, rows, inv[rows], nt)
-                if P["W"]:
+                if P["W"]:  # the dense layers with the exact products: codes equal on every CPU
                     np.maximum(h, 0, out=h)
                     for k in range(1, len(P["W"])):
-                        h = h @ P["W"][k]
+                        h = _kernels.gemm_nn(h, np.ascontiguousarray(P["W"][k]), nt)
                         h += P["b"][k]
                         np.maximum(h, 0, out=h)
-                    h = h @ P["Wh"][:, :l]
+                    h = _kernels.gemm_nn(h, np.ascontiguousarray(P["Wh"][:, :l]), nt)
                     h += P["bh"][:l]
                 out[start:start + rows.size] = h[:, :l]
         return out

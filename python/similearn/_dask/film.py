@@ -128,16 +128,21 @@ def _v_block(xb, Us, dtype, slab):
     """V_b = X_b Us (Us = U diag(1/sigma), D x r float64), computed in float64 per slab
     and stored in ``dtype`` (C-contiguous), as the in-memory build (the block starts on
     a slab boundary, so the products have the same operands).  O(nnz(X_b) r); (n_b x r)."""
+    from .._film_operators import x_times_us
+
     out = np.empty((xb.shape[0], Us.shape[1]), dtype=dtype)
+    nt = _block_threads(None)
     for r0 in range(0, xb.shape[0], slab):
-        out[r0:r0 + slab] = np.asarray(xb[r0:r0 + slab] @ Us)
+        out[r0:r0 + slab] = x_times_us(xb[r0:r0 + slab], Us, dtype, nt)
     return out
 
 
 def _rows_block(xb, local_rows, Us, dtype):
     """V's rows ``local_rows`` (m_b block-local indices) of block b: X_b[rows] Us in
     float64, returned in ``dtype``, (m_b x r).  O(nnz(X_b[rows]) r)."""
-    return np.ascontiguousarray(np.asarray(xb[local_rows] @ Us), dtype=dtype)
+    from .._film_operators import x_times_us
+
+    return np.ascontiguousarray(x_times_us(xb[local_rows], Us, dtype))
 
 
 def _matmul_block(vb, P, n_threads):
@@ -153,10 +158,9 @@ def _rmatmul_block(vb, mb, a, b, slab):
     """The canonical-tree node over this block's slabs [a, b) of V_s^T M_s: (r x d) in
     V_b's dtype, as the in-memory :meth:`similearn._film_operators.InMemoryV.rmatmul` evaluates
     it.  O(n_b r d)."""
-    from .._range_finder import slab_tree_sum
+    from .._film_operators import slab_vtm
 
-    mb = np.array(mb, copy=True)  # a fresh buffer, as in memory (see _ClientEngine.result)
-    return slab_tree_sum(vb.shape[0], lambda r0, r1: vb[r0:r1].T @ mb[r0:r1], slab, a, b)
+    return slab_vtm(_aligned(vb), np.ascontiguousarray(mb, dtype=vb.dtype), a, b, slab, _block_threads(None))
 
 
 def _add(a, b):

@@ -23,10 +23,9 @@ stage 3 turns into index -1.
 
 Because the single-machine ``topk`` is exactly stage 1 on the whole database
 followed by stage 3, and every score comes from the same sequential FMA chain
-whatever the tile position (the packed AVX-512 kernel of csrc/gemm_kernel.cpp),
-the result equals the in-memory call bit for bit for any chunking.  (On a CPU
-without AVX-512 the kernel falls back to SciPy's BLAS, whose last bit may depend
-on the block shape: indices still agree except between scores within an ulp.)  Memory per task: one database block (plus the kernel's tiles) and the
+whatever the tile position and the CPU (csrc/gemm_kernel.hpp: AVX-512, AVX2, NEON
+and scalar kernels give the same bits), the result equals the in-memory call bit
+for bit for any chunking, on any machine.  Memory per task: one database block (plus the kernel's tiles) and the
 running top-k, O(|Q_i| k); nothing of the database reaches the client.
 """
 from __future__ import annotations
@@ -67,7 +66,7 @@ def _ex_args(ex):
     return {} if ex is None else {"exclude_indptr": ex[0], "exclude_indices": ex[1]}
 
 
-def _keys_task(Q, X, k, code, self_offset, gemm, exact, n_threads, o, dtype, ex=None):
+def _keys_task(Q, X, k, code, self_offset, exact, n_threads, o, dtype, ex=None):
     """Stage 1 on one database block: (global idx, keys, exact distances or None)."""
     Q = _dense_block(Q, "queries", dtype)
     X = _dense_block(X, "database", dtype)
@@ -79,7 +78,7 @@ def _keys_task(Q, X, k, code, self_offset, gemm, exact, n_threads, o, dtype, ex=
     if X.shape[1] != Q.shape[1]:
         raise ValueError(f"queries has {Q.shape[1]} features but database has {X.shape[1]}")
     fn = _kernels.topk_keys
-    idx, key, dist = fn(Q, X, kb, code, self_offset, gemm, exact, n_threads, **_ex_args(ex))
+    idx, key, dist = fn(Q, X, kb, code, self_offset, exact, n_threads, **_ex_args(ex))
     return _offset(idx, o), key, dist
 
 
@@ -311,15 +310,13 @@ def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_
     plan = _Plan(queries, database, "queries", "database", is_codes=False)
     k, self_excl, ex, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads)
     dtype = plan.dtype
-    # the single call's choices: GEMM flavour (csrc/topk.hpp), exact Euclidean
-    # distances unless 4k >= n_database (global sizes)
-    gemm = 0
+    # the single call's choice: exact Euclidean distances unless 4k >= n_database (global sizes)
     exact = metric_code == 2 and 4 * k < plan.n_db
     token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
                      metric_code, self_excl, split_every, ex, "topk")
 
     def block(qk, xk, so, o):
-        return (_keys_task, qk, xk, k, metric_code, so, gemm, exact, nt, o, dtype)
+        return (_keys_task, qk, xk, k, metric_code, so, exact, nt, o, dtype)
 
     def finalize(qk, root):
         return (_finalize_task, qk, root, k, metric_code, nt, dtype)

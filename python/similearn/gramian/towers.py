@@ -59,14 +59,16 @@ def named_params(P, shared):
             yield f"b_{side}_{i}", b
 
 
-def forward(P, side, X, rows, n_threads, keep=False):
+def forward(P, side, X, rows, n_threads, keep=False, exact=False):
     """Tower output for ``rows`` of ``X`` (a checked ``_kernels.csr``) (b x k); with ``keep``, also the
-    activations ``backward`` needs."""
+    activations ``backward`` needs.  ``exact``: the dense layers with the exact products (one FMA
+    chain per entry, ``_kernels.gemm_nn``: a row's output is the same bits on every CPU and in
+    any batch), else NumPy's BLAS (training)."""
     h = _kernels.bag_forward(X, rows, P["E_" + side], n_threads)
     acts = [h]
     Ws, bs = P["W_" + side], P["b_" + side]
     for i, (W, b) in enumerate(zip(Ws, bs)):
-        h = h @ W
+        h = _kernels.gemm_nn(np.ascontiguousarray(h), np.ascontiguousarray(W), n_threads) if exact else h @ W
         h += b
         if i < len(Ws) - 1:
             np.maximum(h, 0, out=h)
@@ -96,5 +98,5 @@ def embed_all(P, side, X, n_threads, k):
     out = np.empty((n, k), dtype=dt)
     for start in range(0, n, CHUNK):
         rows = np.arange(start, min(n, start + CHUNK), dtype=np.int64)
-        out[start:start + rows.size] = forward(P, side, X, rows, n_threads)
+        out[start:start + rows.size] = forward(P, side, X, rows, n_threads, exact=True)
     return out
