@@ -204,6 +204,22 @@ void pack_cols(const T* B, i64 ldb, i64 k, i64 j0, i64 cols, i64 nr, T* out) {
   }
 }
 
+// Pack rows [0, kb) of S (row stride lds) into n_panels panels of w columns starting at
+// column j0 (of `cols` columns in all), zero padded:
+// out[(p kb + kk) w + j] = S[kk, j0 + p w + j].  Row by row, so S is read in order.
+template <class T>
+void pack_panels(const T* S, i64 lds, i64 kb, i64 cols, i64 j0, i64 n_panels, i64 w, T* out) {
+  for (i64 kk = 0; kk < kb; ++kk) {
+    const T* row = S + kk * lds;
+    for (i64 p = 0; p < n_panels; ++p) {
+      const i64 c0 = j0 + p * w, cnt = std::max<i64>(0, std::min(w, cols - c0));
+      T* o = out + (p * kb + kk) * w;
+      for (i64 j = 0; j < cnt; ++j) o[j] = row[c0 + j];
+      for (i64 j = cnt; j < w; ++j) o[j] = T(0);
+    }
+  }
+}
+
 }  // namespace
 
 const char* isa() { return kern<float>().name; }
@@ -298,33 +314,33 @@ template <class T>
 void gemm_tn(const T* A, std::int64_t k, std::int64_t m, const T* B, std::int64_t n, T* C, int n_threads) {
   if (m == 0 || n == 0) return;
   const Kernels<T>& kr = kern<T>();
-  const i64 nr = kr.nr, mr = kr.mr, np = (n + nr - 1) / nr, n_full = n / nr;
+  const i64 nr = kr.nr, mr = kr.mr, np = (n + nr - 1) / nr;
   if (k == 0) {
     std::fill(C, C + m * n, T(0));
     return;
   }
   const i64 kc = block_k<T>(k);
-  // tasks: groups of MR-row panels of C; each reads all of B once (k-blocked), so a
-  // few large groups (one per thread) keep the traffic low.  The chains do not depend
-  // on the grouping.
+  // Tasks: groups of MR-row panels of C, one group per thread (each group reads all of
+  // B, so few groups keep the traffic low; the chains do not depend on the grouping).
+  // Per block of kc rows the group packs B into kc x NR panels (reused by all its
+  // row panels) and reads A in place: an MR-column strip of A's kc rows stays in L1
+  // while the B panels stream past it from L2.  (Packing A too would cost about as
+  // much as 1/n_out of the products: too much for FILM's n_out ~ 100.)
   const i64 n_panels = (m + mr - 1) / mr;
   const i64 n_groups = std::min<i64>(n_panels, std::max(1, n_threads));
   const i64 per = (n_panels + n_groups - 1) / n_groups;
   parallel_for((n_panels + per - 1) / per, n_threads, [&](i64 g, int) {
     const i64 p0 = g * per, p1 = std::min(n_panels, p0 + per);
-    std::vector<T> edge(static_cast<std::size_t>(n_full < np ? kc * nr : 0));
+    std::vector<T> Bp(static_cast<std::size_t>(np * kc * nr));
     for (i64 k0 = 0; k0 < k; k0 += kc) {
       checkpoint();
       const i64 kb = std::min(kc, k - k0);
-      if (!edge.empty()) pack_cols<T>(B + k0 * n, n, kb, n_full * nr, n - n_full * nr, nr, edge.data());
-      for (i64 p = 0; p < np; ++p) {
-        const bool full = p < n_full;
-        const T* b = full ? B + k0 * n + p * nr : edge.data();
-        const i64 sb = full ? n : nr, cols = full ? nr : n - n_full * nr;
-        for (i64 ip = p0; ip < p1; ++ip) {
-          const i64 i = ip * mr;
-          kr.tile_t(A + k0 * m + i, m, std::min(mr, m - i), b, sb, kb, C + i * n + p * nr, n, cols, k0 > 0);
-        }
+      pack_panels<T>(B + k0 * n, n, kb, n, 0, np, nr, Bp.data());
+      for (i64 ip = p0; ip < p1; ++ip) {
+        const i64 i = ip * mr;
+        for (i64 p = 0; p < np; ++p)
+          kr.tile_t(A + k0 * m + i, m, std::min(mr, m - i), Bp.data() + p * kb * nr, nr, kb, C + i * n + p * nr, n,
+                    std::min(nr, n - p * nr), k0 > 0);
       }
     }
   });

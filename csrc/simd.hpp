@@ -26,6 +26,15 @@
 #define SL_NEON 0
 #endif
 
+// Unroll the next loop (a constant trip count) fully and early.
+#if defined(__clang__)
+#define SL_UNROLL(n) SL_PRAGMA(unroll n)
+#elif defined(__GNUC__)
+#define SL_UNROLL(n) SL_PRAGMA(GCC unroll n)
+#else
+#define SL_UNROLL(n)
+#endif
+
 // A region of functions (templates included) compiled for an ISA beyond the baseline:
 //   SL_TARGET_REGION_BEGIN_AVX2 ... SL_TARGET_REGION_END
 // GCC: #pragma GCC target; Clang: #pragma clang attribute; MSVC: nothing needed.

@@ -57,6 +57,7 @@ from .gramian import TwoTower
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
 from .neighbors import HammingIndex, KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
+from ._selftest import selftest
 
 __all__ = [
     "__version__",
@@ -64,6 +65,7 @@ __all__ = [
     "set_num_threads",
     "thread_limits",
     "show_config",
+    "selftest",
     "save",
     "load",
     "topk",

@@ -3,13 +3,21 @@
 ::
 
     similearn info                          versions, BLAS, threads, build flags
+    similearn selftest [--quiet]            check the exact kernels against reference digests
     similearn demo [--section NAME] [--quick] [--threads N] [--list]
     similearn bench run [--json PATH] [--bench-dir DIR] [--no-report] [PYTEST ARGS...]
     similearn bench report PATH [--plot OUT.png] [--size-key n] [--reference similearn]
 
 Exit status: 0 on success, 2 on usage errors (bad command or option, unknown
-demo section, missing file or directory), 1 when the work itself fails, and
-pytest's own status for ``bench run``.
+demo section, missing file or directory), 1 when the work itself fails (for
+``selftest``: a digest differs from the reference, or the reference file is
+missing or corrupt), and pytest's own status for ``bench run``.
+
+``similearn selftest`` runs :func:`similearn.selftest`: a fixed battery of small
+exact problems (top-k, the exact products, Hamming search, FILM / FRML / NASH
+transforms) whose digest is the same on every CPU; it prints the kernels in use,
+one line per check, ``digest <hex>`` and the verdict (``--quiet``: the last two
+lines only).
 """
 from __future__ import annotations
 
@@ -35,6 +43,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("info", help="print versions, BLAS, thread counts and build information",
                    description="Print the package version, NumPy/SciPy/scikit-learn versions, the BLAS in use "
                                "and its threads, the default similearn thread count and how _core was built.")
+
+    st = sub.add_parser("selftest", help="check the exact kernels against the reference digests (< 2 s)",
+                        description="Run a fixed battery of small exact problems (top-k, exact products, "
+                                    "Hamming search, FILM/FRML/NASH transforms), compare each result's digest "
+                                    "with the reference shipped in the package and print the kernels in use. "
+                                    "The digest is the same on every CPU and SIMILEARN_ISA cap. "
+                                    "Exit status 1 when a digest differs.")
+    st.add_argument("--quiet", action="store_true", help="print only the digest line and the verdict")
 
     d = sub.add_parser("demo", help="run a short tour with a readable report (offline, < 1 minute)",
                        description="Run the demo sections (all by default) and print a report.")
@@ -78,6 +94,18 @@ def _cmd_info(args, out):
 
     show_config(file=out)
     return 0
+
+
+def _cmd_selftest(args, out):
+    from ._selftest import selftest
+
+    res = selftest(verbose=not args.quiet, file=out)
+    if args.quiet:
+        print(f"digest {res.digest}", file=out)
+        print(res.verdict(), file=out)
+    if res.error is not None:
+        _err(res.error)
+    return 0 if res.passed else 1
 
 
 def _cmd_demo(args, out):
@@ -159,6 +187,8 @@ def main(argv=None, file=None) -> int:
     try:
         if args.command == "info":
             return _cmd_info(args, out)
+        if args.command == "selftest":
+            return _cmd_selftest(args, out)
         if args.command == "demo":
             return _cmd_demo(args, out)
         if args.bench_command == "report":
