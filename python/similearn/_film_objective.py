@@ -127,6 +127,9 @@ class FilmObjective:
         key = id(P)
         if self._cache_key is not None and self._cache_key[0] == key and self._cache_key[1] is P:
             return self._cache
+        # a new iterate: the solver never returns to the previous one, so its state (W, D:
+        # two n x d arrays) is dropped before the new one is built, not after
+        self._cache = self._cache_key = None
         t0 = time.perf_counter()
         W = self.op.matmul(P)
         self.gemm_time += time.perf_counter() - t0

@@ -237,6 +237,11 @@ class _LocalEngine:
     def gather(self, handles):
         return list(handles)
 
+    def gather_into(self, handles, out, offsets):
+        """Copy block i's result into out[offsets[i]:offsets[i + 1]] (no list of all the parts)."""
+        for i, h in enumerate(handles):
+            out[offsets[i]:offsets[i + 1]] = h
+
     def submit(self, fn, *args, holder=None):
         import dask
 
@@ -303,6 +308,14 @@ class _ClientEngine:
 
     def gather(self, handles):
         return self.client.gather(list(handles))
+
+    def gather_into(self, handles, out, offsets):
+        """Fetch block i's result straight into out[offsets[i]:offsets[i + 1]], one block at a
+        time: the client holds the result and one block, never the list of all the parts
+        next to their concatenation."""
+        for i, h in enumerate(handles):
+            out[offsets[i]:offsets[i + 1]] = h.result()
+            h.release()
 
     def submit(self, fn, *args, holder=None):
         kw = {"workers": [holder], "allow_other_workers": True} if holder is not None else {}
@@ -537,9 +550,10 @@ class DaskV(DenseOperator):
     def matmul(self, P):
         Pd = np.ascontiguousarray(P, dtype=self.dtype)
         ph, copies = self.engine.share(Pd, self.holders)
-        parts = self.engine.gather(self.engine.map(_matmul_block, self.blocks, shared=(ph, self.n_threads),
-                                                   holders=self.holders))
-        W = np.concatenate(parts) if parts else np.empty((0, Pd.shape[1]), dtype=self.dtype)
+        handles = self.engine.map(_matmul_block, self.blocks, shared=(ph, self.n_threads), holders=self.holders)
+        W = np.empty((self.shape[0], Pd.shape[1]), dtype=self.dtype)
+        self.engine.gather_into(handles, W, self.offsets)
+        del handles
         self.counter.add("forward", copies * Pd.nbytes + W.nbytes)
         self.n_matmul += 1
         return np.ascontiguousarray(W, dtype=self.dtype)
