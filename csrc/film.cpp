@@ -6,12 +6,14 @@
 #include <vector>
 
 #include "parallel.hpp"
+#include "simd.hpp"
 
 namespace sl {
 namespace film {
 
 namespace {
-constexpr std::int64_t kChunk = 1024;  // rows per task (fixed: reductions are thread-count independent)
+constexpr std::int64_t kChunk = 1024;
+constexpr std::int64_t kAhead = 6;  // stored entries ahead whose row of W is prefetched (random gathers)  // rows per task (fixed: reductions are thread-count independent)
 
 // Run row(a, kp) for every row a in fixed chunks, each chunk accumulating into its
 // own d-vector kp; the chunk vectors are then summed in chunk order into k, so the
@@ -38,7 +40,9 @@ void forward(std::int64_t n, std::int64_t d, const std::int64_t* ct_ptr, const s
   rows_with_reduction(n, d, n_threads, k, [&](std::int64_t a, double* kp) {
     T* Da = D + a * d;
     std::fill(Da, Da + d, T(0));
+    const std::int64_t nnz = ct_ptr[n];
     for (std::int64_t e = ct_ptr[a]; e < ct_ptr[a + 1]; ++e) {
+      if (e + kAhead < nnz) prefetch_row(W + ct_idx[e + kAhead] * d, d);
       const T v = ct_val[e];
       const T* Wj = W + ct_idx[e] * d;
       for (std::int64_t i = 0; i < d; ++i) Da[i] += v * Wj[i];
@@ -69,7 +73,9 @@ void backward(std::int64_t n, std::int64_t d, const std::int64_t* c_ptr, const s
     if (twj != T(0))
       for (std::int64_t i = 0; i < d; ++i)
         kp[i] += static_cast<double>(twj) * static_cast<double>(Wj[i]) * static_cast<double>(Dj[i]);
+    const std::int64_t nnz = c_ptr[n];
     for (std::int64_t e = c_ptr[j]; e < c_ptr[j + 1]; ++e) {
+      if (e + kAhead < nnz) prefetch_row(W + c_idx[e + kAhead] * d, d);
       const std::int64_t a = c_idx[e];
       const T v = c_val[e] * tw[a];
       if (v == T(0)) continue;
