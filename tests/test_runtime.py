@@ -238,6 +238,28 @@ def test_portable_code_paths_match_oracles(isa):
     assert " passed" in out.stdout
 
 
+@pytest.mark.parametrize("isa", ["generic", "avx2"])
+def test_bit_exact_layouts_under_isa_caps(isa):
+    """Every test that asserts bit-exactness across layouts (Dask chunkings of top-k and Hamming
+    search, transforms of row blocks, FILM fits on Dask, the Gramian pair loss across thread
+    counts) again with the dispatch capped: the exact kernels must not need AVX-512 for it."""
+    import pathlib
+
+    if isa == "avx2" and "avx2+fma" not in similearn._kernels.build_info()["cpu_features"]:
+        pytest.skip("the CPU has no AVX2 + FMA")
+    pytest.importorskip("dask.array")
+    here = pathlib.Path(__file__).parent
+    env = dict(os.environ, SIMILEARN_ISA=isa)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_dask_search.py"),
+         str(here / "test_dask_transform.py"), str(here / "test_dask_film.py"), str(here / "test_gramian.py"),
+         "-k", "not on_local_cluster and not distributed and not dask_client"],
+        env=env, capture_output=True, text=True, timeout=900, cwd=str(here),
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"),
                     reason="/proc/cpuinfo flags of an x86-64 Linux machine")
 def test_cpu_features_agree_with_the_kernels_cpu_flags():
