@@ -45,6 +45,8 @@ struct Kernels {
   void (*tile_t)(const T*, i64, i64, const T*, i64, i64, T*, i64, i64, bool) = nullptr;
   void (*direct)(const T*, i64, i64, const T*, i64, T*, i64) = nullptr;
   void (*csr)(const i64*, const i64*, const T*, i64, i64, const T*, i64, T*) = nullptr;
+  void (*norms)(const T*, i64, i64, double*) = nullptr;
+  void (*pack)(const T*, i64, i64, T*) = nullptr;
 };
 
 // ---------------------------------------------------------------- scalar (any CPU)
@@ -58,6 +60,8 @@ struct Ops {
   static void store(T* p, V v) { *p = v; }
   static V bcast(const T* p) { return *p; }
   static V fma(V a, V b, V c) { return std::fma(a, b, c); }
+  static constexpr int kT = 0;  // no register transpose
+  static void transpose(const T*, i64, T*, i64) {}
 };
 template <class T>
 struct Shape {
@@ -70,6 +74,38 @@ struct Shape {
 // ---------------------------------------------------------------- AVX2 + FMA
 SL_TARGET_REGION_BEGIN("avx2,fma")
 namespace avx2 {
+// dst[j * ldd + i] = src[i * lds + j] for an 8 x 8 block of floats
+SL_ALWAYS_INLINE void transpose8x8(const float* src, i64 lds, float* dst, i64 ldd) {
+  __m256 r[8], t[8], u[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  u[0] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(1, 0, 1, 0));
+  u[1] = _mm256_shuffle_ps(t[0], t[2], _MM_SHUFFLE(3, 2, 3, 2));
+  u[2] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(1, 0, 1, 0));
+  u[3] = _mm256_shuffle_ps(t[1], t[3], _MM_SHUFFLE(3, 2, 3, 2));
+  u[4] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(1, 0, 1, 0));
+  u[5] = _mm256_shuffle_ps(t[4], t[6], _MM_SHUFFLE(3, 2, 3, 2));
+  u[6] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(1, 0, 1, 0));
+  u[7] = _mm256_shuffle_ps(t[5], t[7], _MM_SHUFFLE(3, 2, 3, 2));
+  for (int j = 0; j < 4; ++j) {
+    _mm256_storeu_ps(dst + j * ldd, _mm256_permute2f128_ps(u[j], u[j + 4], 0x20));
+    _mm256_storeu_ps(dst + (j + 4) * ldd, _mm256_permute2f128_ps(u[j], u[j + 4], 0x31));
+  }
+}
+// the same for a 4 x 4 block of doubles
+SL_ALWAYS_INLINE void transpose4x4(const double* src, i64 lds, double* dst, i64 ldd) {
+  const __m256d r0 = _mm256_loadu_pd(src), r1 = _mm256_loadu_pd(src + lds), r2 = _mm256_loadu_pd(src + 2 * lds),
+                r3 = _mm256_loadu_pd(src + 3 * lds);
+  const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1), t2 = _mm256_unpacklo_pd(r2, r3),
+                t3 = _mm256_unpackhi_pd(r2, r3);
+  _mm256_storeu_pd(dst, _mm256_permute2f128_pd(t0, t2, 0x20));
+  _mm256_storeu_pd(dst + ldd, _mm256_permute2f128_pd(t1, t3, 0x20));
+  _mm256_storeu_pd(dst + 2 * ldd, _mm256_permute2f128_pd(t0, t2, 0x31));
+  _mm256_storeu_pd(dst + 3 * ldd, _mm256_permute2f128_pd(t1, t3, 0x31));
+}
 template <class T>
 struct Ops;
 template <>
@@ -81,6 +117,8 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm256_broadcast_ss(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static constexpr int kT = 8;
+  static SL_ALWAYS_INLINE void transpose(const float* s, i64 ls, float* d, i64 ld) { transpose8x8(s, ls, d, ld); }
 };
 template <>
 struct Ops<double> {
@@ -91,6 +129,8 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { _mm256_storeu_pd(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm256_broadcast_sd(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  static constexpr int kT = 4;
+  static SL_ALWAYS_INLINE void transpose(const double* s, i64 ls, double* d, i64 ld) { transpose4x4(s, ls, d, ld); }
 };
 template <class T>
 struct Shape {
@@ -114,6 +154,10 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm512_set1_ps(*p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static constexpr int kT = 8;
+  static SL_ALWAYS_INLINE void transpose(const float* s, i64 ls, float* d, i64 ld) {
+    avx2::transpose8x8(s, ls, d, ld);
+  }
 };
 template <>
 struct Ops<double> {
@@ -124,6 +168,10 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { _mm512_storeu_pd(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm512_set1_pd(*p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  static constexpr int kT = 4;
+  static SL_ALWAYS_INLINE void transpose(const double* s, i64 ls, double* d, i64 ld) {
+    avx2::transpose4x4(s, ls, d, ld);
+  }
 };
 template <class T>
 struct Shape {
@@ -148,6 +196,8 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { vst1q_f32(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return vld1q_dup_f32(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }  // c + a b, one rounding (FMLA)
+  static constexpr int kT = 0;
+  static void transpose(const float*, i64, float*, i64) {}
 };
 template <>
 struct Ops<double> {
@@ -158,6 +208,8 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { vst1q_f64(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return vld1q_dup_f64(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f64(c, a, b); }
+  static constexpr int kT = 0;
+  static void transpose(const double*, i64, double*, i64) {}
 };
 template <class T>
 struct Shape {
@@ -237,17 +289,7 @@ std::int64_t packed_size(std::int64_t n, std::int64_t k) {
 
 template <class T>
 void pack(const T* X, std::int64_t n, std::int64_t k, T* out) {
-  const i64 nr = kern<T>().nr;
-  const i64 np = (n + nr - 1) / nr;
-  for (i64 p = 0; p < np; ++p) {
-    T* o = out + p * k * nr;
-    const i64 r1 = std::min(nr, n - p * nr);
-    if (r1 < nr) std::fill(o, o + k * nr, T(0));
-    for (i64 r = 0; r < r1; ++r) {
-      const T* x = X + (p * nr + r) * k;
-      for (i64 kk = 0; kk < k; ++kk) o[kk * nr + r] = x[kk];
-    }
-  }
+  kern<T>().pack(X, n, k, out);
 }
 
 template <class T>
@@ -268,6 +310,11 @@ void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, c
         kr.tile_n(A + i * lda + k0, lda, std::min(mr, m - i), b, nr, kb, C + i * ldc + p * nr, ldc, cols, k0 > 0);
     }
   }
+}
+
+template <class T>
+void packed_sq_norms(const T* Xp, std::int64_t n, std::int64_t k, double* out) {
+  kern<T>().norms(Xp, n, k, out);
 }
 
 template <class T>
@@ -388,6 +435,7 @@ void sq_norms(const T* X, std::int64_t n, std::int64_t dim, double* out, int n_t
   template std::int64_t panel_cols<T>();                                                                   \
   template std::int64_t packed_size<T>(std::int64_t, std::int64_t);                                        \
   template void pack<T>(const T*, std::int64_t, std::int64_t, T*);                                         \
+  template void packed_sq_norms<T>(const T*, std::int64_t, std::int64_t, double*);                          \
   template void gemm_packed<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, \
                                T*, std::int64_t);                                                          \
   template void gemm_direct<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*,           \

@@ -38,6 +38,11 @@ std::int64_t packed_size(std::int64_t n, std::int64_t k);
 template <class T>
 void pack(const T* X, std::int64_t n, std::int64_t k, T* out);
 
+// out[i] = ||x_i||^2 of the n rows packed by pack(), as sq_norms() computes it (the
+// same bits), vectorised across the rows of each panel.
+template <class T>
+void packed_sq_norms(const T* Xp, std::int64_t n, std::int64_t k, double* out);
+
 // C (m x n, leading dimension ldc) = A X^T with A (m x k, row-major, row stride
 // lda) and X packed by pack().  O(m n k).  Single-threaded.
 template <class T>

@@ -206,18 +206,16 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   }
 
   // Per-database-row term of the ranking key.
-  // ||x||^2 in double, in feature order (gemmk::sq_norms: the same bits on every CPU)
-  std::vector<T> xaux;
-  if (metric != Metric::InnerProduct) {
-    std::vector<double> sq(static_cast<std::size_t>(nx));
-    gemmk::sq_norms<T>(X, nx, dim, sq.data(), n_threads);
-    xaux.resize(static_cast<std::size_t>(nx));
-    for (std::int64_t j = 0; j < nx; ++j) {
-      const double s = sq[static_cast<std::size_t>(j)];
-      xaux[static_cast<std::size_t>(j)] =
-          metric == Metric::Cosine ? static_cast<T>(s > 0 ? 1.0 / std::sqrt(s) : 0.0) : static_cast<T>(0.5 * s);
+  // The per-row term of the key (1 / ||x|| or ||x||^2 / 2) of each database block is
+  // computed where the block is packed, from ||x||^2 in double in feature order
+  // (gemmk::packed_sq_norms / sq_norms: the same bits on every CPU).
+  auto block_aux = [metric](const double* sq, std::int64_t nb, T* aux) {
+    for (std::int64_t j = 0; j < nb; ++j) {
+      const double s = sq[j];
+      aux[j] = metric == Metric::Cosine ? static_cast<T>(s > 0 ? 1.0 / std::sqrt(s) : 0.0) : static_cast<T>(0.5 * s);
     }
-  }
+  };
+  const bool has_aux = metric != Metric::InnerProduct;
 
   // Work decomposition.  A task is a chunk of up to tq queries (so every thread
   // gets work); inside it the database is walked in blocks of bx rows (packed
@@ -261,6 +259,8 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     std::vector<U> ukey, ukey_tmp;
     std::vector<std::int64_t> uidx, uidx_tmp;
     std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
+    std::vector<double> sq;         // ||x||^2 of the block's rows
+    std::vector<T> aux;             // their key terms
   };
   std::vector<Work> work(static_cast<std::size_t>(nw));
 
@@ -279,6 +279,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         for (auto& sl_ : w.sel) sl_.init(kk, nx);
       }
       if (exclude) w.cur.resize(static_cast<std::size_t>(tq));
+      if (has_aux) w.sq.resize(static_cast<std::size_t>(bx)), w.aux.resize(static_cast<std::size_t>(bx));
     }
     if (!full)
       for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
@@ -288,6 +289,14 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
       const std::int64_t nb = std::min(bx, nx - x0);
       if (!direct) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
+      if (has_aux) {
+        if (direct)
+          gemmk::sq_norms<T>(X + x0 * dim, nb, dim, w.sq.data(), 1);
+        else
+          gemmk::packed_sq_norms<T>(w.pack.data(), nb, dim, w.sq.data());
+        block_aux(w.sq.data(), nb, w.aux.data());
+      }
+      const T* aux = has_aux ? w.aux.data() : nullptr;
       for (std::int64_t b0 = 0; b0 < ntq; b0 += bq) {
         const std::int64_t q0 = t0 + b0, nqb = std::min(bq, ntq - b0);
         if (direct)
@@ -296,7 +305,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
           gemmk::gemm_packed<T>(Q + q0 * dim, dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb);
         if (full) {  // keep every key
           for (std::int64_t i = 0; i < nqb; ++i)
-            store_keys(metric, w.tile.data() + i * nb, xaux.empty() ? nullptr : xaux.data() + x0, nb,
+            store_keys(metric, w.tile.data() + i * nb, aux, nb,
                        w.rows.data() + (b0 + i) * nx + x0);
           continue;
         }
@@ -315,7 +324,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
             for (; c < end && exclude->indices[c] < x0 + nb; ++c)
               if (exclude->indices[c] >= x0) row[exclude->indices[c] - x0] = -std::numeric_limits<T>::infinity();
           }
-          scan_row_metric(metric, row, xaux.empty() ? nullptr : xaux.data() + x0, nb, x0,
+          scan_row_metric(metric, row, aux, nb, x0,
                           w.sel[static_cast<std::size_t>(b0 + i)]);
         }
       }
