@@ -237,8 +237,11 @@ echo "build_wheel.sh: $("${AUDITWHEEL[@]}" --version)"
 show="$("${AUDITWHEEL[@]}" show "$WHEEL")"
 echo "---- auditwheel show (unrepaired) ----"
 echo "$show"
-# e.g. 'This constrains the platform tag to "manylinux_2_17_x86_64".'
-PLAT="$(printf '%s\n' "$show" | tr '\n' ' ' | sed -n 's/.*constrains the platform tag to "\([^"]*\)".*/\1/p')"
+# 'This constrains the platform tag to "manylinux_2_17_x86_64".' (older auditwheel) or
+# '... is consistent with the following platform tag: "manylinux_2_17_aarch64".' (6.8)
+PLAT="$(printf '%s\n' "$show" | tr '\n' ' ' \
+    | sed -n -e 's/.*constrains the platform tag to "\([^"]*\)".*/\1/p' \
+             -e 's/.*consistent with the following platform tag: "\([^"]*\)".*/\1/p' | head -n 1)"
 if [[ -z "$PLAT" ]]; then
     echo "build_wheel.sh: could not read the platform tag from 'auditwheel show'; letting auditwheel choose (--plat auto)" >&2
     PLAT=auto
