@@ -29,8 +29,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ME="test_aarch64.sh"
 ARM_ROOT="${SIMILEARN_ARM64_ROOT:-/var/cache/similearn-arm64-root}"
-DEFAULT_TESTS="tests/test_neighbors.py tests/test_exclude.py tests/test_hamming_index.py"
-DEFAULT_K="oracle or ties or exclude or hamming"
+# the kernels' oracle tests, top-k ties and exclusions, Hamming search, BLAS dispatch:
+# about 2 minutes of pytest under qemu (x86-64 host, 2 cores): ~590 tests
+DEFAULT_TESTS="tests/test_neighbors.py tests/test_exclude.py tests/test_hamming_index.py tests/test_hashing.py
+tests/test_blas.py tests/test_gramian.py tests/test_film.py tests/test_frml.py tests/test_ssne.py tests/test_nash.py
+tests/test_metrics.py"
+DEFAULT_K="oracle or ties or exclude or hamming or blas"
 TESTS="${SIMILEARN_ARM64_TESTS:-$DEFAULT_TESTS}"
 KEXPR="${SIMILEARN_ARM64_K-$DEFAULT_K}"
 export QEMU_CPU="${QEMU_CPU:-neoverse-n1}"
@@ -234,7 +238,7 @@ stamp "selftest: $SELFTEST ($((SECONDS - t)) s)"
 if [[ $# -gt 0 ]]; then
     PYTEST_ARGS=("$@")
 else
-    read -r -a PYTEST_ARGS <<<"$TESTS"
+    read -r -d '' -a PYTEST_ARGS <<<"$TESTS" || true
     [[ -n "$KEXPR" ]] && PYTEST_ARGS+=(-k "$KEXPR")
 fi
 echo "---- pytest ${PYTEST_ARGS[*]} ----"
