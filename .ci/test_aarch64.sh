@@ -40,7 +40,7 @@ KEXPR="${SIMILEARN_ARM64_K-$DEFAULT_K}"
 export QEMU_CPU="${QEMU_CPU:-neoverse-n1}"
 VENV_PACKAGES=(numpy scipy scikit-learn threadpoolctl pytest)
 
-usage() { sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 die2() { echo "$ME: $*" >&2; echo "usage: .ci/test_aarch64.sh [--fresh] WHEEL [PYTEST_ARGS...]  (--help for more)" >&2; exit 2; }
 
 # ---- 0. arguments and host checks: before anything slow ------------------------
