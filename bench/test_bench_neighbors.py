@@ -18,9 +18,12 @@ What is timed, and what is not
   - scikit-learn ``NearestNeighbors(algorithm="brute", metric="cosine")``;
     ``fit`` (which only stores the data) is outside, ``kneighbors`` inside.  It
     is run for a single round because it is an order of magnitude slower.
-* Hamming top-k, k=100: 1,000 queries against 1,000,000 random codes of 64 and
-  128 bits; similearn ``hamming_topk`` on uint64 words vs faiss
-  ``IndexBinaryFlat`` on the same bytes (index built outside).
+* Hamming top-k, k=100: 1,000 queries against 1,000,000 random codes of 64, 128
+  and 256 bits; similearn ``hamming_topk`` on uint64 words vs faiss
+  ``IndexBinaryFlat`` on the same bytes (index built outside).  ``extra_info``
+  records the SIMD path each used (``isa``): similearn's ``hamming_isa``, capped
+  by ``SIMILEARN_ISA``; faiss's dispatched level, capped by ``FAISS_SIMD_LEVEL``
+  (faiss-cpu >= 1.13 wheels dispatch at run time and ignore ``FAISS_OPT_LEVEL``).
 * Top-k with exclude (recommendation): top-10 items by inner product for every
   user, seen items excluded, ``topk(..., exclude=seen)`` vs the hand-rolled
   top-(k + most seen) then a per-row filter in Python; the MovieLens-100K shape
@@ -215,15 +218,28 @@ def _hamming_search(impl, codes, n, threads, faiss_binary=None):
     return faiss_search
 
 
+def _simd_path(impl):
+    """The SIMD path of an implementation's Hamming search, for ``extra_info``."""
+    if impl == "similearn":
+        from similearn import _kernels
+
+        return _kernels.build_info()["hamming_isa"]
+    import faiss
+
+    config = getattr(faiss, "SIMDConfig", None)  # faiss >= 1.13: run-time dispatch
+    return config.get_level_name() if config is not None else f"opt_level={getattr(faiss, 'opt_level', None)}"
+
+
 @pytest.mark.benchmark(group="hamming_topk k=100")
-@pytest.mark.parametrize("bits", [64, 128], ids=lambda b: f"bits={b}")
+@pytest.mark.parametrize("bits", [64, 128, 256], ids=lambda b: f"bits={b}")
 @pytest.mark.parametrize("impl", ["similearn", "faiss"])
 def test_hamming_topk(timed, request, code_sets, threads, impl, bits):
-    """Top-100 Hamming, 1,000 queries against 1,000,000 codes of 64 or 128 bits."""
+    """Top-100 Hamming, 1,000 queries against 1,000,000 codes of 64, 128 or 256 bits."""
     codes = code_sets(bits)
     fx = request.getfixturevalue("faiss_binary") if impl == "faiss" else None
     fn = _hamming_search(impl, codes, HAM_DB, threads, fx)
     idx, dist = timed(fn, rounds=3, n=HAM_DB, items=HAM_Q, unit="queries", impl=impl, threads=threads,
+                      isa=_simd_path(impl),
                       description=f"exact top-{HAM_K} Hamming, {HAM_Q:,} queries x {HAM_DB:,} random codes")
     ref_idx, ref_dist = hamming_topk(codes["q"], codes["db"], HAM_K)
     np.testing.assert_array_equal(np.asarray(dist, dtype=np.int64), ref_dist.astype(np.int64))

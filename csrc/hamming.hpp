@@ -30,7 +30,8 @@ void hamming_histograms(const std::uint64_t* q, std::int64_t nq, const std::uint
                         std::int64_t n_words, const std::uint8_t* rel, std::int64_t self_offset,
                         int n_threads, std::int64_t* hist_all, std::int64_t* hist_rel);
 
-// Which popcount implementation is in use ("avx512-vpopcntdq", "popcnt", "generic").
+// Which popcount implementation is in use ("avx512-vpopcntdq", "avx2", "neon", "popcnt",
+// "generic"); "avx512-vpopcntdq" scans 64-, 128- and 256-bit codes with AVX-512, other widths with AVX2.
 const char* hamming_isa();
 
 }  // namespace sl

@@ -207,7 +207,7 @@ def _hamming_oracle(bq, bx, k, rows, self_excl=False):
     return idx, dist
 
 
-@pytest.mark.parametrize("n_bits", [8, 64, 128, 192])
+@pytest.mark.parametrize("n_bits", [8, 64, 128, 192, 256, 320])
 @pytest.mark.parametrize("nq,nx,k", [(1, 1, 1), (7, 300, 5), (40, 700, 700), (23, 1000, 1), (3, 20000, 50)])
 def test_hamming_topk_exclude(rng, n_bits, nq, nx, k):
     bx = rng.integers(0, 2, (nx, n_bits))
@@ -217,7 +217,7 @@ def test_hamming_topk_exclude(rng, n_bits, nq, nx, k):
     _assert_same(got, _hamming_oracle(bq, bx, k, rows))
 
 
-@pytest.mark.parametrize("n_bits", [64, 128, 100])
+@pytest.mark.parametrize("n_bits", [64, 128, 100, 192, 256, 320])
 def test_hamming_topk_exclude_duplicated_codes_and_self(rng, n_bits):
     base = rng.integers(0, 2, (40, n_bits))
     b = base[rng.integers(0, 40, 600)]  # every code ~15 times: ties everywhere

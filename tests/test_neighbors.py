@@ -178,7 +178,7 @@ def test_hamming_topk_matches_oracle(rng, n_bits, nq, nx, k):
     np.testing.assert_array_equal(dist, rdist)
 
 
-@pytest.mark.parametrize("n_bits", [64, 128, 100])
+@pytest.mark.parametrize("n_bits", [64, 128, 100, 256, 300])
 def test_hamming_exclude_self_and_threads(rng, n_bits):
     b = rng.integers(0, 2, (501, n_bits))
     c = pack_bits(b)
@@ -190,7 +190,7 @@ def test_hamming_exclude_self_and_threads(rng, n_bits):
     np.testing.assert_array_equal(r1[0], r2[0])
 
 
-@pytest.mark.parametrize("n_bits", [64, 128])
+@pytest.mark.parametrize("n_bits", [64, 128, 192, 256, 320])
 @pytest.mark.parametrize("k", [1, 7, 300])
 def test_hamming_chunked_scan_ties_across_chunks(rng, n_bits, k):
     # The vector scans admit candidates against the threshold read at the start of
@@ -205,6 +205,58 @@ def test_hamming_chunked_scan_ties_across_chunks(rng, n_bits, k):
     ridx, rdist = hamming_topk_oracle(b, b, k, exclude_self=True)
     np.testing.assert_array_equal(idx, ridx)
     np.testing.assert_array_equal(dist, rdist)
+
+
+def _clustered_bits(rng, n, n_bits, n_centres, flip):
+    """n codes near n_centres random ones (each bit flipped with probability flip): exact
+    duplicates (flip = 0) and many ties at every distance."""
+    centres = rng.integers(0, 2, (max(1, n_centres), n_bits))
+    b = centres[rng.integers(0, centres.shape[0], n)]
+    return b ^ (rng.random(b.shape) < flip)
+
+
+# Every width the kernels specialise (1, 2, 4 words; 3, 5 through the general AVX2
+# loop, its masked and spilled tail loads) and one the general loop takes at run
+# time (7); n around the step sizes (8 / 16 codes) and the 256-code chunks; k up to n.
+@pytest.mark.parametrize("n_words", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("n,k", [(1, 1), (2, 2), (15, 4), (17, 17), (255, 30), (257, 1), (1000, 100),
+                                 (3001, 3001)])
+def test_hamming_topk_widths_match_oracle(rng, n_words, n, k):
+    n_bits = 64 * n_words - (5 if n_words == 3 else 0)  # a partial last word too
+    bx = _clustered_bits(rng, n, n_bits, n // 9, 0.02)
+    bq = np.concatenate([bx[: min(n, 6)], _clustered_bits(rng, 4, n_bits, 2, 0.5)])
+    cq, cx = pack_bits(bq), pack_bits(bx)
+    idx, dist = hamming_topk(cq, cx, k)
+    ridx, rdist = hamming_topk_oracle(bq, bx, k)
+    np.testing.assert_array_equal(idx, ridx)
+    np.testing.assert_array_equal(dist, rdist)
+    if n > k:  # self-exclusion on the database itself, and thread count independence
+        got = hamming_topk(cx, cx, k, exclude_self=True, n_threads=2)
+        ridx, rdist = hamming_topk_oracle(bx, bx, k, exclude_self=True)
+        np.testing.assert_array_equal(got[0], ridx)
+        np.testing.assert_array_equal(got[1], rdist)
+        one = hamming_topk(cx, cx, k, exclude_self=True, n_threads=1)
+        np.testing.assert_array_equal(one[0], got[0])
+
+
+@pytest.mark.parametrize("n_words", [1, 2, 3, 4, 5, 7])
+def test_hamming_histograms_match_oracle(rng, n_words):
+    from similearn import _kernels
+    from oracles import hamming_matrix
+
+    b = _clustered_bits(rng, 603, 64 * n_words, 40, 0.05)
+    c = pack_bits(b)
+    rel = (rng.random((20, 603)) < 0.3).astype(np.uint8)
+    D = hamming_matrix(b[:20], b)
+    for so in (None, 0):
+        h_all, h_rel = _kernels.hamming_histograms(np.ascontiguousarray(c[:20]), c, rel, so, 2)
+        keep = np.ones(D.shape, bool)
+        if so is not None:
+            keep[np.arange(20), np.arange(20)] = False
+        for i in range(20):
+            np.testing.assert_array_equal(h_all[i], np.bincount(D[i][keep[i]], minlength=64 * n_words + 1))
+            np.testing.assert_array_equal(h_rel[i], np.bincount(D[i][keep[i] & (rel[i] == 1)],
+                                                                minlength=64 * n_words + 1))
 
 
 def test_hamming_bad_input(rng):

@@ -215,18 +215,34 @@ def test_show_config_prints_versions(capsys):
     assert "flags:" in out
 
 
-@pytest.mark.parametrize("isa", ["generic", "avx2"])
+def _expected_hamming_isa(cap):
+    """The Hamming path the dispatch must pick under SIMILEARN_ISA=cap (None: no cap) on this CPU."""
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return "generic" if cap == "generic" else "neon"
+    feats = set(similearn._kernels.build_info()["cpu_features"])
+    level = {"generic": 0, "popcnt": 1, "avx2": 2, None: 3}[cap]
+    if level >= 3 and {"avx512vpopcntdq", "avx2+fma", "popcnt"} <= feats:
+        return "avx512-vpopcntdq"
+    if level >= 2 and {"avx2+fma", "popcnt"} <= feats:
+        return "avx2"
+    return "popcnt" if level >= 1 and "popcnt" in feats else "generic"
+
+
+@pytest.mark.parametrize("isa", ["generic", "popcnt", "avx2"])
 def test_portable_code_paths_match_oracles(isa):
     """Re-run the top-k/codes/FRML oracle tests (exclude= too) with the SIMD dispatch capped, so the
-    scalar / AVX2 dense kernels, the SSE2/AVX2 scans, the skinny-product loops and the POPCNT/generic
-    popcounts are exercised on a machine that would otherwise pick AVX-512."""
+    scalar / AVX2 dense kernels, the SSE2/AVX2 scans, the skinny-product loops and the
+    AVX2/POPCNT/generic popcounts of the Hamming search are exercised on a machine that would
+    otherwise pick AVX-512; each cap must select the dense and Hamming paths it allows on this CPU."""
     import pathlib
 
     here = pathlib.Path(__file__).parent
     env = dict(os.environ, SIMILEARN_ISA=isa)
     code = f"from similearn import _core; print(_core._build_info()['dense_kernel'], _core._build_info()['hamming_isa'])"
     info = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
-    assert info.stdout.split()[0] == {"generic": "scalar", "avx2": "avx2"}[isa] and "avx512" not in info.stdout
+    assert info.stdout.split()[0] == {"generic": "scalar", "popcnt": "scalar", "avx2": "avx2"}[isa], info.stdout
+    assert "avx512" not in info.stdout
+    assert info.stdout.split()[-1] == _expected_hamming_isa(isa), info.stdout
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_neighbors.py"),
          str(here / "test_exclude.py"), str(here / "test_blas.py"), str(here / "test_film.py"),
@@ -280,3 +296,12 @@ def test_cpu_features_agree_with_the_kernels_cpu_flags():
     level = "avx512" if "avx512f" in want else "avx2" if "avx2+fma" in want else "baseline"
     if not os.environ.get("SIMILEARN_ISA"):
         assert info["vector_level"] == level
+
+
+def test_hamming_path_follows_cpu_and_cap():
+    """Uncapped (or under the cap of this run's environment) the Hamming search takes the widest
+    path the CPU has: AVX-512 VPOPCNTDQ, else AVX2, else POPCNT (NEON on arm64)."""
+    cap = os.environ.get("SIMILEARN_ISA") or None
+    if cap not in (None, "generic", "popcnt", "avx2", "avx512"):
+        pytest.skip(f"SIMILEARN_ISA={cap!r}")
+    assert similearn._kernels.build_info()["hamming_isa"] == _expected_hamming_isa(None if cap == "avx512" else cap)
