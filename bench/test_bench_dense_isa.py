@@ -7,8 +7,9 @@ and how close does it run to the CPU's FMA peak?  Run it once per level::
     # AVX-512 level (on an AVX-512 host); sgemm peak from OpenBLAS's AVX-512 kernels
     OPENBLAS_CORETYPE=SkylakeX python -m pytest bench/test_bench_dense_isa.py \\
         --benchmark-json=/tmp/dense_avx512.json
-    # AVX2 level, emulated on an AVX-512 host (a real AVX2 CPU needs no variables)
-    SIMILEARN_ISA=avx2 FAISS_OPT_LEVEL=avx2 OPENBLAS_CORETYPE=Haswell \\
+    # AVX2 level, emulated on an AVX-512 host (a real AVX2 CPU needs no variables;
+    # faiss-cpu >= 1.15 dispatches its SIMD code at run time: FAISS_SIMD_LEVEL caps it)
+    SIMILEARN_ISA=avx2 FAISS_OPT_LEVEL=avx2 FAISS_SIMD_LEVEL=AVX2 OPENBLAS_CORETYPE=Haswell \\
         python -m pytest bench/test_bench_dense_isa.py --benchmark-json=/tmp/dense_avx2.json
     python -m similearn bench report /tmp/dense_avx2.json --size-key d
 
@@ -67,6 +68,7 @@ def _data(shape, d):
 def _level():
     info = _core._build_info()
     return {"dense_kernel": info["dense_kernel"], "faiss_opt_level": os.environ.get("FAISS_OPT_LEVEL", "auto"),
+            "faiss_simd_level": os.environ.get("FAISS_SIMD_LEVEL", "auto"),
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE", "auto")}
 
 
