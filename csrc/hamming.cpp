@@ -34,6 +34,14 @@
 #include <intrin.h>
 #endif
 
+// The POPCNT instruction, for the code paths dispatched on has_popcnt() (MSVC has no
+// per-function targets: its intrinsic compiles anywhere and is only reached there).
+#if defined(_MSC_VER) && !defined(__clang__)
+#define SL_POPCNT64(v) static_cast<int>(__popcnt64(v))
+#else
+#define SL_POPCNT64(v) __builtin_popcountll(v)
+#endif
+
 namespace sl {
 
 namespace {
@@ -107,15 +115,12 @@ class BucketTopK {
 
 using Sel = BucketTopK;
 
+// Portable (no POPCNT instruction: this path also serves CPUs without it).
 inline int popcount_generic(std::uint64_t v) {
-#if defined(_MSC_VER) && defined(_M_X64)
-  return static_cast<int>(__popcnt64(v));
-#else
   v = v - ((v >> 1) & 0x5555555555555555ULL);
   v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
   v = (v + (v >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
   return static_cast<int>((v * 0x0101010101010101ULL) >> 56);
-#endif
 }
 
 // distances of one query to nb codes, written to out
@@ -157,15 +162,15 @@ void dist_popcnt(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb
                  std::int32_t* out) {
   if (w == 1) {
     const std::uint64_t q0 = q[0];
-    for (std::int64_t j = 0; j < nb; ++j) out[j] = static_cast<std::int32_t>(__builtin_popcountll(q0 ^ x[j]));
+    for (std::int64_t j = 0; j < nb; ++j) out[j] = static_cast<std::int32_t>(SL_POPCNT64(q0 ^ x[j]));
   } else if (w == 2) {
     const std::uint64_t q0 = q[0], q1 = q[1];
     for (std::int64_t j = 0; j < nb; ++j)
-      out[j] = static_cast<std::int32_t>(__builtin_popcountll(q0 ^ x[2 * j]) + __builtin_popcountll(q1 ^ x[2 * j + 1]));
+      out[j] = static_cast<std::int32_t>(SL_POPCNT64(q0 ^ x[2 * j]) + SL_POPCNT64(q1 ^ x[2 * j + 1]));
   } else {
     for (std::int64_t j = 0; j < nb; ++j) {
       int s = 0;
-      for (std::int64_t t = 0; t < w; ++t) s += __builtin_popcountll(q[t] ^ x[j * w + t]);
+      for (std::int64_t t = 0; t < w; ++t) s += SL_POPCNT64(q[t] ^ x[j * w + t]);
       out[j] = s;
     }
   }
@@ -216,7 +221,7 @@ void scan_avx512_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
     s.flush(skip, sel);
   }
   for (; j < nb; ++j)
-    if (base + j != skip) sel.offer(static_cast<std::int32_t>(__builtin_popcountll(q[0] ^ x[j])), base + j);
+    if (base + j != skip) sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[j])), base + j);
 }
 
 // 128-bit codes: 4 codes per vector, 16 per step; the two word counts of the
@@ -257,8 +262,8 @@ void scan_avx512_w2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
   }
   for (; j < nb; ++j)
     if (base + j != skip)
-      sel.offer(static_cast<std::int32_t>(__builtin_popcountll(q[0] ^ x[2 * j]) +
-                                          __builtin_popcountll(q[1] ^ x[2 * j + 1])),
+      sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[2 * j]) +
+                                          SL_POPCNT64(q[1] ^ x[2 * j + 1])),
                 base + j);
 }
 
@@ -301,7 +306,7 @@ void scan_avx512_w4(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
   for (; j < nb; ++j) {
     if (base + j == skip) continue;
     int d = 0;
-    for (int t = 0; t < 4; ++t) d += static_cast<int>(__builtin_popcountll(q[t] ^ x[4 * j + t]));
+    for (int t = 0; t < 4; ++t) d += static_cast<int>(SL_POPCNT64(q[t] ^ x[4 * j + t]));
     sel.offer(d, base + j);
   }
 }
@@ -395,7 +400,7 @@ void scan_avx2_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t n
     s.flush(skip, sel);
   }
   for (; j < nb; ++j)
-    if (base + j != skip) sel.offer(static_cast<std::int32_t>(__builtin_popcountll(q[0] ^ x[j])), base + j);
+    if (base + j != skip) sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[j])), base + j);
 }
 
 // 128-bit codes: 2 per vector, 8 per step; the two word counts of the codes of
@@ -432,8 +437,8 @@ void scan_avx2_w2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t n
   }
   for (; j < nb; ++j)
     if (base + j != skip)
-      sel.offer(static_cast<std::int32_t>(__builtin_popcountll(q[0] ^ x[2 * j]) +
-                                          __builtin_popcountll(q[1] ^ x[2 * j + 1])),
+      sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[2 * j]) +
+                                          SL_POPCNT64(q[1] ^ x[2 * j + 1])),
                 base + j);
 }
 
@@ -565,7 +570,7 @@ void dist_avx2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, 
   }
   for (; j < nb; ++j) {
     int s = 0;
-    for (std::int64_t t = 0; t < w; ++t) s += __builtin_popcountll(q[t] ^ x[j * w + t]);
+    for (std::int64_t t = 0; t < w; ++t) s += SL_POPCNT64(q[t] ^ x[j * w + t]);
     out[j] = s;
   }
 }
