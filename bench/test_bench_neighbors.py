@@ -23,7 +23,7 @@ What is timed, and what is not
   ``IndexBinaryFlat`` on the same bytes (index built outside).  ``extra_info``
   records the SIMD path each used (``isa``): similearn's ``hamming_isa``, capped
   by ``SIMILEARN_ISA``; faiss's dispatched level, capped by ``FAISS_SIMD_LEVEL``
-  (faiss-cpu >= 1.13 wheels dispatch at run time and ignore ``FAISS_OPT_LEVEL``).
+  (the faiss-cpu 1.15 wheel dispatches at run time and ignores ``FAISS_OPT_LEVEL``).
 * Top-k with exclude (recommendation): top-10 items by inner product for every
   user, seen items excluded, ``topk(..., exclude=seen)`` vs the hand-rolled
   top-(k + most seen) then a per-row filter in Python; the MovieLens-100K shape
@@ -226,7 +226,7 @@ def _simd_path(impl):
         return _kernels.build_info()["hamming_isa"]
     import faiss
 
-    config = getattr(faiss, "SIMDConfig", None)  # faiss >= 1.13: run-time dispatch
+    config = getattr(faiss, "SIMDConfig", None)  # run-time dispatch (faiss-cpu 1.15)
     return config.get_level_name() if config is not None else f"opt_level={getattr(faiss, 'opt_level', None)}"
 
 
