@@ -193,15 +193,15 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   if (nq == 0) return;
   const bool has_self = self_offset != kNoSelf;
   // slots that no candidate fills (k > candidates): worst key, an index past every row
-  auto fill_missing = [&](std::int64_t q, std::int64_t from) {
+  auto fill_missing_in = [&](std::int64_t* oidx, T* okey, double* odist, std::int64_t q, std::int64_t from) {
     for (std::int64_t j = from; j < k; ++j) {
-      out_idx[q * k + j] = std::numeric_limits<std::int64_t>::max();
-      out_key[q * k + j] = -std::numeric_limits<T>::infinity();
-      if (out_dist) out_dist[q * k + j] = std::numeric_limits<double>::infinity();
+      oidx[q * k + j] = std::numeric_limits<std::int64_t>::max();
+      okey[q * k + j] = -std::numeric_limits<T>::infinity();
+      if (odist) odist[q * k + j] = std::numeric_limits<double>::infinity();
     }
   };
   if (nx == 0) {
-    for (std::int64_t q = 0; q < nq; ++q) fill_missing(q, 0);
+    for (std::int64_t q = 0; q < nq; ++q) fill_missing_in(out_idx, out_key, out_dist, q, 0);
     return;
   }
 
@@ -241,9 +241,18 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   // thread count.
   const std::int64_t tq_mem = std::max<std::int64_t>(1, std::min<std::int64_t>(4096, (64LL << 20) / per_query));
   const std::int64_t nt = std::max(1, n_threads);
+  // Few queries against many database blocks (<= 256 queries per thread): the
+  // threads split the database instead (see n_parts below), each reading and packing
+  // its part once for all the queries, rather than every thread reading all of it.
+  const std::int64_t n_blocks = (nx + bx - 1) / bx;
+  const bool split = !full && nt > 1 && nq <= 256 * nt && n_blocks >= 2 * nt;
   std::int64_t n_tasks = (nq + tq_mem - 1) / tq_mem;
-  n_tasks = std::max(n_tasks, std::min<std::int64_t>(nt * (nq >= 1024 * nt ? 4 : 1), (nq + 7) / 8));
-  if (n_tasks > nt) n_tasks = (n_tasks + nt - 1) / nt * nt;
+  if (split) {
+    n_tasks = std::max(n_tasks, (nq + 255) / 256);
+  } else {
+    n_tasks = std::max(n_tasks, std::min<std::int64_t>(nt * (nq >= 1024 * nt ? 4 : 1), (nq + 7) / 8));
+    if (n_tasks > nt) n_tasks = (n_tasks + nt - 1) / nt * nt;
+  }
   const std::int64_t tq = (nq + n_tasks - 1) / n_tasks;
   n_tasks = (nq + tq - 1) / tq;  // no empty task
   const std::int64_t bq = std::min<std::int64_t>(128, tq);  // queries per tile
@@ -264,7 +273,24 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   };
   std::vector<Work> work(static_cast<std::size_t>(nw));
 
-  parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
+  // Few queries against a large database (fewer query chunks than threads): each
+  // thread takes a range of database blocks for all the queries, so the database is
+  // read and packed once in all, and the parts' top-k lists are merged by (key,
+  // index) -- exact, as each part's selection is.
+  const std::int64_t n_parts = split ? std::min<std::int64_t>(n_blocks, (nt + n_tasks - 1) / n_tasks) : 1;
+  const int nw2 = n_workers(n_tasks * n_parts, n_threads);
+  if (static_cast<std::int64_t>(work.size()) < nw2) work.resize(static_cast<std::size_t>(nw2));
+  std::vector<std::int64_t> p_idx;
+  std::vector<T> p_key;
+  std::vector<double> p_dist;
+  if (n_parts > 1) {
+    p_idx.resize(static_cast<std::size_t>(n_parts * nq * k));
+    p_key.resize(p_idx.size());
+    if (out_dist) p_dist.resize(p_idx.size());
+  }
+
+  auto run_task = [&](std::int64_t task, int tid, std::int64_t xa, std::int64_t xb, std::int64_t* oidx, T* okey,
+                      double* odist) {
     Work& w = work[static_cast<std::size_t>(tid)];
     const std::int64_t t0 = task * tq, ntq = std::min(tq, nq - t0);
     if (w.tile.empty()) {
@@ -285,9 +311,9 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
       for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
     if (exclude) exclude->start(t0, ntq, w.cur.data());
 
-    for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
+    for (std::int64_t x0 = xa; x0 < xb; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
-      const std::int64_t nb = std::min(bx, nx - x0);
+      const std::int64_t nb = std::min(bx, xb - x0);
       if (!direct) gemmk::pack<T>(X + x0 * dim, nb, dim, w.pack.data());
       if (has_aux) {
         if (direct)
@@ -332,8 +358,8 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
 
     for (std::int64_t i = 0; i < ntq; ++i) {
       const std::int64_t q = t0 + i;
-      std::int64_t* oi = out_idx + q * k;
-      T* os = out_key + q * k;
+      std::int64_t* oi = oidx + q * k;
+      T* os = okey + q * k;
       std::int64_t m = 0;  // candidates kept
       if (full) {
         const T* row = w.rows.data() + i * nx;
@@ -358,9 +384,48 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
       } else {
         m = w.sel[static_cast<std::size_t>(i)].finish(oi, os);
       }
-      if (out_dist)
-        for (std::int64_t j = 0; j < m; ++j) out_dist[q * k + j] = std::sqrt(sq_dist(Q + q * dim, X + oi[j] * dim, dim));
-      fill_missing(q, m);
+      if (odist)
+        for (std::int64_t j = 0; j < m; ++j) odist[q * k + j] = std::sqrt(sq_dist(Q + q * dim, X + oi[j] * dim, dim));
+      fill_missing_in(oidx, okey, odist, q, m);
+    }
+  };
+
+  if (n_parts == 1) {
+    parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
+      run_task(task, tid, 0, nx, out_idx, out_key, out_dist);
+    });
+    return;
+  }
+  const std::int64_t per_part = (n_blocks + n_parts - 1) / n_parts * bx;  // whole blocks per part
+  parallel_for(n_tasks * n_parts, n_threads, [&](std::int64_t t, int tid) {
+    const std::int64_t task = t / n_parts, p = t % n_parts, off = p * nq * k;
+    const std::int64_t xa = std::min(nx, p * per_part), xb = std::min(nx, xa + per_part);
+    run_task(task, tid, xa, xb, p_idx.data() + off, p_key.data() + off, out_dist ? p_dist.data() + off : nullptr);
+  });
+  // merge the parts: each list is best first by (key desc, index asc), missing slots
+  // (key -inf, index INT64_MAX) last; the k best of their union in that order
+  parallel_for((nq + 255) / 256, n_threads, [&](std::int64_t t, int) {
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(n_parts));
+    for (std::int64_t q = t * 256; q < std::min(nq, (t + 1) * 256); ++q) {
+      std::fill(pos.begin(), pos.end(), 0);
+      for (std::int64_t j = 0; j < k; ++j) {
+        std::int64_t best = -1;
+        for (std::int64_t p = 0; p < n_parts; ++p) {
+          if (pos[static_cast<std::size_t>(p)] >= k) continue;
+          const std::size_t a = static_cast<std::size_t>(p * nq * k + q * k + pos[static_cast<std::size_t>(p)]);
+          if (best < 0) {
+            best = p;
+            continue;
+          }
+          const std::size_t b = static_cast<std::size_t>(best * nq * k + q * k + pos[static_cast<std::size_t>(best)]);
+          if (p_key[a] > p_key[b] || (!(p_key[a] < p_key[b]) && p_idx[a] < p_idx[b])) best = p;
+        }
+        const std::size_t b = static_cast<std::size_t>(best * nq * k + q * k + pos[static_cast<std::size_t>(best)]);
+        out_idx[q * k + j] = p_idx[b];
+        out_key[q * k + j] = p_key[b];
+        if (out_dist) out_dist[q * k + j] = p_dist[b];
+        ++pos[static_cast<std::size_t>(best)];
+      }
     }
   });
 }

@@ -167,3 +167,33 @@ def test_dense_kernels_under_isa_caps(cap):
                           "-k", "not under_isa_caps"], env=env, capture_output=True, text=True, timeout=900, cwd=HERE)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_few_queries_split_the_database_over_threads(dtype):
+    """Fewer query chunks than threads: the threads take ranges of database blocks and
+    their top-k lists are merged; the result is the single-thread one, bit for bit,
+    with ties, exclude= and leave-one-out (against a brute-force check of the indices)."""
+    rng = np.random.default_rng(11)
+    X = _data(rng, (9000, 24), dtype)
+    X[4000:4010] = X[17]  # ties across the parts
+    for nq in (1, 2, 5, 30):
+        Q = np.ascontiguousarray(X[17:17 + nq])
+        seen = sp.random(nq, 9000, density=0.01, format="csr", random_state=nq)
+        for metric in ("ip", "cosine", "euclidean"):
+            for kw in ({}, {"exclude": seen}):
+                ref = sl.topk(Q, X, 25, metric=metric, n_threads=1, **kw)
+                for nt in (2, 3, 4):
+                    got = sl.topk(Q, X, 25, metric=metric, n_threads=nt, **kw)
+                    np.testing.assert_array_equal(got[0], ref[0])
+                    np.testing.assert_array_equal(got[1], ref[1])
+        S = O.chain_dot(Q, X) if dtype == np.float32 else None
+        if S is not None:
+            idx, sc = sl.topk(Q, X, 25, metric="ip", n_threads=4)
+            order = np.lexsort((np.arange(9000)[None, :].repeat(nq, 0), -S), axis=1)[:, :25]
+            np.testing.assert_array_equal(idx, order)
+            np.testing.assert_array_equal(sc, np.take_along_axis(S, order, axis=1))
+    ref = sl.topk(X, X, 5, exclude_self=True, n_threads=1)
+    np.testing.assert_array_equal(sl.topk(X[:3], X, 5, n_threads=1)[0][:, 0], [0, 1, 2])
+    got = sl.topk(X, X, 5, exclude_self=True, n_threads=4)
+    np.testing.assert_array_equal(got[0], ref[0])
