@@ -7,7 +7,7 @@
 # is installed with its [test] extra into a fresh virtual environment in a
 # temporary directory, with no compiler on PATH (every cc/gcc/g++/c++/clang/zig
 # is hidden, and that is checked), so nothing can be built from source;
-# `similearn info` and `similearn demo --quick` run; tests/ is copied to another
+# `similearn info`, `similearn selftest` and `similearn demo --quick` run; tests/ is copied to another
 # temporary directory, outside the source tree, so `import similearn` can only
 # find the installed wheel (this is checked), and `python -m pytest` runs there.
 # Also checked: every file of python/similearn/ in the sources (as
@@ -129,6 +129,8 @@ print(f"test_wheel.sh: similearn {similearn.__version__} imported from {os.path.
 EOF
 echo "---- similearn info ----"
 "$VENV/bin/similearn" info
+echo "---- similearn selftest ----"
+"$VENV/bin/similearn" selftest   # the reference digests: exits 1 if this build answers differently
 echo "---- similearn demo --quick ----"
 "$VENV/bin/similearn" demo --quick
 
