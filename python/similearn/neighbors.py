@@ -89,11 +89,15 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
 
     Notes
     -----
-    Blocked GEMM (SciPy's BLAS, single-threaded per worker) fused with a streaming
-    threshold selection: O(n_queries * n_database * n_features) flops, memory
-    O(n_threads * block * (block + k)); no (n_queries, n_database) matrix is
-    formed.  Euclidean distances of the returned neighbours are recomputed
-    exactly (float64 accumulation).  The GIL is released; Ctrl-C interrupts.
+    similearn's packed GEMM (csrc/gemm_kernel.cpp: AVX-512, AVX2+FMA, NEON or scalar
+    micro-kernels chosen at run time) fused with a streaming threshold selection:
+    O(n_queries * n_database * n_features) flops, memory O(n_threads * block *
+    (block + k)); no (n_queries, n_database) matrix is formed.  Every score is one
+    sequential fused multiply-add chain over the features from zero, and the norms
+    of cosine / Euclidean are float64 sums in feature order, so the result is the
+    same bits on every CPU, for any query batch, thread count or chunking.
+    Euclidean distances of the returned neighbours are recomputed exactly (float64
+    accumulation).  The GIL is released; Ctrl-C interrupts.
 
     Dask: ``queries`` and/or ``database`` may be ``dask.array.Array`` objects sharded
     by rows (extra ``similearn[dask]``).  Each database block's top-k comes from this
