@@ -245,17 +245,6 @@ i64 block_k(i64 k) {
   return k <= kc + kc / 2 ? std::max<i64>(k, 1) : kc;
 }
 
-// Pack columns [j0, j0 + cols) of B (k x n row-major, row stride ldb) into one
-// zero-padded panel: out[kk * NR + j] = B[kk, j0 + j].
-template <class T>
-void pack_cols(const T* B, i64 ldb, i64 k, i64 j0, i64 cols, i64 nr, T* out) {
-  for (i64 kk = 0; kk < k; ++kk) {
-    T* o = out + kk * nr;
-    std::memcpy(o, B + kk * ldb + j0, sizeof(T) * static_cast<std::size_t>(cols));
-    std::fill(o + cols, o + nr, T(0));
-  }
-}
-
 // Pack rows [0, kb) of S (row stride lds) into n_panels panels of w columns starting at
 // column j0 (of `cols` columns in all), zero padded:
 // out[(p kb + kk) w + j] = S[kk, j0 + p w + j].  Row by row, so S is read in order.
@@ -349,7 +338,7 @@ void gemm_nn(const T* A, std::int64_t m, std::int64_t k, const T* B, std::int64_
   const i64 nr = kr.nr, np = (n + nr - 1) / nr;
   // B (k x n) as panels of NR columns: out[(p k + kk) NR + j] = B[kk, p NR + j]
   std::vector<T> Bp(static_cast<std::size_t>(np * nr * std::max<i64>(k, 1)));
-  for (i64 p = 0; p < np; ++p) pack_cols<T>(B, n, k, p * nr, std::min(nr, n - p * nr), nr, Bp.data() + p * k * nr);
+  pack_panels<T>(B, n, k, n, 0, np, nr, Bp.data());
   const i64 rb = 256;  // rows of A per task
   parallel_for((m + rb - 1) / rb, n_threads, [&](i64 t, int) {
     const i64 r0 = t * rb, rows = std::min(rb, m - r0);

@@ -176,13 +176,6 @@ double sq_dist(const T* a, const T* b, std::int64_t dim) {
   return s;
 }
 
-template <class T>
-double sq_norm(const T* a, std::int64_t dim) {
-  double s = 0.0;
-  for (std::int64_t i = 0; i < dim; ++i) s += static_cast<double>(a[i]) * static_cast<double>(a[i]);
-  return s;
-}
-
 }  // namespace
 
 template <class T>
@@ -256,7 +249,6 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   const std::int64_t tq = (nq + n_tasks - 1) / n_tasks;
   n_tasks = (nq + tq - 1) / tq;  // no empty task
   const std::int64_t bq = std::min<std::int64_t>(128, tq);  // queries per tile
-  const int nw = n_workers(n_tasks, n_threads);
   // One or two queries: the same chains without packing the block (gemm_direct),
   // cheaper than the packing there; the scores are the same bits either way.
   const bool direct = nq <= 2;
@@ -271,15 +263,11 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     std::vector<double> sq;         // ||x||^2 of the block's rows
     std::vector<T> aux;             // their key terms
   };
-  std::vector<Work> work(static_cast<std::size_t>(nw));
-
-  // Few queries against a large database (fewer query chunks than threads): each
-  // thread takes a range of database blocks for all the queries, so the database is
-  // read and packed once in all, and the parts' top-k lists are merged by (key,
-  // index) -- exact, as each part's selection is.
+  // split: each thread takes a range of database blocks for its query chunk, so the
+  // database is read and packed once in all; the parts' top-k lists are merged by
+  // (key, index) -- exact, as each part's selection is.
   const std::int64_t n_parts = split ? std::min<std::int64_t>(n_blocks, (nt + n_tasks - 1) / n_tasks) : 1;
-  const int nw2 = n_workers(n_tasks * n_parts, n_threads);
-  if (static_cast<std::int64_t>(work.size()) < nw2) work.resize(static_cast<std::size_t>(nw2));
+  std::vector<Work> work(static_cast<std::size_t>(n_workers(n_tasks * n_parts, n_threads)));
   std::vector<std::int64_t> p_idx;
   std::vector<T> p_key;
   std::vector<double> p_dist;
@@ -455,7 +443,8 @@ void topk_finalize(const T* Q, std::int64_t nq, std::int64_t dim, std::int64_t k
     for (std::int64_t q = t * chunk; q < std::min(nq, (t + 1) * chunk); ++q) {
       std::int64_t* oi = idx + q * k;
       T* os = key + q * k;
-      const double qn = sq_norm(Q + q * dim, dim);
+      double qn;
+      gemmk::sq_norms<T>(Q + q * dim, 1, dim, &qn, 1);  // the database norms' float64 sum
       if (metric == Metric::Cosine) {
         const T inv = static_cast<T>(qn > 0 ? 1.0 / std::sqrt(qn) : 0.0);
         for (std::int64_t j = 0; j < k; ++j) os[j] *= inv;
