@@ -224,7 +224,7 @@ def test_dask_film_fit(benchmark, files, size, impl, capsys):
         if key in results:
             info[key] = results[key]
     if impl == "dask-FILM":
-        from similearn import _range_finder
+        from similearn.film import _range_finder
         from similearn._dask.film import _CountOnly, aligned_bounds, canonical_sum
 
         slab = _range_finder.SLAB_ROWS

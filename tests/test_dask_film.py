@@ -2,7 +2,7 @@
 
 The same data, triplets / labels and random_state give the same model bit for bit: both
 fits add every sum over rows slab by slab in one canonical tree
-(similearn._range_finder), and the Dask fit lays X's blocks out on slab boundaries.  The
+(similearn.film._range_finder), and the Dask fit lays X's blocks out on slab boundaries.  The
 slab is shrunk to 32 rows here (autouse fixture) so that these small problems have many
 slabs and blocks; a long fit (150 iterations) checks that nothing drifts.
 """
@@ -18,7 +18,7 @@ import dask  # noqa: E402
 from similearn import FILM  # noqa: E402
 from similearn._dask import film as dfilm  # noqa: E402
 from similearn.film import randomized_range_svd  # noqa: E402
-from similearn import _range_finder  # noqa: E402
+from similearn.film import _range_finder  # noqa: E402
 from film_oracle import random_triplets as _triplets  # noqa: E402
 
 N, D_FEAT, RANK, DIM, ITERS = 600, 64, 30, 5, 40

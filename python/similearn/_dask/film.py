@@ -2,13 +2,13 @@
 
 Paper: Tang & Aw, "FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach for
 Sentence Matching", Sec. 3.1-3.3: the SVD X = U Sigma V^T (Eq. 6, Algorithm 1 line 2),
-the gradient Eq. (28), computed without forming K (:mod:`similearn._film_objective`),
+the gradient Eq. (28), computed without forming K (:mod:`similearn.film._objective`),
 and M-FILM (Sec. 3.3).
 
 :meth:`similearn.FILM.fit` routes a ``dask.array.Array`` X here for the three things a
 fit needs from X; the FILM math itself (the objective, the K-free gradient, the
 Stiefel solver, M-FILM's sampling) is the in-memory code of :mod:`similearn.film` and
-:mod:`similearn._film_objective`, run on the client.
+:mod:`similearn.film._objective`, run on the client.
 
 * :class:`DaskRowBlocks` — X's row blocks (NumPy or scipy.sparse CSR), validated and
   materialised once (on the workers under a ``distributed.Client``; in this process
@@ -18,16 +18,16 @@ Stiefel solver, M-FILM's sampling) is the in-memory code of :mod:`similearn.film
   ``v_operator`` builds V_b = X_b U diag(1/sigma) on the workers (the paper's Eq. 6
   V, Algorithm 1 line 2); ``rows_times`` computes the rows of V that an M-FILM batch
   needs from their X blocks.
-* :class:`DaskV` — the :class:`similearn._film_operators.DenseOperator` over V's blocks:
+* :class:`DaskV` — the :class:`similearn.film._operators.DenseOperator` over V's blocks:
   W = V P (block products on the workers, W gathered: n x d) and V^T M (M's row blocks
   sent to the workers holding V's blocks, the slab products there, added in the
   canonical tree: r x d).  V (n x r) is never gathered.
 
 Layout: X is rechunked once so that every row block starts on a multiple of
-``similearn._range_finder.SLAB_ROWS`` (65,536 rows; each boundary moves to the nearest
+``similearn.film._range_finder.SLAB_ROWS`` (65,536 rows; each boundary moves to the nearest
 multiple).  Every sum over rows (the range finder's Gram products, V^T M) is the sum of
 the slabs' products in one canonical binary tree over the slab indices
-(:func:`similearn._range_finder.slab_tree_sum`), the in-memory code's order: a node
+(:func:`similearn.film._range_finder.slab_tree_sum`), the in-memory code's order: a node
 inside a block is evaluated by one task on that block's worker, a node spanning blocks
 is an addition task.  The products have the operands of the in-memory ones (whole
 slabs), W = V P is the same kernel row by row, and every random draw is the in-memory
@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._film_operators import DenseOperator
+from ..film._operators import DenseOperator
 from .._validation import check_min_count
 from . import active_client, check_row_chunks, is_dask_array
 
@@ -114,8 +114,8 @@ def _prepare_block(xb, name):
 def _gram_block(xb, Z, a, b, slab):
     """The canonical-tree node over this block's slabs [a, b) (block-local slab
     indices) of X_s^T (X_s Z): (D x ell) float64, exactly as the in-memory
-    :func:`similearn._range_finder.gram_rows` evaluates that node.  O(nnz(X_s) ell)."""
-    from .._range_finder import slab_tree_sum
+    :func:`similearn.film._range_finder.gram_rows` evaluates that node.  O(nnz(X_s) ell)."""
+    from ..film._range_finder import slab_tree_sum
 
     def part(r0, r1):
         xs = xb[r0:r1]
@@ -128,7 +128,7 @@ def _v_block(xb, Us, dtype, slab):
     """V_b = X_b Us (Us = U diag(1/sigma), D x r float64), computed in float64 per slab
     and stored in ``dtype`` (C-contiguous), as the in-memory build (the block starts on
     a slab boundary, so the products have the same operands).  O(nnz(X_b) r); (n_b x r)."""
-    from .._film_operators import x_times_us
+    from ..film._operators import x_times_us
 
     out = np.empty((xb.shape[0], Us.shape[1]), dtype=dtype)
     nt = _block_threads(None)
@@ -140,9 +140,9 @@ def _v_block(xb, Us, dtype, slab):
 def _rows_block(xb, local_rows, Us, dtype):
     """V's rows ``local_rows`` (m_b block-local indices) of block b: X_b[rows] Us in
     float64, returned in ``dtype``, (m_b x r).  O(nnz(X_b[rows]) r)."""
-    from .._film_operators import x_times_us
+    from ..film._operators import x_times_us
 
-    return np.ascontiguousarray(x_times_us(xb[local_rows], Us, dtype))
+    return x_times_us(xb[local_rows], Us, dtype)
 
 
 def _matmul_block(vb, P, n_threads):
@@ -156,9 +156,9 @@ def _matmul_block(vb, P, n_threads):
 
 def _rmatmul_block(vb, mb, a, b, slab):
     """The canonical-tree node over this block's slabs [a, b) of V_s^T M_s: (r x d) in
-    V_b's dtype, as the in-memory :meth:`similearn._film_operators.InMemoryV.rmatmul` evaluates
+    V_b's dtype, as the in-memory :meth:`similearn.film._operators.InMemoryV.rmatmul` evaluates
     it.  O(n_b r d)."""
-    from .._film_operators import slab_vtm
+    from ..film._operators import slab_vtm
 
     return slab_vtm(_aligned(vb), np.ascontiguousarray(mb, dtype=vb.dtype), a, b, slab, _block_threads(None))
 
@@ -178,7 +178,7 @@ def aligned_bounds(offsets, slab):
 
 
 def canonical_sum(engine, slab_bounds, leaf):
-    """Evaluate the canonical slab tree (:func:`similearn._range_finder.slab_tree_sum`)
+    """Evaluate the canonical slab tree (:func:`similearn.film._range_finder.slab_tree_sum`)
     over blocks: ``slab_bounds`` (nb + 1 ints) are the blocks' first slab indices and the
     total slab count last; a node inside block i is one task ``leaf(i, a, b)`` (block-local
     slab indices) on the block's worker; a node spanning blocks is an addition of its two
@@ -193,7 +193,7 @@ def canonical_sum(engine, slab_bounds, leaf):
 def _canonical_node(engine, bounds, leaf, count, a, b):
     # module-level recursion (a nested recursive closure would be a reference cycle
     # keeping ``leaf``'s operands, e.g. M's blocks, alive until the cyclic GC runs)
-    from .._range_finder import split_point
+    from ..film._range_finder import split_point
 
     i = int(np.searchsorted(bounds, a, side="right")) - 1
     if b <= bounds[i + 1]:
@@ -397,13 +397,13 @@ class DaskRowBlocks:
     def __init__(self, X, name="X", counter=None, n_threads=None, min_samples=2):
         import dask
 
-        from .. import _range_finder
+        from ..film import _range_finder
 
         X = check_row_chunks(X, name)
         _check_shape(X, name, min_samples)
         self.shape = (int(X.shape[0]), int(X.shape[1]))
         # blocks start on slab boundaries (rechunked once if they do not), so that
-        # every product and every sum is the in-memory one (similearn._range_finder)
+        # every product and every sum is the in-memory one (similearn.film._range_finder)
         self.slab = int(_range_finder.SLAB_ROWS)
         given = np.concatenate([[0], np.cumsum([int(c) for c in X.chunks[0]])])
         bounds = aligned_bounds(given, self.slab)
@@ -495,9 +495,9 @@ class DaskRowBlocks:
 
 # --------------------------------------------------------------------------- V's blocks
 class DaskV(DenseOperator):
-    """V (n x r) as row blocks V_b on the workers: the :class:`similearn._film_operators.DenseOperator`
+    """V (n x r) as row blocks V_b on the workers: the :class:`similearn.film._operators.DenseOperator`
     of a FILM fit on a Dask X (FILM paper Sec. 3.2: the two dense products of Eq. 28
-    computed without K, :mod:`similearn._film_objective`).
+    computed without K, :mod:`similearn.film._objective`).
 
     * ``matmul(P)``: W = V P.  P (r x d) goes to the c workers holding blocks, W_b =
       V_b P runs there (similearn's GEMM kernel), the W_b are gathered in block order:
@@ -514,7 +514,7 @@ class DaskV(DenseOperator):
     """
 
     def __init__(self, engine, blocks, sizes, r, dtype, counter, n_threads=None, slab=None):
-        from .. import _range_finder
+        from ..film import _range_finder
 
         self.engine = engine
         self.blocks = blocks

@@ -10,7 +10,7 @@ L = diag(sqrt(s)) P^T diag(1/sigma) U^T (d x D, Algorithm 1 line 11) and
 ``transform(X) = X L^T``.
 
 Objective and gradient (Eq. 19, 28; K never formed, relative margin):
-:class:`FilmObjective` (:mod:`similearn._film_objective`).  Solver: the Cayley /
+:class:`FilmObjective` (:mod:`similearn.film._objective`).  Solver: the Cayley /
 Barzilai-Borwein / non-monotone search of :func:`similearn.manifold.stiefel_minimize`
 (Sec. 3.2, Algorithm 1); M-FILM (Sec. 3.3, "to save memory") samples anchors per step.
 
@@ -18,7 +18,7 @@ Dask.  ``FILM.fit`` accepts a Dask X sharded by rows.  V enters an iteration onl
 through W = V P and V^T M, so :class:`FilmObjective` takes a :class:`DenseOperator`
 (:class:`InMemoryV`, or ``similearn._dask.film.DaskV`` with V's blocks on the workers);
 the solver, the sparse C kernels and the random draws run on the client.  Both paths add
-every sum over rows slab by slab in one canonical tree (:mod:`similearn._range_finder`):
+every sum over rows slab by slab in one canonical tree (:mod:`similearn.film._range_finder`):
 a Dask fit is the in-memory fit bit for bit, shipping O((n + j r) d) bytes per iteration
 (j ~ the number of blocks), never O(n r) (:mod:`similearn._dask.film`).
 """
@@ -32,18 +32,18 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels
-from ._config import blas_threads, get_num_threads
-from ._dask import dask_rows, is_dask_array
-from ._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
-from ._memory import check_memory, check_output_memory
-from ._targets import check_labels, check_triplets
-from ._validation import check_int, check_X
-from ._film_objective import FilmObjective, load_batch, triplet_matrices, valid_objective
-from ._film_operators import DenseOperator, InMemoryRows, InMemoryV  # noqa: F401  (DenseOperator: public name)
+from .. import _kernels
+from .._config import blas_threads, get_num_threads
+from .._dask import dask_rows, is_dask_array
+from .._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._memory import check_memory, check_output_memory
+from .._targets import check_labels, check_triplets
+from .._validation import check_int, check_X
+from ._objective import FilmObjective, load_batch, triplet_matrices, valid_objective
+from ._operators import DenseOperator, InMemoryRows, InMemoryV  # noqa: F401  (DenseOperator: public name)
 from ._range_finder import gram_rows, range_svd
-from .base import SaveLoadMixin
-from .manifold import random_stiefel, stiefel_minimize
+from ..base import SaveLoadMixin
+from ..manifold import random_stiefel, stiefel_minimize
 
 __all__ = ["FILM", "FilmObjective", "triplet_matrices", "randomized_range_svd"]
 
@@ -58,7 +58,7 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
     V = X U diag(1/sigma).  Cost O(n_iter nnz(X) r + D r^2).  Accuracy: singular values
     come from eig(B^T B), so relative precision ~ eps * sigma_1^2 / sigma_i^2.
 
-    ``block_rows``: rows per slab of the Gram sums (default :data:`similearn._range_finder.SLAB_ROWS`).
+    ``block_rows``: rows per slab of the Gram sums (default :data:`similearn.film._range_finder.SLAB_ROWS`).
 
     ``X`` may be a ``dask.array.Array`` sharded by rows (NumPy or scipy.sparse blocks):
     each Gram product is then a block reduction on the workers
@@ -68,7 +68,7 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
     bit for bit (with the default slab size).
     """
     if is_dask_array(X):
-        from ._dask.film import DaskRowBlocks
+        from .._dask.film import DaskRowBlocks
 
         blocks = DaskRowBlocks(X, "X", min_samples=1)
         try:
@@ -208,7 +208,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
             return check_triplets(triplets, n, distinct=True)
         _, codes = check_labels(y, n, "y", min_classes=2)
-        from ._label_triplets import draw_triplets
+        from .._label_triplets import draw_triplets
 
         # X and the labels are checked (fit, above): the generator's own checks are skipped
         return draw_triplets(codes, int(self.n_triplets_per_anchor), self.negatives,
@@ -252,7 +252,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         validate_params(self)
         on_dask = is_dask_array(X)
         if on_dask:
-            from ._dask.film import check_fit_input
+            from .._dask.film import check_fit_input
 
             X, y, triplets = check_fit_input(X, y, triplets)  # structure only: no pass over X yet
         else:
@@ -285,7 +285,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         with blas_threads(nt if n * r * d >= 2**24 else 1):
             if not on_dask:
                 return self._fit(InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
-            from ._dask.film import ByteCounter, DaskRowBlocks
+            from .._dask.film import ByteCounter, DaskRowBlocks
 
             src = DaskRowBlocks(X, "X", counter=ByteCounter(), n_threads=nt)  # one validating pass over X
             try:
@@ -369,7 +369,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         monotone backtracking search on the batch objective; BB steps from consecutive
         iterates, the step clipped to a trust bound.  s* is the running mean of the
         batch estimates scaled to the full anchor count."""
-        from .manifold import StiefelResult, cayley_retraction, projected_gradient
+        from ..manifold import StiefelResult, cayley_retraction, projected_gradient
 
         Us = np.ascontiguousarray(U / sigma[None, :])
         anchors = np.unique(T[:, 0])

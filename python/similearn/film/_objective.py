@@ -14,7 +14,7 @@ K is never formed (the paper forms it, O(n r^2) per iteration): with W = V P,
 D = C^T W, M = C (T Lambda W) + T Lambda D, (K + K^T) P = -V^T M and
 k_i = sum_a (T Lambda)_a W[a, i] D[a, i].  The sparse products are C++ kernels
 (csrc/film.cpp); per iteration the cost is two dense GEMMs of O(n r d) (W = V P,
-V^T M, :mod:`similearn._film_operators`) plus O(nnz(C) d).
+V^T M, :mod:`similearn.film._operators`) plus O(nnz(C) d).
 
 Margin.  With L2-normalised TF-IDF rows the z_a are tiny, so an absolute margin keeps
 every hinge active.  ``margin`` is relative: the absolute margin is
@@ -31,10 +31,10 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from . import _kernels
-from ._config import get_num_threads
-from ._film_operators import DenseOperator, InMemoryV
-from ._targets import check_triplets
+from .. import _kernels
+from .._config import get_num_threads
+from ._operators import DenseOperator, InMemoryV
+from .._targets import check_triplets
 
 __all__ = ["FilmObjective", "triplet_matrices", "valid_objective", "load_batch"]
 

@@ -14,15 +14,15 @@ else (the sparse C / C^T kernels, k, z, Lambda, s) works on n x d and r x d arra
   ``similearn._dask.film.DaskRowBlocks`` is the same interface over a Dask X.
 
 Every sum over rows is added slab by slab in the canonical tree of
-:mod:`similearn._range_finder`, so the in-memory and the Dask fit agree bit for bit.
+:mod:`similearn.film._range_finder`, so the in-memory and the Dask fit agree bit for bit.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels
+from .. import _kernels
 from . import _range_finder
-from ._config import get_num_threads
+from .._config import get_num_threads
 from ._range_finder import gram_rows, slab_tree_sum
 
 __all__ = ["DenseOperator", "InMemoryV", "InMemoryRows", "slab_vtm", "x_times_us"]
@@ -32,7 +32,7 @@ def slab_vtm(V, M, a=0, b=None, slab=None, n_threads=1):
     """V^T M (r x d) over the slabs [a, b) of V's rows: each slab's V_s^T M_s by the exact
     kernel (``_kernels.gemm_tn``: each entry one FMA chain over the slab's rows, the same
     bits on every CPU), the slabs added in the canonical tree of
-    :func:`similearn._range_finder.slab_tree_sum`.  V (n x r), M (n x d), C-contiguous,
+    :func:`similearn.film._range_finder.slab_tree_sum`.  V (n x r), M (n x d), C-contiguous,
     one dtype.  O(n r d)."""
     slab = _range_finder.SLAB_ROWS if slab is None else slab
     return slab_tree_sum(V.shape[0], lambda r0, r1: _kernels.gemm_tn(V[r0:r1], M[r0:r1], n_threads), slab, a, b)
@@ -95,7 +95,7 @@ class InMemoryV(DenseOperator):
 
     def rmatmul(self, M):
         # V^T M as the slabs' V_s^T M_s added in the canonical tree (the Dask fit adds
-        # the same products in the same order: similearn._range_finder)
+        # the same products in the same order: similearn.film._range_finder)
         return slab_vtm(self.V, np.ascontiguousarray(M, dtype=self.V.dtype), n_threads=self.n_threads)
 
 
@@ -125,7 +125,7 @@ class InMemoryRows:
         return InMemoryV(V, n_threads)
 
     def rows_times(self, rows, Us, dtype):
-        return np.ascontiguousarray(x_times_us(self.X[rows], Us, dtype))
+        return x_times_us(self.X[rows], Us, dtype)
 
     def release(self):
         pass

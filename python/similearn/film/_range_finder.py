@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._config import blas_threads
+from .._config import blas_threads
 
 __all__ = ["range_svd", "gram_rows", "SLAB_ROWS", "slab_tree_sum"]
 
