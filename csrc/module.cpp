@@ -6,6 +6,7 @@
 
 #include "bind.hpp"
 #include "blas.hpp"
+#include "finite.hpp"
 #include "gemm_kernel.hpp"
 #include "hamming.hpp"
 #include "parallel.hpp"
@@ -53,6 +54,23 @@ PYBIND11_MODULE(_core, m) {
     d["blas_source"] = "scipy.linalg.cython_blas / cython_lapack";
     return d;
   });
+
+  // a kernel's own NaN / inf check of an input it reads (finite.hpp): a ValueError
+  py::register_exception<sl::NonFiniteInput>(m, "NonFiniteInput", PyExc_ValueError);
+  // the finiteness check of every dense input (finite.hpp); a 1-D contiguous view
+  auto def_finite = [&m](auto tag, const char* name) {
+    using T = decltype(tag);
+    m.def(
+        name,
+        [](const sl::bind::carray<T>& a, int n_threads) {
+          if (a.ndim() != 1) throw py::value_error("a must be 1-D");
+          py::gil_scoped_release nogil;
+          return sl::first_nonfinite<T>(a.data(), a.shape(0), n_threads);
+        },
+        py::arg("a").noconvert(), py::arg("n_threads"));
+  };
+  def_finite(float{}, "first_nonfinite_f32");
+  def_finite(double{}, "first_nonfinite_f64");
 
   sl::bind::def_arguments(m);
   sl::bind::def_search(m);

@@ -368,3 +368,73 @@ def test_check_pairs_two_catalogues():
         check_pairs([[0, 5]], (3, 5))
     with pytest.raises(ValueError, match="negative"):
         check_pairs([[0, -1]], (3, 5))
+
+
+# ---- the finiteness scan (csrc/finite.cpp) against NumPy ---------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 7, 4095, 4096, 4097, (1 << 20) + 3, 3 * (1 << 20) + 5])
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_first_nonfinite_matches_numpy(dtype, n, n_threads):
+    """First non-finite entry in memory order (or -1), any thread count, blocks of 2^20 and
+    sub-blocks of 4096 straddled; the NumPy oracle is np.flatnonzero(~np.isfinite(a))[0]."""
+    from similearn import _kernels
+
+    rng = np.random.default_rng(n + 17 * n_threads)
+    a = rng.standard_normal(n).astype(dtype)
+    assert _kernels.first_nonfinite(a, n_threads) == -1
+    if n == 0:
+        return
+    # largest finite values, subnormals and -0 are finite
+    a[rng.integers(0, n, size=min(n, 5))] = [np.finfo(dtype).max, -np.finfo(dtype).max,
+                                             np.finfo(dtype).smallest_subnormal, -0.0, np.finfo(dtype).tiny][:min(n, 5)]
+    assert _kernels.first_nonfinite(a, n_threads) == -1
+    for bad in (np.nan, np.inf, -np.inf, -np.nan):
+        b = a.copy()
+        pos = np.sort(rng.choice(n, size=min(n, 3), replace=False))
+        b[pos] = bad
+        expected = np.flatnonzero(~np.isfinite(b))[0]
+        assert _kernels.first_nonfinite(b, n_threads) == expected
+        # a NaN payload other than the default one is still NaN
+    if dtype == np.float32 and n > 2:
+        c = a.copy()
+        c.view(np.uint32)[n - 1] = 0x7F800001  # signalling NaN
+        assert _kernels.first_nonfinite(c, n_threads) == n - 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda a: a,                                  # C order
+    lambda a: np.asfortranarray(a),               # F order: scanned as its memory
+    lambda a: a[:, ::2],                          # strided: checked in slices
+    lambda a: a.astype(np.float16),               # other float dtype
+    lambda a: a.astype(np.complex64),             # complex: as its float view
+    lambda a: np.zeros(a.shape, np.complex128) + np.vectorize(lambda v: complex(0.0, v))(a),  # imaginary part
+    lambda a: sp.csr_matrix(a),                   # sparse: its stored values
+])
+@pytest.mark.parametrize("bad,what", [(np.nan, "NaN"), (np.inf, "inf"), (-np.inf, "inf")])
+def test_check_finite_every_layout(make, bad, what):
+    from similearn._validation import check_finite
+
+    a = np.arange(1.0, 61.0).reshape(6, 10)
+    check_finite(make(a), "Z")  # finite: no error
+    a[4, 6] = bad
+    with pytest.raises(ValueError, match=f"Z contains {what}"):
+        check_finite(make(a), "Z")
+
+
+def test_check_finite_allocates_no_mask():
+    """The check of a large float32 array allocates O(1), not the n-byte mask of np.isfinite."""
+    import tracemalloc
+
+    from similearn._validation import check_finite
+
+    a = np.ones((2000, 1000), dtype=np.float32)  # 8 MB
+    check_finite(a, "a")
+    tracemalloc.start()
+    try:
+        check_finite(a, "a")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 100_000, peak

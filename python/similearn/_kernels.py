@@ -24,8 +24,9 @@ from . import _core
 # (part of validation), it runs no kernel.
 ARGUMENTS = ("csr", "OptimStep", "FrmlRelevance", "FrmlParams", "FrmlRunConfig", "FrmlRunState", "LinearConfig",
              "linear_side")
-# Functions that run no kernel either: the build's description, the working memory a kernel would need.
-INFO = ("build_info", "interaction_work_bytes")
+# Functions that run no kernel either: the build's description, the working memory a kernel would need,
+# the checks of the input (validation, run before any work).
+INFO = ("build_info", "interaction_work_bytes", "first_nonfinite", "NonFiniteInput")
 
 
 def _typed(name, pos, key):
@@ -55,6 +56,11 @@ def csr(indptr, indices, data, n_cols):
 
 
 OptimStep = _core.OptimStep  # one optimiser step: opt (0 sgd, 1 adagrad, 2 adam), lr, beta1, beta2, eps, t, l2
+
+# ---- input checks (csrc/finite.cpp) -------------------------------------------------------------------
+first_nonfinite = _typed("first_nonfinite", 0, "a")
+# raised (a ValueError) by a kernel that checks an input for NaN / inf as it reads it: topk's database
+NonFiniteInput = _core.NonFiniteInput
 
 # ---- exact search (csrc/topk.cpp) --------------------------------------------------------------------
 topk = _typed("topk", 0, "queries")
