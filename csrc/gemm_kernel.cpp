@@ -17,6 +17,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
+
 #include "parallel.hpp"
 #include "simd.hpp"
 
@@ -237,11 +241,27 @@ const Kernels<T>& kern() {
   return k;
 }
 
+// The L1 data cache in bytes (sysconf where the C library reports it; else 32 KiB,
+// the smallest of the CPUs the kernels are tuned for).
+i64 l1d_bytes() {
+  static const i64 bytes = [] {
+    i64 b = 0;
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+    b = static_cast<i64>(sysconf(_SC_LEVEL1_DCACHE_SIZE));
+#endif
+    return b >= (16 << 10) && b <= (1 << 20) ? b : i64(32 << 10);
+  }();
+  return bytes;
+}
+
 // Steps of the reduction per block: a block of a B panel (kc x NR) stays in L1 while
-// the rows of A stream past it.
+// the rows of A stream past it; the panel takes up to 2/3 of L1 (kc a multiple of 128,
+// at least 128: 128 for AVX-512 float32 with a 32 KiB L1, 256 with 48 KiB).  The
+// blocking changes no bit (the chains continue), only the speed.
 template <class T>
 i64 block_k(i64 k) {
-  const i64 kc = std::max<i64>(128, (16 << 10) / (kern<T>().nr * static_cast<i64>(sizeof(T))));
+  const i64 budget = 2 * l1d_bytes() / 3 / (kern<T>().nr * static_cast<i64>(sizeof(T)));
+  const i64 kc = std::max<i64>(128, budget / 128 * 128);
   return k <= kc + kc / 2 ? std::max<i64>(k, 1) : kc;
 }
 
@@ -283,20 +303,27 @@ void pack(const T* X, std::int64_t n, std::int64_t k, T* out) {
 
 template <class T>
 void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, T* C,
-                 std::int64_t ldc) {
+                 std::int64_t ldc, const void* ahead, std::int64_t ahead_bytes) {
   const Kernels<T>& kr = kern<T>();
   const i64 nr = kr.nr, mr = kr.mr, np = (n + nr - 1) / nr, kc = block_k<T>(k);
   if (k == 0) {
     for (i64 i = 0; i < m; ++i) std::fill(C + i * ldc, C + i * ldc + n, T(0));
     return;
   }
+  // the lines of `ahead`, spread evenly over the tiles
+  const char* pf = static_cast<const char*>(ahead);
+  const i64 n_tiles = (k + kc - 1) / kc * np * ((m + mr - 1) / mr);
+  const i64 per_tile = ahead ? (ahead_bytes / 64 + n_tiles - 1) / n_tiles : 0;
+  const char* pf_end = pf + (ahead ? ahead_bytes : 0);
   for (i64 k0 = 0; k0 < k; k0 += kc) {
     const i64 kb = std::min(kc, k - k0);
     for (i64 p = 0; p < np; ++p) {
       const T* b = Xp + (p * k + k0) * nr;
       const i64 cols = std::min(nr, n - p * nr);
-      for (i64 i = 0; i < m; i += mr)
+      for (i64 i = 0; i < m; i += mr) {
+        for (i64 l = 0; l < per_tile && pf < pf_end; ++l, pf += 64) SL_PREFETCH(pf);
         kr.tile_n(A + i * lda + k0, lda, std::min(mr, m - i), b, nr, kb, C + i * ldc + p * nr, ldc, cols, k0 > 0);
+      }
     }
   }
 }
@@ -426,7 +453,7 @@ void sq_norms(const T* X, std::int64_t n, std::int64_t dim, double* out, int n_t
   template void pack<T>(const T*, std::int64_t, std::int64_t, T*);                                         \
   template void packed_sq_norms<T>(const T*, std::int64_t, std::int64_t, double*);                          \
   template void gemm_packed<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, \
-                               T*, std::int64_t);                                                          \
+                               T*, std::int64_t, const void*, std::int64_t);                               \
   template void gemm_direct<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*,           \
                                std::int64_t);                                                              \
   template void gemm_nt<T>(const T*, std::int64_t, std::int64_t, const T*, std::int64_t, T*, int);         \

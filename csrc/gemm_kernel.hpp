@@ -44,10 +44,13 @@ template <class T>
 void packed_sq_norms(const T* Xp, std::int64_t n, std::int64_t k, double* out);
 
 // C (m x n, leading dimension ldc) = A X^T with A (m x k, row-major, row stride
-// lda) and X packed by pack().  O(m n k).  Single-threaded.
+// lda) and X packed by pack().  O(m n k).  Single-threaded.  `ahead`, if given: memory
+// the caller reads next (the next block to pack), whose ahead_bytes are prefetched a few
+// cache lines per micro-tile, so that reading it later does not stall on memory; it
+// changes no result.
 template <class T>
 void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, T* C,
-                 std::int64_t ldc);
+                 std::int64_t ldc, const void* ahead = nullptr, std::int64_t ahead_bytes = 0);
 
 // The same C = A X^T bit for bit without packing X (row-major, row stride k): scalar
 // FMA chains, several rows interleaved.  For one or two rows of A, where packing a

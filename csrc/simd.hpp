@@ -35,6 +35,13 @@
 #define SL_UNROLL(n)
 #endif
 
+// A hint to bring the cache line holding p into the caches (L2) for a read soon; never faults.
+#if defined(__GNUC__) || defined(__clang__)
+#define SL_PREFETCH(p) __builtin_prefetch((p), 0, 2)
+#else
+#define SL_PREFETCH(p) ((void)(p))
+#endif
+
 // A region of functions (templates included) compiled for an ISA beyond the baseline:
 //   SL_TARGET_REGION_BEGIN_AVX2 ... SL_TARGET_REGION_END
 // GCC: #pragma GCC target; Clang: #pragma clang attribute; MSVC: nothing needed.

@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "finite.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
 #include "radix.hpp"
@@ -315,8 +316,24 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         const std::int64_t q0 = t0 + b0, nqb = std::min(bq, ntq - b0);
         if (direct)
           gemmk::gemm_direct<T>(Q + q0 * dim, nqb, dim, X + x0 * dim, nb, w.tile.data(), nb);
-        else
-          gemmk::gemm_packed<T>(Q + q0 * dim, dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb);
+        else {
+          // the next block's rows are asked for while this one is multiplied: its packing
+          // then reads them from the caches instead of stalling on memory
+          const std::int64_t nx1 = std::min(bx, xb - x0 - nb);
+          const std::int64_t share = (nx1 * dim * static_cast<std::int64_t>(sizeof(T)) + ntq - 1) / ntq;
+          gemmk::gemm_packed<T>(Q + q0 * dim, dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb,
+                                reinterpret_cast<const char*>(X + (x0 + nb) * dim) + share * b0, share * nqb);
+        }
+        // NaN / inf in the database, found without a pass of its own (similearn.neighbors.topk
+        // leaves this check to the kernel): a dot product with a row holding one is NaN or
+        // +-inf whatever the finite query (one FMA chain from zero: x = +-inf or NaN makes it
+        // non-finite, and no later term makes it finite again), so the first query's scores
+        // flag every such row of the block.  A flagged row is read itself, as finite rows can
+        // overflow.  Before the masking below, which writes -inf.
+        if (b0 == 0)
+          for (std::int64_t j = 0; j < nb; ++j)
+            if (!std::isfinite(w.tile[static_cast<std::size_t>(j)]) && any_nonfinite(X + (x0 + j) * dim, dim))
+              throw NonFiniteInput("the database contains NaN or inf");
         if (full) {  // keep every key
           for (std::int64_t i = 0; i < nqb; ++i)
             store_keys(metric, w.tile.data() + i * nb, aux, nb,

@@ -126,6 +126,61 @@ def test_topk_bad_input(rng, make, exc, match):
         make(Q, X)
 
 
+# The kernel finds NaN / inf in the database itself, block by block, from the first query's
+# scores (no pass of its own before the call): every path of csrc/topk.cpp must see it.
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", ["ip", "cosine", "euclidean"])
+@pytest.mark.parametrize("n_queries,n_rows,k,n_threads", [
+    (1, 50, 3, 1),        # direct chains (one or two queries)
+    (2, 3000, 5, 2),
+    (9, 3000, 5, 1),      # packed blocks, one task
+    (9, 3000, 5, 2),      # few queries: the threads split the database
+    (300, 2000, 5, 2),    # several tasks, each packing every block
+    (4, 40, 30, 1),       # full ranking (k a sizeable part of the database)
+])
+@pytest.mark.parametrize("where", ["first", "last", "middle"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_topk_finds_non_finite_database_in_kernel(dtype, metric, n_queries, n_rows, k, n_threads, where, bad):
+    rng = np.random.default_rng(n_rows + n_queries)
+    X = rng.standard_normal((n_rows, 16)).astype(dtype)
+    Q = rng.standard_normal((n_queries, 16)).astype(dtype)
+    Q[0, 5] = 0.0  # a zero query entry against the bad one: 0 * inf is NaN, still flagged
+    row = {"first": 0, "last": n_rows - 1, "middle": n_rows // 2 + 1}[where]
+    X[row, 5] = bad
+    what = "NaN" if np.isnan(bad) else "inf"
+    with pytest.raises(ValueError, match=f"database contains {what}"):
+        topk(Q, X, k, metric, n_threads=n_threads)
+    # excluding the bad row does not hide it: the input is still invalid
+    ex = sp.csr_matrix((np.ones(n_queries), (np.arange(n_queries), np.full(n_queries, row))),
+                       shape=(n_queries, n_rows))
+    with pytest.raises(ValueError, match=f"database contains {what}"):
+        topk(Q, X, k, metric, n_threads=n_threads, exclude=ex)
+
+
+def test_topk_non_finite_database_with_no_queries_and_exclude_self(rng):
+    X = rng.standard_normal((20, 4))
+    X[7, 2] = np.nan
+    with pytest.raises(ValueError, match="database contains NaN"):
+        topk(X[:0], X, 3)
+    with pytest.raises(ValueError, match="queries contains NaN"):  # the same array, checked as the queries first
+        topk(X, X, 3, exclude_self=True)
+    with pytest.raises(ValueError, match="database contains NaN"):
+        topk(X[:1] * 0 + 1, X, 3)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_topk_overflowing_scores_are_not_called_non_finite_input(dtype):
+    """Finite rows whose dot products overflow give inf scores (as the arithmetic says) and no
+    error: the kernel reads a flagged row before calling it NaN / inf."""
+    big = np.sqrt(np.finfo(dtype).max)
+    X = np.ones((40, 8), dtype=dtype)
+    X[11] = big
+    Q = np.full((3, 8), big, dtype=dtype)
+    idx, s = topk(Q, X, 2, "ip")
+    np.testing.assert_array_equal(idx[:, 0], 11)
+    assert np.isposinf(s[:, 0]).all()
+
+
 # ---------------------------------------------------------------------------- codes
 @pytest.mark.parametrize("n_bits", [1, 8, 63, 64, 65, 128, 200])
 def test_pack_bits_matches_oracle(rng, n_bits):

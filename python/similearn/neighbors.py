@@ -26,7 +26,7 @@ from ._params import Int, Options, Threads, validate_params
 from ._memory import check_memory
 from ._search_checks import METRICS, check_exclude, check_metric, check_self, topk_raw
 from ._targets import check_labels
-from ._validation import (check_codes, check_dense, check_int, check_k, check_length, check_min_count,
+from ._validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "KNeighborsClassifier", "METRICS"]
@@ -116,7 +116,8 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
 
         return dask_topk(queries, database, k, code, exclude_self, n_threads, exclude=exclude)
     queries = check_dense(queries, "queries", min_rows=0)
-    database = check_dense(database, "database")
+    # NaN / inf in the database: the kernel checks each block where it reads it (no pass of its own)
+    database = check_dense(database, "database", finite=queries.shape[0] == 0)
     check_same_dtype(queries, database, "queries", "database")
     if queries.shape[1] != database.shape[1]:
         raise ValueError(f"queries has {queries.shape[1]} features but database has {database.shape[1]}")
@@ -124,7 +125,11 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     k = check_k(k, database.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(queries.shape[0], k, queries.dtype.itemsize)
     ex = check_exclude(exclude, queries.shape[0], database.shape[0])
-    return topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex)
+    try:
+        return topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex)
+    except _kernels.NonFiniteInput:
+        check_finite(database, "database")  # raises, saying NaN or inf
+        raise
 
 
 def pack_bits(bits, n_threads=None):
