@@ -14,7 +14,8 @@ namespace film {
 //   k_i = sum_a tw_a W[a,i] D[a,i]              (d)      tw = diag(T Lambda)
 //   z_a = -t_a sum_i s_i W[a,i] D[a,i]          (n)      t = diag(T)
 // Cost O(nnz(C) d + n d).  k is reduced over fixed row chunks, so it does not depend
-// on the thread count.
+// on the thread count; a row's sum over i (z_a here, y2_a below) is added in 8 fixed
+// interleaved lanes (i mod 8) combined pairwise, the same bits on every CPU.
 template <class T>
 void forward(std::int64_t n, std::int64_t d, const std::int64_t* ct_ptr, const std::int64_t* ct_idx,
              const T* ct_val, const T* W, const T* tw, const T* t, const double* s, T* D, double* k, double* z,

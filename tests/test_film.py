@@ -55,6 +55,69 @@ def test_sparse_kernels_match_oracle(rng, dtype, n, r, d):
     np.testing.assert_array_equal(k1, k)
 
 
+def _lane_total(P):
+    """Row sums of P (n x d) the way csrc/film_rows.inc adds them: lane l takes the features
+    i = l mod 8 in order (cumsum: sequential), the lanes combined ((0+1)+(2+3))+((4+5)+(6+7))."""
+    L = [np.cumsum(P[:, l::8], axis=1)[:, -1] if P.shape[1] > l else np.zeros(P.shape[0]) for l in range(8)]
+    return ((L[0] + L[1]) + (L[2] + L[3])) + ((L[4] + L[5]) + (L[6] + L[7]))
+
+
+def _chunked_k(R):
+    """sum over rows of R the way the kernels reduce k: sequential within fixed chunks of 1024
+    rows, the chunk sums added in chunk order."""
+    k = np.zeros(R.shape[1])
+    for c in range(0, R.shape[0], 1024):
+        k = k + np.cumsum(R[c:c + 1024], axis=0)[-1]
+    return k
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 7, 8, 13, 100])
+def test_row_passes_are_bit_exact(dtype, d):
+    """film_forward / film_stats / film_backward give exactly the bits of a NumPy replica of
+    their arithmetic (fixed lanes, fixed chunks): the same on every ISA (test_runtime re-runs
+    this under SIMILEARN_ISA caps) and for every thread count."""
+    rng = np.random.default_rng(d)
+    n = 2500  # three reduction chunks
+    y = rng.integers(0, 4, n)
+    T = _triplets(rng, y)
+    T = T[T[:, 0] % 5 != 0]  # anchors without triplets
+    C, CT, t, _ = triplet_matrices(T, n, dtype)
+    W = rng.standard_normal((n, d)).astype(dtype)
+    tw = (t * (rng.random(n) > 0.3)).astype(dtype)
+    s = rng.random(d)
+    parts = lambda A: (A.indptr.astype(np.int64), A.indices.astype(np.int64), np.ascontiguousarray(A.data))
+    W64, tw64, t64 = W.astype(np.float64), tw.astype(np.float64), t.astype(np.float64)
+    # D = C^T W in W's dtype, entries added in CSR order
+    rD = np.zeros_like(W)
+    for a in range(n):
+        for e in range(CT.indptr[a], CT.indptr[a + 1]):
+            rD[a] = rD[a] + CT.data[e] * W[CT.indices[e]]
+    has = np.diff(CT.indptr) > 0
+    wd = W64 * rD.astype(np.float64)
+    rz = np.where(has, -t64 * _lane_total(s * wd), -t64 * 0.0)
+    rk = _chunked_k(np.where(has[:, None], tw64[:, None] * wd, 0.0))
+    for n_threads in (1, 2, 3):
+        D, k, z = _kernels.film_forward(*parts(CT), W, tw, t, s, n_threads)
+        np.testing.assert_array_equal(D, rD)
+        np.testing.assert_array_equal(z, rz)
+        np.testing.assert_array_equal(k, rk)
+        k2, z2, y2 = _kernels.film_stats(W, D, tw, t, s, n_threads)
+        np.testing.assert_array_equal(z2, -t64 * _lane_total(s * wd))
+        np.testing.assert_array_equal(y2, _lane_total((s * W64) * W64))
+        np.testing.assert_array_equal(k2, _chunked_k(tw64[:, None] * wd))
+        M, kb = _kernels.film_backward(*parts(C), W, tw, D, n_threads)
+        rM = tw[:, None] * D
+        for j in range(n):
+            for e in range(C.indptr[j], C.indptr[j + 1]):
+                v = C.data[e] * tw[C.indices[e]]
+                if v != 0:
+                    rM[j] = rM[j] + v * W[C.indices[e]]
+        np.testing.assert_array_equal(M, rM)
+        # k of the backward pass: (tw_j W_j) D_j, rows with tw_j = 0 skipped
+        np.testing.assert_array_equal(kb, _chunked_k(np.where(tw64[:, None] != 0, (tw64[:, None] * W64) * rD, 0.0)))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_objective_and_gradient_match_explicit_K(rng, dtype):
     V, _, T = _problem(rng)

@@ -257,8 +257,8 @@ def test_portable_code_paths_match_oracles(isa):
 @pytest.mark.parametrize("isa", ["generic", "avx2"])
 def test_bit_exact_layouts_under_isa_caps(isa):
     """Every test that asserts bit-exactness across layouts (Dask chunkings of top-k and Hamming
-    search, transforms of row blocks, FILM fits on Dask, the Gramian pair loss across thread
-    counts) again with the dispatch capped: the exact kernels must not need AVX-512 for it."""
+    search, transforms of row blocks, FILM fits on Dask, FILM's row passes, the Gramian pair loss
+    across thread counts) again with the dispatch capped: the exact kernels must not need AVX-512 for it."""
     import pathlib
 
     if isa == "avx2" and "avx2+fma" not in similearn._kernels.build_info()["cpu_features"]:
@@ -269,6 +269,7 @@ def test_bit_exact_layouts_under_isa_caps(isa):
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_dask_search.py"),
          str(here / "test_dask_transform.py"), str(here / "test_dask_film.py"), str(here / "test_gramian.py"),
+         str(here / "test_film.py::test_row_passes_are_bit_exact"),
          "-k", "not on_local_cluster and not distributed and not dask_client"],
         env=env, capture_output=True, text=True, timeout=900, cwd=str(here),
     )
