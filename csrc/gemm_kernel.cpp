@@ -401,9 +401,16 @@ void gemm_tn(const T* A, std::int64_t k, std::int64_t m, const T* B, std::int64_
       pack_panels<T>(B + k0 * n, n, kb, n, 0, np, nr, Bp.data());
       for (i64 ip = p0; ip < p1; ++ip) {
         const i64 i = ip * mr;
-        for (i64 p = 0; p < np; ++p)
+        // The strip of A this group reads two panels on (the cache lines after the ones
+        // this panel and the next share), one row per step, asked for while these tiles
+        // run: the strip's rows are m apart, a stride the hardware prefetchers follow badly.
+        const T* nxt = ip + 2 < p1 ? A + k0 * m + (ip + 2) * mr : nullptr;
+        for (i64 p = 0; p < np; ++p) {
+          if (nxt && (ip - p0) % 2 == 0)
+            for (i64 kk = p * kb / np; kk < (p + 1) * kb / np; ++kk) SL_PREFETCH(nxt + kk * m);
           kr.tile_t(A + k0 * m + i, m, std::min(mr, m - i), Bp.data() + p * kb * nr, nr, kb, C + i * n + p * nr, n,
                     std::min(nr, n - p * nr), k0 > 0);
+        }
       }
     }
   });
