@@ -99,6 +99,12 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     Euclidean distances of the returned neighbours are recomputed exactly (float64
     accumulation).  The GIL is released; Ctrl-C interrupts.
 
+    NaN or inf in ``queries`` or ``database`` raises ValueError naming the argument.
+    The database is checked inside the kernel as it is read, not in a pass of its
+    own: a dot product with a row holding NaN or inf is NaN or +-inf for any finite
+    query, so the first query's scores of each block flag such rows (a flagged row is
+    then read, as finite rows can overflow to inf: that is no error).
+
     Dask: ``queries`` and/or ``database`` may be ``dask.array.Array`` objects sharded
     by rows (extra ``similearn[dask]``).  Each database block's top-k comes from this
     kernel with a global index offset and the blocks are merged by a tree reduction
