@@ -130,7 +130,7 @@ def _twotower_data(rng, dtype, sparse):
 def _twotower_outputs(est, fit):
     XL, XR = fit.X
     return (np.asarray(est.transform_left(XL)), np.asarray(est.transform_right(XR)),
-            np.asarray(est.transform_left()))
+            np.asarray(est.left_embedding_))
 
 
 def _twotower_wrong(est, fit, X_bad):

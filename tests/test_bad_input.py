@@ -260,9 +260,22 @@ def test_metric_label_sets_nan_inf(c, no_work, fn, v, word):
 @pytest.mark.parametrize("v,word", [(np.nan, "NaN"), (np.inf, "inf")])
 @pytest.mark.parametrize("fit", [lambda c, y: sl.KNeighborsClassifier().fit(c.X, y),
                                  lambda c, y: sl.FILM().fit(c.X, y),
-                                 lambda c, y: triplets.pairs_from_labels(y, 5)], ids=["KNN", "FILM", "pairs"])
+                                 lambda c, y: triplets.pairs_from_labels(y, 5),
+                                 lambda c, y: sl.NASH(n_bits=8, hidden_sizes=(4,)).fit(c.Xp, y)],
+                         ids=["KNN", "FILM", "pairs", "NASH unsupervised"])
 def test_class_labels_nan_inf(c, no_work, fit, v, word):
+    """NaN / inf labels are refused, also by an estimator that ignores y (NASH with supervised=0)."""
     _raises(lambda c: fit(c, _with(c.y, 0, v)), c, ValueError, f"y contains {word}")
+
+
+@pytest.mark.parametrize("dtype,big", [("float32", 1e300), ("float32", 1e20), ("float64", 1e300)])
+def test_twotower_targets_too_large_to_train_on(c, no_work, dtype, big):
+    """Targets whose squared errors overflow the working dtype are refused up front (naming
+    targets), not met as a diverged loss in training."""
+    s = np.ones(len(c.pairs))
+    s[2] = big
+    _raises(lambda c: sl.TwoTower(dtype=dtype).fit(c.X, c.X, c.pairs, targets=s), c, ValueError,
+            re.escape(f"targets reach {big:.3g} in magnitude") + f".*overflow {dtype}")
 
 
 # ----------------------------------------------------------------------------- 4. sizes
@@ -299,7 +312,7 @@ SIZES = [
     ("ITQHasher n_features", lambda c: sl.ITQHasher(n_bits=2).fit(c.wide), "n_features=1000000000000"),
     ("FILM.transform rows", lambda c: c.film.transform(c.rows), "n_components=2 for 10000000"),
     ("TwoTower one-hot catalogue", lambda c: sl.TwoTower().fit(BIG, 5, np.array([[0, 0]])),
-     "left_features=1000000000000"),
+     "n_components=64 with 1000000000000 left"),  # its embedding table, refused before the identity's
     ("TwoTower n_components", lambda c: sl.TwoTower(n_components=10**5).fit(10**4, 5, np.array([[0, 0]])),
      "n_components=100000"),
     ("TwoTower hidden_sizes", lambda c: sl.TwoTower(hidden_sizes=(10**5, 10**5)).fit(c.X, c.X, c.pairs),
@@ -314,6 +327,14 @@ SIZES = [
      "n_samples=1000000000000"),
     ("SOGram n_components", lambda c: gramian.SOGram().initialize(np.ones(3) / 3, 10**5), "n_components=100000"),
     ("SOGram.sample size", lambda c: c.sogram.sample(np.random.default_rng(0), 10**9), "size=1000000000"),
+    # inputs that are views of a few bytes but stand for arrays this machine cannot hold
+    ("pack_bits of a huge view", lambda c: sl.pack_bits(np.lib.stride_tricks.as_strided(
+        np.zeros(1, np.int8), (2**20, 2**20), (0, 0))), r"bits of shape \(1048576, 1048576\)"),
+    ("stiefel_minimize of a huge P0", lambda c: __import__("similearn.manifold").manifold.stiefel_minimize(
+        lambda P: (0.0, P), np.lib.stride_tricks.as_strided(np.zeros(1), (8_600_000_000, 4), (0, 0))),
+     r"P0 of shape \(8600000000, 4\)"),
+    ("TwoTower sparse features of 2**40 columns", lambda c: sl.TwoTower().fit(
+        sp.csr_matrix((20, 2**40), dtype=np.float32), 5, np.array([[0, 0]])), "n_components=64 with 1099511627776 left"),
 ]
 
 

@@ -333,12 +333,18 @@ def test_all_relevant_skipped_from_auc_only():
         M.retrieval_scores(Q, X, yq, yd, ks=(2,))  # all defined: no warning
 
 
-def test_all_skipped_gives_nan():
+def test_no_query_with_a_relevant_item_is_an_error():
+    """Every average would be over no query (NaN): refused, not returned."""
     X = np.eye(3)
+    with pytest.raises(ValueError, match="none of the 1 queries has a relevant database item"):
+        M.retrieval_scores(X[:1], X, [5], [0, 1, 2], ks=(1,))
+    with pytest.raises(ValueError, match="none of the 2 queries"):
+        M.hamming_retrieval_scores(pack_bits(np.eye(3, dtype=int)[:2]), pack_bits(np.eye(3, dtype=int)), [7, 8],
+                                   [0, 1, 2], ks=(1,))
+    # one query with relevant items is enough: the others are left out, with the warning
     with pytest.warns(UndefinedMetricWarning):
-        r = M.retrieval_scores(X[:1], X, [5], [0, 1, 2], ks=(1,))
-    assert np.isnan(r["map"]) and np.isnan(r["auc"]) and np.isnan(r["map@1"]) and r["p@1"] == 0.0
-    assert (r["n_queries"], r["n_skipped"]) == (0, 1)
+        r = M.retrieval_scores(X[:2], X, [5, 1], [0, 1, 2], ks=(1,))
+    assert (r["n_queries"], r["n_skipped"]) == (1, 1) and r["map"] == 1.0 and r["p@1"] == 0.5
 
 
 # --------------------------------------------------------------------------- validation

@@ -209,7 +209,7 @@ def test_hidden_layers_shared_embeddings_and_optimizers(planted):
 def test_api_transform_score_recommend(planted):
     d, tr, te = planted
     m = TwoTower(validation=None, n_epochs=1, random_state=0, n_components=8).fit(d.left_features, d.right_features, tr)
-    U, V = m.transform_left(), m.transform_right()
+    U, V = m.left_embedding_, m.right_embedding_
     assert U.shape == (1500, 8) and V.shape == (1500, 8) and U.dtype == np.float32
     assert np.allclose(m.transform_left(d.left_features[:5]), U[:5], atol=1e-6)
     assert np.allclose(m.transform_right(d.right_features.toarray()[:5]), V[:5], atol=1e-6)  # dense input
@@ -349,7 +349,11 @@ def test_bad_input():
     from sklearn.exceptions import NotFittedError
 
     with pytest.raises(NotFittedError):
-        TwoTower(validation=None).transform_left()
+        TwoTower(validation=None).transform_left(3)
+    # the fitted catalogue is left_embedding_: None is no catalogue
+    for side in ("left", "right"):
+        with pytest.raises(TypeError, match=f"{side}_features is None.*{side}_embedding_"):
+            getattr(fitted, f"transform_{side}")(None)
 
 
 _FUSED_SUPPORTS = training.FusedEngine.supports
@@ -439,3 +443,35 @@ def test_catalogue_prior_beats_pair_prior_and_popularity(planted):
         err = m.estimation_error(d.left_features, d.right_features)
         assert max(err) < 0.5, (gw, err)
     assert res["items"] > 2 * base and res["items"] > 1.5 * res["pairs"], (res, base)
+
+
+def test_l2_normalised_features_match_the_diagonal_product_without_column_sized_work():
+    """normalize='l2' scales each row's stored values (what diag(1/||x_i||) @ X computes, bit for
+    bit, explicit zeros dropped) with O(nnz) work: a matrix of 2**40 columns costs nothing more."""
+    import tracemalloc
+
+    from similearn.gramian._inputs import check_features
+
+    for dtype in (np.float32, np.float64):
+        X = sp.random(30, 50, density=0.2, format="csr", random_state=1, dtype=np.float64)
+        X.data[::7] = 0.0  # explicit zeros
+        got = check_features(X, "left_features", dtype, "l2")
+        X = X.astype(dtype)  # as the validation converts it, before the norms
+        nrm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
+        scale = np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0).astype(dtype)
+        ref = sp.csr_matrix(sp.diags(scale) @ X, dtype=dtype)
+        ref.sort_indices()
+        np.testing.assert_array_equal(np.asarray(got.indptr), ref.indptr)
+        np.testing.assert_array_equal(np.asarray(got.indices), ref.indices)
+        np.testing.assert_array_equal(np.asarray(got.data), ref.data)
+    wide = sp.csr_matrix((np.array([3.0, 4.0, 0.0, 2.0]), (np.array([0, 0, 1, 2]), np.array([5, 2**39, 7, 2**40 - 1]))),
+                         shape=(4, 2**40))
+    tracemalloc.start()
+    try:
+        got = check_features(wide, "left_features", np.float32, "l2")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20, peak
+    np.testing.assert_array_equal(np.asarray(got.data), np.array([0.6, 0.8, 1.0], np.float32))
+    np.testing.assert_array_equal(np.asarray(got.indptr), [0, 2, 2, 3, 3])

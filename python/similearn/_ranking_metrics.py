@@ -149,6 +149,9 @@ class Accumulator:
         ok = self.n_rel > 0
         ok_auc = ok & (self.n_rel < self.n_tot)
         n_ok, n_ok_auc = int(ok.sum()), int(ok_auc.sum())
+        if nq and not n_ok:  # every average would be over no query: a labelling mistake, not a score
+            raise ValueError(f"none of the {nq} queries has a relevant database item, so 'map', 'map@k' and "
+                             "'auc' are undefined: check that the query and database labels share classes")
 
         def mean(a, m, cnt):
             return float(np.mean(a[m])) if cnt else float("nan")

@@ -28,6 +28,7 @@ import numpy as np
 
 from . import _kernels
 from ._config import blas_threads
+from ._memory import check_memory
 from ._validation import call_user, check_dense, check_int
 
 __all__ = ["stiefel_minimize", "StiefelResult", "cayley_retraction", "random_stiefel", "projected_gradient"]
@@ -90,7 +91,13 @@ def cayley_retraction(P, G, tau):
 
 
 def _check_P0(P0):
-    """A float64 copy of P0 (any layout; real numbers only), checked to lie on St(r, d)."""
+    """A float64 copy of P0 (any layout; real numbers only), checked to lie on St(r, d).
+    The solver's working arrays are refused first when they exceed the memory budget."""
+    shape = np.shape(P0) if isinstance(P0, np.ndarray) else None
+    if shape is not None and len(shape) == 2:
+        # P, G, R, the trial point and its gradient, the Cayley factors (r x 2d): ~10 (r, d) float64 arrays
+        check_memory(10 * 8 * shape[0] * shape[1], f"P0 of shape {shape}",
+                     "the solver's working arrays (about ten (r, d) float64 arrays)")
     P = np.array(check_dense(P0, "P0", contiguous=False), dtype=np.float64, order="C", copy=True)
     if P.shape[0] < P.shape[1]:
         raise ValueError(f"P0 must be an (r, d) array with r >= d >= 1, got shape {P.shape}")

@@ -44,8 +44,10 @@ candidates are all relevant (R = n) has no AUC.  Such queries are *left out* of
 the ``map``, ``map@k`` (R = 0) and ``auc`` averages -- scikit-learn would warn
 or raise on them -- while ``p@k`` still counts them (as 0 when R = 0).  The
 counts are reported (``n_skipped``, ``n_skipped_auc``) and one
-:class:`sklearn.exceptions.UndefinedMetricWarning` is issued per call.  An
-average over no query is NaN.
+:class:`sklearn.exceptions.UndefinedMetricWarning` is issued per call.  When no
+query has a relevant candidate at all, nothing can be averaged: ValueError (the
+labels of queries and database share no class).  An ``auc`` over no query (every
+query's candidates all relevant) is NaN, with the warning.
 """
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ from ._params import Dtype, Int, IntSequence, Options, RandomState, Real, Thread
 from ._memory import check_memory, check_output_memory
 from ._nash_network import HEAD_HIDDEN, kl_bernoulli, sigmoid
 from ._targets import check_labels
-from ._validation import check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
+from ._validation import check_finite, check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
 from .base import SaveLoadMixin, progress
 from .hashing import HashingMixin
 
@@ -310,6 +310,10 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         n, V = X.shape
         if y is not None and n_entries(y) is not None:  # unused when unsupervised, but never of another length
             check_length(n_entries(y), n, "y", "labels", f"X has {n} samples")
+            if float(self.supervised) <= 0:  # nor NaN / inf: a mistake in the labels, even where they are unused
+                ya = y if sp.issparse(y) else np.asarray(y)
+                if ya.dtype.kind in "fc":
+                    check_finite(ya, "y")
         # sizes decided here, refused before any work: the parameters with their gradients
         # and two Adam moments (4 copies), and one batch's decoder workspace (B x V)
         l, sz, B = int(self.n_bits), dt.itemsize, min(int(self.batch_size), n)

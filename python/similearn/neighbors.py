@@ -159,8 +159,18 @@ def pack_bits(bits, n_threads=None):
     if b.ndim != 2:
         raise ValueError(f"bits must be 2-D (n, n_bits), got shape {b.shape}")
     check_min_count(b.shape[1], 1, "bits", "column", b.shape)
-    if b.dtype.kind != "b" and b.size and ((b != 0) & (b != 1)).any():
-        raise ValueError("bits must contain only 0 and 1")
+    # before any pass over bits: the codes, and the contiguous uint8 copy when bits is not one
+    n, n_bits = b.shape
+    copy = 0 if (b.flags.c_contiguous and b.dtype.itemsize == 1) else n * n_bits
+    check_memory(n * ((n_bits + 63) // 64) * 8 + copy, f"bits of shape {b.shape}",
+                 "the packed codes" + (" and a contiguous uint8 copy of bits" if copy else ""),
+                 "pack the rows in chunks")
+    if b.dtype.kind != "b" and b.size:  # 0/1 only, checked in slices of ~2^20 entries (no full-size mask)
+        step = max(1, (1 << 20) // n_bits)
+        for r0 in range(0, n, step):
+            part = b[r0:r0 + step]
+            if ((part != 0) & (part != 1)).any():
+                raise ValueError("bits must contain only 0 and 1")
     b = np.ascontiguousarray(b, dtype=np.uint8)
     return _kernels.pack_bits(b, get_num_threads(n_threads))
 

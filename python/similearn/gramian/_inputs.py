@@ -21,7 +21,7 @@ def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
     """int n (one-hot ids) or a 2-D matrix (sparse or dense) -> the kernels' CSR view, values of dtype.
 
     One new matrix at most, the caller's never modified: a dense matrix becomes CSR; the
-    l2 scaling makes a new matrix (SciPy's product stores no zeros); otherwise a sparse
+    l2 scaling makes a new matrix (its zeros eliminated); otherwise a sparse
     matrix handed back by ``check_X`` as the caller's own is copied before its explicit
     zeros are eliminated.
     """
@@ -38,9 +38,14 @@ def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(f"{name} has {X.shape[1]} features, but the model was fitted with {n_features}")
     if normalize == "l2":
+        X = X.tocsr()
         nrm = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
         scale = np.where(nrm > 0, 1.0 / np.where(nrm > 0, nrm, 1.0), 0.0).astype(dtype)
-        X = sp.csr_matrix(sp.diags(scale) @ X, dtype=dtype)  # a new matrix, without stored zeros
+        # each stored value times its row's scale (what diag(scale) @ X computes, without
+        # SciPy's product, whose work arrays are as long as the number of columns)
+        data = (X.data * np.repeat(scale, np.diff(X.indptr))).astype(dtype, copy=False)
+        X = sp.csr_matrix((data, X.indices.copy(), X.indptr.copy()), shape=X.shape)  # a new matrix
+        X.eliminate_zeros()
     elif X.nnz and not X.data.all():  # explicit zeros: drop them, on a copy of the caller's matrix
         X = X.copy() if X is F else X
         X.eliminate_zeros()
@@ -48,10 +53,20 @@ def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
 
 
 def check_targets(targets, n_pairs, dtype, name="targets"):
-    """The target similarity of each pair (default 1: implicit feedback), contiguous, of dtype."""
+    """The target similarity of each pair (default 1: implicit feedback), contiguous, of dtype.
+
+    Their magnitude is refused up front when the squared error of all pairs could not be
+    summed in ``dtype`` (max |s|^2 n_pairs > max(dtype) / 16): training would overflow."""
     if targets is None:
         return np.ones(n_pairs, dtype=dtype)
-    return np.ascontiguousarray(check_similarity(targets, n_pairs, name, low=None, high=None), dtype=dtype)
+    s = check_similarity(targets, n_pairs, name, low=None, high=None)
+    big = float(np.max(np.abs(s))) if s.size else 0.0
+    limit = float(np.sqrt(np.finfo(dtype).max / 16 / max(1, s.size)))
+    if big > limit:
+        raise ValueError(f"{name} reach {big:.3g} in magnitude: the squared errors of {s.size} pairs overflow "
+                         f"{np.dtype(dtype).name} (the largest usable magnitude here is {limit:.3g}); rescale "
+                         f"{name}, e.g. to [0, 1] or by their standard deviation")
+    return np.ascontiguousarray(s, dtype=dtype)
 
 
 def check_prior(prior, n_left, n_right, dtype):

@@ -62,7 +62,7 @@ from .._memory import check_memory
 from .._params import (ArrayLike, Bool, Dtype, Instance, Int, IntSequence, Options, RandomState, Real, Threads,
                        Verbose, validate_params)
 from .._targets import check_pairs, pair_matrix
-from .._validation import seed_from_random_state
+from .._validation import n_entries, seed_from_random_state
 from ..base import SaveLoadMixin
 from . import towers, training, validation
 from ._inputs import check_features, check_prior, check_targets
@@ -72,6 +72,15 @@ from .outputs import TowerOutputs
 __all__ = ["TwoTower"]
 
 _PENALTIES = ("sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none")
+
+
+def _n_columns(features):
+    """Columns of a catalogue before its validation: an int n (one-hot ids) or a 2-D
+    matrix's second dimension; None when it cannot be told (validation then decides)."""
+    if isinstance(features, (numbers.Integral, np.integer)) and not isinstance(features, (bool, np.bool_)):
+        return int(features) if features > 0 else None
+    shape = getattr(features, "shape", None)
+    return int(shape[1]) if shape is not None and len(shape) == 2 else None
 
 class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     """Two-tower embedding model trained with Gramian estimates.
@@ -436,6 +445,10 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     def _setup(self, left_features, right_features, pairs, targets, prior, first):
         k, hs, d, dt = self._check_params()
         norm = self.normalize
+        if first:  # the parameter tables refused before any pass over the inputs (sizes from their shapes)
+            FL, FR = _n_columns(left_features), _n_columns(right_features)
+            if FL is not None and FR is not None:
+                self._check_memory(k, hs, d, dt, FL, FR, n_entries(pairs) or 1)
         XL = check_features(left_features, "left_features", dt, norm,
                             None if first else self.n_features_left_)
         XR = check_features(right_features, "right_features", dt, norm,

@@ -28,7 +28,8 @@ class TowerOutputs:
     def _transform(self, side, X):
         self._check_fitted()
         if X is None:
-            return getattr(self, f"{side}_embedding_")
+            raise TypeError(f"{side}_features is None: pass the {side} features to embed (an int n for one-hot "
+                            f"ids, or a matrix), or read {side}_embedding_ for the fitted {side} catalogue")
         dt = self.params_["E_left"].dtype
         check_output_memory(X, int(self.n_components), dt.itemsize, "n_components")  # before the O(nnz) checks
         Xc = check_features(X, f"{side}_features", dt, self.normalize, getattr(self, f"n_features_{side}_"),
@@ -38,26 +39,29 @@ class TowerOutputs:
             return self._embed_all(side, Xc, nt)
 
     @dask_rows("left_features", n_features="n_features_left_")
-    def transform_left(self, left_features=None):
-        """Left tower outputs u(x): (n, k).  None: the fitted catalogue's (cached).
+    def transform_left(self, left_features):
+        """Left tower outputs u(x): (n, k) for the rows of ``left_features`` (the fitted
+        catalogue's outputs are ``left_embedding_``; None is a TypeError).
 
         left_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
         outputs are then a lazy Dask array, rows chunked as its."""
         return self._transform("left", left_features)
 
     @dask_rows("right_features", n_features="n_features_right_")
-    def transform_right(self, right_features=None):
-        """Right tower outputs v(y): (n, k).  None: the fitted catalogue's (cached).
+    def transform_right(self, right_features):
+        """Right tower outputs v(y): (n, k) for the rows of ``right_features`` (the fitted
+        catalogue's outputs are ``right_embedding_``; None is a TypeError).
 
         right_features may be a Dask array (2-D, blocks dense or scipy.sparse): the
         outputs are then a lazy Dask array, rows chunked as its."""
         return self._transform("right", right_features)
 
     def score_pairs(self, pairs, left_features=None, right_features=None):
-        """<u_i, v_j> for each (i, j) in pairs (rows of the given or fitted catalogues)."""
+        """<u_i, v_j> for each (i, j) in pairs: rows of the given catalogues, or of the fitted
+        ones where a catalogue is None (``left_embedding_`` / ``right_embedding_``)."""
         check_pairs(pairs, None, "pairs", min_pairs=0)  # dtype and shape before any embedding
-        U = self.transform_left(left_features)
-        V = self.transform_right(right_features)
+        U = self.left_embedding_ if left_features is None else self.transform_left(left_features)
+        V = self.right_embedding_ if right_features is None else self.transform_right(right_features)
         P = check_pairs(pairs, (U.shape[0], V.shape[0]), min_pairs=0)  # 0 pairs: a (0,) result
         return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
 
