@@ -3,11 +3,10 @@
 One row per (entry point, class of bad input): the exception type, that the message
 names the argument (and, for sizes, the memory needed; for callbacks, the iteration),
 and that the error comes before any work: every kernel of ``similearn._kernels`` (the one door to ``_core``) is swapped
-for a sentinel that fails the test when touched, and size errors must come fast,
-without allocating (tracemalloc).  Then the empty-input rule, entry point by entry point.
+for a sentinel that fails the test when touched, and size errors must come without
+allocating (tracemalloc; no wall-clock limit).  Then the empty-input rule, entry point by entry point.
 """
 import re
-import time
 import tracemalloc
 from types import SimpleNamespace
 
@@ -356,14 +355,12 @@ def cs(c):
 def test_sizes_refused_before_allocating(cs, no_work, monkeypatch, fn, name):
     monkeypatch.setenv("SIMILEARN_MAX_MEMORY", "1M")
     tracemalloc.start()
-    t0 = time.perf_counter()
     try:
         err = _raises(fn, cs, ValueError, name + r".* needs [0-9.]+ [KMGTP]iB for .*more than the "
                                                  r"SIMILEARN_MAX_MEMORY budget of 1\.0 MiB")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - t0 < 5.0, err
     assert peak < 64 * 2**20, f"{peak / 2**20:.0f} MiB allocated before: {err}"
 
 

@@ -121,6 +121,7 @@ def test_bench_run_missing_dir(tmp_path, capsys):
     assert "no benchmark directory" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_bench_run_end_to_end(tmp_path):
     """A tiny benchmark directory through pytest-benchmark and back into the report."""
     pytest.importorskip("pytest_benchmark")
@@ -140,6 +141,7 @@ def test_bench_run_end_to_end(tmp_path):
     assert "adds/s" in out and "python: exponent" in out
 
 
+@pytest.mark.slow
 def test_python_dash_m():
     r = subprocess.run([sys.executable, "-m", "similearn", "info"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and f"similearn {similearn.__version__}" in r.stdout

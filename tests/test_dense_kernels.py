@@ -155,6 +155,7 @@ def _caps():
 
 
 @pytest.mark.parametrize("cap", _caps())
+@pytest.mark.slow
 def test_dense_kernels_under_isa_caps(cap):
     """This file again with the dispatch capped (scalar std::fma kernels; AVX2 + FMA), so every
     kernel variant the host can run is checked against the oracle here."""

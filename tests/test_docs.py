@@ -101,6 +101,7 @@ def _import_or_none(name):
         return None
 
 
+@pytest.mark.slow
 def test_docs_build_without_warnings(docs_build):
     proc, html, warnings = docs_build
     text = warnings.read_text() if warnings.exists() else ""

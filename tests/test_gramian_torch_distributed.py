@@ -32,6 +32,8 @@ torch = pytest.importorskip("torch")
 
 from similearn.gramian.torch import GramianPenalty  # noqa: E402
 
+pytestmark = pytest.mark.slow  # two-process gloo groups: the -m "not slow" edit-test loop leaves them out
+
 WORLD = 2
 K = 4
 N_LEFT, N_RIGHT = 17, 13  # few items: ids repeat within and across the ranks' shards

@@ -30,8 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 OPTIONAL = {"dask", "distributed", "torch", "matplotlib", "faiss", "implicit", "pymanopt"}
 
-pytestmark = pytest.mark.skipif(not README.is_file() or not (ROOT / "pyproject.toml").is_file(),
-                                reason="not a source checkout (no README.md)")
+pytestmark = [pytest.mark.skipif(not README.is_file() or not (ROOT / "pyproject.toml").is_file(),
+                                 reason="not a source checkout (no README.md)"),
+              pytest.mark.slow]  # the -m "not slow" edit-test loop leaves the README's blocks out
 
 
 # sections whose '### ' subsections stand alone (each snippet "runs as is")

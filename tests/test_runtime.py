@@ -137,6 +137,7 @@ _DELAYS = {
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT delivery differs on Windows")
 @pytest.mark.parametrize("which", list(_DELAYS))
+@pytest.mark.slow
 def test_ctrl_c_interrupts_kernels(which):
     p = subprocess.Popen([sys.executable, "-c", _INTERRUPT, which], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          text=True)
@@ -229,6 +230,7 @@ def _expected_hamming_isa(cap):
 
 
 @pytest.mark.parametrize("isa", ["generic", "popcnt", "avx2"])
+@pytest.mark.slow
 def test_portable_code_paths_match_oracles(isa):
     """Re-run the top-k/codes/FRML oracle tests (exclude= too) with the SIMD dispatch capped, so the
     scalar / AVX2 dense kernels, the SSE2/AVX2 scans, the skinny-product loops and the
@@ -255,6 +257,7 @@ def test_portable_code_paths_match_oracles(isa):
 
 
 @pytest.mark.parametrize("isa", ["generic", "avx2"])
+@pytest.mark.slow
 def test_bit_exact_layouts_under_isa_caps(isa):
     """Every test that asserts bit-exactness across layouts (Dask chunkings of top-k and Hamming
     search, transforms of row blocks, FILM fits on Dask, FILM's row passes, the Gramian pair loss

@@ -246,6 +246,7 @@ def test_pytest_size_grid_and_benchmark_info():
     assert b.extra_info == {"n": 10, "items": 5, "unit": "queries", "impl": "similearn", "d": 3}
 
 
+@pytest.mark.slow
 def test_peak_rss_mb_is_this_process_own_peak():
     """The peak grows with a 200 MB array, and a child of a process that held a large
     array does not report the parent's peak (ru_maxrss would, after fork + exec)."""

@@ -108,6 +108,7 @@ def _caps():
 
 
 @pytest.mark.parametrize("cap,kernel", _caps(), ids=lambda v: str(v))
+@pytest.mark.slow
 def test_same_digest_under_every_isa_cap(cap, kernel, reference):
     """A fresh interpreter per cap (the cap is read once per process); the generic run
     also uses one thread, the others the default."""

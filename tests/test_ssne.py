@@ -207,6 +207,7 @@ def _rings(n, noise_dims, rng, noise_std=1.5):
     return X, (r > 1.5).astype(int)
 
 
+@pytest.mark.slow
 def test_rings_ssne_beats_euclidean_knn():
     # two concentric rings (radius 1 and 2) plus two noise features: Euclidean k-NN
     # is misled by the noise, SSNE's defaults learn to ignore it
