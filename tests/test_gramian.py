@@ -94,6 +94,18 @@ def test_psd_projection(dt, sfx, tol):
     P2 = P.copy()
     assert not getattr(_core, "psd_project_" + sfx)(P2)  # positive definite: untouched
     assert np.array_equal(P, P2)
+    # the kernel subtracts the negative eigenpairs only: any number of them, k = 1 and 64
+    for k, n_neg in ((1, 1), (5, 5), (64, 1), (64, 4), (64, 33), (64, 64)):
+        Q = np.linalg.qr(rng.standard_normal((k, k)))[0]
+        lam = np.abs(rng.standard_normal(k)) + 0.1
+        lam[rng.choice(k, n_neg, replace=False)] *= -1
+        A = ((Q * lam) @ Q.T).astype(dt)
+        A = (A + A.T) / 2
+        G = A.copy()
+        assert getattr(_core, "psd_project_" + sfx)(G)
+        ref = O.psd_project(A.astype(float))
+        assert _rel(G, ref) < 10 * tol if n_neg < k else np.abs(G).max() < 1e-4 * np.abs(A).max()
+        assert np.array_equal(G, G.T)
 
 
 @pytest.mark.parametrize("dt,sfx,tol", DTYPES)
