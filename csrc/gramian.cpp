@@ -56,6 +56,36 @@ void weighted_gram(T* G, i64 k, const std::vector<const T*>& rows, const std::ve
   mirror_lower(G, k);
 }
 
+// G <- decay G + sum_r w_r (e_r e_r^T - c_r c_r^T) (SAGram's corrections: new embedding e,
+// cached c), as e e^T - c c^T = ((e - c)(e + c)^T + (e + c)(e - c)^T) / 2: one GEMM over
+// the m pairs (weighted_gram on the stack [e; c] takes 2m rows), then symmetrised, so G
+// is exactly symmetric.
+template <class T>
+void weighted_gram_diff(T* G, i64 k, const std::vector<const T*>& e, const std::vector<const T*>& c,
+                        const std::vector<double>& w, double decay) {
+  const i64 m = static_cast<i64>(e.size());
+  if (m == 0) {
+    if (decay != 1.0)
+      for (i64 i = 0; i < k * k; ++i) G[i] = T(decay) * G[i];
+    return;
+  }
+  std::vector<T> D(static_cast<std::size_t>(m * k)), S(static_cast<std::size_t>(m * k)),
+      M(static_cast<std::size_t>(k * k));
+  for (i64 r = 0; r < m; ++r) {
+    const T wr = T(w[r]);
+    for (i64 col = 0; col < k; ++col) {
+      D[r * k + col] = wr * (e[r][col] - c[r][col]);
+      S[r * k + col] = e[r][col] + c[r][col];
+    }
+  }
+  blas::gemm_rm<T>(true, false, k, k, m, T(1), D.data(), k, S.data(), k, T(0), M.data(), k);
+  for (i64 i = 0; i < k; ++i)
+    for (i64 j = 0; j <= i; ++j) {
+      const T v = T(decay) * G[i * k + j] + T(0.5) * (M[i * k + j] + M[j * k + i]);
+      G[i * k + j] = G[j * k + i] = v;
+    }
+}
+
 // H <- decay H + sum_r w_r a_r q_r^T  (a_r: k entries, q_r: kP entries).
 template <class T>
 void weighted_cross(T* H, i64 k, i64 kP, const std::vector<const T*>& a, const std::vector<const T*>& q,
@@ -165,14 +195,13 @@ void cross_update(T* H, i64 k, i64 kP, const T* E, const T* Q, i64 b, const T* w
 template <class T>
 void sagram_estimate(T* G, const T* S, i64 k, const T* C, const i64* ids, const T* E, i64 b, const T* p, bool saga,
                      T* H, const T* Tm, const T* Qp, i64 kP) {
-  std::vector<const T*> rows, qs;
+  std::vector<const T*> es, cs, qs;
   std::vector<double> w;
   std::vector<T> diff;  // e - c rows for the cross term
   auto add = [&](i64 pos, i64 id, double weight) {
-    rows.push_back(E + pos * k);
+    es.push_back(E + pos * k);
+    cs.push_back(C + id * k);
     w.push_back(weight);
-    rows.push_back(C + id * k);
-    w.push_back(-weight);
   };
   std::vector<std::pair<i64, i64>> picked;
   if (saga) {
@@ -182,7 +211,7 @@ void sagram_estimate(T* G, const T* S, i64 k, const T* C, const i64* ids, const 
   }
   for (auto& pr : picked) add(pr.second, pr.first, saga ? 1.0 / double(b) : double(p[pr.first]));
   std::copy(S, S + k * k, G);
-  weighted_gram<T>(G, k, rows, w, 1.0);
+  weighted_gram_diff<T>(G, k, es, cs, w, 1.0);
   if (H && Tm && Qp && kP > 0) {
     const i64 m = static_cast<i64>(picked.size());
     diff.resize(static_cast<std::size_t>(m * k));
@@ -206,17 +235,16 @@ void sagram_refresh(T* S, T* C, i64 k, const i64* ids, const T* E, i64 b, const 
   const auto picked = last_occurrence(ids, b);
   const i64 m = static_cast<i64>(picked.size());
   std::vector<T> old(static_cast<std::size_t>(m * k));
-  std::vector<const T*> rows;
+  std::vector<const T*> es, cs;
   std::vector<double> w;
   for (i64 r = 0; r < m; ++r) {
     const i64 id = picked[r].first, pos = picked[r].second;
     std::copy(C + id * k, C + (id + 1) * k, old.begin() + r * k);
-    rows.push_back(E + pos * k);
+    es.push_back(E + pos * k);
+    cs.push_back(old.data() + r * k);
     w.push_back(double(p[id]));
-    rows.push_back(old.data() + r * k);
-    w.push_back(-double(p[id]));
   }
-  weighted_gram<T>(S, k, rows, w, 1.0);
+  weighted_gram_diff<T>(S, k, es, cs, w, 1.0);
   if (Tm && Qp && kP > 0) {
     std::vector<T> diff(static_cast<std::size_t>(m * k));
     std::vector<const T*> a(static_cast<std::size_t>(m)), qs(static_cast<std::size_t>(m));
