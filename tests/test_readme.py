@@ -84,13 +84,30 @@ def test_readme_leads_with_the_models_and_installation():
     assert intro.index("python -m pip install . && similearn demo") < intro.index('python -m pip install ".[test]"')
 
 
+# A rank that completed the script can still abort in PyTorch's own teardown of the gloo
+# group ("terminate called without an active exception", SIGABRT): a race in its worker
+# threads at interpreter exit (pytorch/pytorch#190489 and #179291 describe it), seen here once
+# in four loaded runs of the whole suite with torch 2.13, never in isolation.  Such a run
+# is retried once, only when every rank finished its work (the marker printed just before
+# destroy_process_group).
+_TEARDOWN_ABORT = "terminate called without an active exception"
+
+
 def _distributed_example(code, tmp_path):
     script = tmp_path / "train.py"
-    script.write_text(code)
+    # the marker after the work, just before the group is destroyed
+    assert "dist.destroy_process_group()" in code
+    script.write_text(code.replace("dist.destroy_process_group()",
+                                   "print('RANK-DONE', flush=True)\ndist.destroy_process_group()", 1))
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                        str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    for attempt in range(2):
+        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                            str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        teardown = _TEARDOWN_ABORT in r.stderr and r.stdout.count("RANK-DONE") == 2
+        if r.returncode == 0 or not teardown:
+            break
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.stdout.count("RANK-DONE") == 2, r.stdout[-3000:]
 
 
 @pytest.mark.parametrize("section", PY_SECTIONS)
