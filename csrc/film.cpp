@@ -22,10 +22,10 @@ constexpr std::int64_t kAhead = 16;     // stored entries ahead whose row of W i
 // the lanes combined pairwise in one fixed order: the same bits on every CPU, compiler
 // and thread count, and 8 independent chains instead of one d-long chain of dependent
 // additions (which bound the passes: ~4 cycles per feature and row).
-struct Lanes {
-  double v[8] = {};
-  double total() const { return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])); }
-};
+template <class L>
+inline double lane_total(const L& v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
 
 // The row loops of one ISA (film_rows.inc).
 template <class T>

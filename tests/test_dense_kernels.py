@@ -16,6 +16,7 @@ import similearn as sl
 from similearn import _core, _kernels
 
 import fma_oracle as O
+from isa_caps import run_pytest_capped
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -164,10 +165,7 @@ def test_dense_kernels_under_isa_caps(cap):
     code = "from similearn import _core; print(_core._build_info()['dense_kernel'])"
     got = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert got.stdout.strip() == want, got.stderr
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.abspath(__file__),
-                          "-k", "not under_isa_caps"], env=env, capture_output=True, text=True, timeout=900, cwd=HERE)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout
+    run_pytest_capped(cap, [os.path.abspath(__file__), "-k", "not under_isa_caps"], HERE)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

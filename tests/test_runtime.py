@@ -13,6 +13,7 @@ import pytest
 
 import similearn
 from similearn.neighbors import hamming_topk, pack_bits, topk
+from isa_caps import run_pytest_capped
 
 
 def _interaction_map_call(rng):
@@ -245,15 +246,10 @@ def test_portable_code_paths_match_oracles(isa):
     assert info.stdout.split()[0] == {"generic": "scalar", "popcnt": "scalar", "avx2": "avx2"}[isa], info.stdout
     assert "avx512" not in info.stdout
     assert info.stdout.split()[-1] == _expected_hamming_isa(isa), info.stdout
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_neighbors.py"),
-         str(here / "test_exclude.py"), str(here / "test_blas.py"), str(here / "test_film.py"),
-         str(here / "test_frml.py"),
-         "-k", "oracle or ties or exclude or full_ranking or gemm or kernels or explicit_K or retract"],
-        env=env, capture_output=True, text=True, timeout=600, cwd=str(here),
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout
+    run_pytest_capped(isa, [here / "test_neighbors.py", here / "test_exclude.py", here / "test_blas.py",
+                            here / "test_film.py", here / "test_frml.py",
+                            "-k", "oracle or ties or exclude or full_ranking or gemm or kernels or explicit_K or retract"],
+                      here, timeout=600)
 
 
 @pytest.mark.parametrize("isa", ["generic", "avx2"])
@@ -268,16 +264,9 @@ def test_bit_exact_layouts_under_isa_caps(isa):
         pytest.skip("the CPU has no AVX2 + FMA")
     pytest.importorskip("dask.array")
     here = pathlib.Path(__file__).parent
-    env = dict(os.environ, SIMILEARN_ISA=isa)
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(here / "test_dask_search.py"),
-         str(here / "test_dask_transform.py"), str(here / "test_dask_film.py"), str(here / "test_gramian.py"),
-         str(here / "test_film.py::test_row_passes_are_bit_exact"),
-         "-k", "not on_local_cluster and not distributed and not dask_client"],
-        env=env, capture_output=True, text=True, timeout=900, cwd=str(here),
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout
+    run_pytest_capped(isa, [here / "test_dask_search.py", here / "test_dask_transform.py", here / "test_dask_film.py",
+                            here / "test_gramian.py", here / "test_film.py::test_row_passes_are_bit_exact",
+                            "-k", "not on_local_cluster and not distributed and not dask_client"], here)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "AMD64"),

@@ -31,6 +31,7 @@ __all__ = [
     "check_indices",
     "check_codes",
     "check_finite",
+    "row_slices",
     "check_X",
     "check_random_state",
     "seed_from_random_state",
@@ -90,6 +91,14 @@ def n_entries(a):
         return None
 
 
+def row_slices(a, entries=1 << 20):
+    """Consecutive slices ``a[r0:r1]`` of the first axis of about ``entries`` entries each:
+    a whole-array check (NumPy builds a mask as large as its input) done in O(entries) memory."""
+    step = max(1, entries // max(1, a[:1].size))
+    for r0 in range(0, a.shape[0], step):
+        yield a[r0:r0 + step]
+
+
 def _first_nonfinite(data):
     """The first non-finite entry of a float or complex array (in memory order), or None.
 
@@ -111,9 +120,7 @@ def _first_nonfinite(data):
             return None if i < 0 else flat[i]
     if not data.ndim:
         return None if np.isfinite(data) else data[()]
-    step = max(1, (1 << 20) // max(1, data[:1].size))
-    for s in range(0, data.shape[0], step):
-        part = data[s:s + step]
+    for part in row_slices(data):
         ok = np.isfinite(part)
         if not ok.all():
             return part[~ok].flat[0]

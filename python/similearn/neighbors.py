@@ -27,7 +27,7 @@ from ._memory import check_memory
 from ._search_checks import METRICS, check_exclude, check_metric, check_self, topk_raw
 from ._targets import check_labels
 from ._validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
-                          check_same_dtype, check_X, n_entries)
+                          check_same_dtype, check_X, n_entries, row_slices)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "KNeighborsClassifier", "METRICS"]
 
@@ -165,12 +165,8 @@ def pack_bits(bits, n_threads=None):
     check_memory(n * ((n_bits + 63) // 64) * 8 + copy, f"bits of shape {b.shape}",
                  "the packed codes" + (" and a contiguous uint8 copy of bits" if copy else ""),
                  "pack the rows in chunks")
-    if b.dtype.kind != "b" and b.size:  # 0/1 only, checked in slices of ~2^20 entries (no full-size mask)
-        step = max(1, (1 << 20) // n_bits)
-        for r0 in range(0, n, step):
-            part = b[r0:r0 + step]
-            if ((part != 0) & (part != 1)).any():
-                raise ValueError("bits must contain only 0 and 1")
+    if b.dtype.kind != "b" and any(((part != 0) & (part != 1)).any() for part in row_slices(b)):  # no full mask
+        raise ValueError("bits must contain only 0 and 1")
     b = np.ascontiguousarray(b, dtype=np.uint8)
     return _kernels.pack_bits(b, get_num_threads(n_threads))
 

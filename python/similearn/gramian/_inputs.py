@@ -14,7 +14,21 @@ from .._memory import check_memory
 from .._targets import check_similarity
 from .._validation import check_int, check_X, kernel_csr
 
-__all__ = ["check_features", "check_targets", "check_prior"]
+__all__ = ["check_features", "check_targets", "check_prior", "n_columns"]
+
+
+def _one_hot(F):
+    """An int n stands for n one-hot ids (the identity catalogue)."""
+    return isinstance(F, (numbers.Integral, np.integer)) and not isinstance(F, (bool, np.bool_))
+
+
+def n_columns(F):
+    """Columns of a catalogue before its validation: n for one-hot ids, a 2-D matrix's second
+    dimension; None when that cannot be told (validation then decides)."""
+    if _one_hot(F):
+        return int(F) if F > 0 else None
+    shape = getattr(F, "shape", None)
+    return int(shape[1]) if shape is not None and len(shape) == 2 else None
 
 
 def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
@@ -25,7 +39,7 @@ def check_features(F, name, dtype, normalize, n_features=None, min_samples=1):
     matrix handed back by ``check_X`` as the caller's own is copied before its explicit
     zeros are eliminated.
     """
-    if isinstance(F, (numbers.Integral, np.integer)) and not isinstance(F, (bool, np.bool_)):
+    if _one_hot(F):
         n = check_int(F, name, low=1)
         # the identity's CSR arrays (int32 and int64 index copies, values, the l2 pass)
         check_memory(n * (28 + 3 * np.dtype(dtype).itemsize), f"{name}={n} (one-hot ids)",

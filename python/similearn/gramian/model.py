@@ -65,7 +65,7 @@ from .._targets import check_pairs, pair_matrix
 from .._validation import n_entries, seed_from_random_state
 from ..base import SaveLoadMixin
 from . import towers, training, validation
-from ._inputs import check_features, check_prior, check_targets
+from ._inputs import check_features, check_prior, check_targets, n_columns
 from .estimators import exact_gramian, gramian_error
 from .outputs import TowerOutputs
 
@@ -73,14 +73,6 @@ __all__ = ["TwoTower"]
 
 _PENALTIES = ("sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none")
 
-
-def _n_columns(features):
-    """Columns of a catalogue before its validation: an int n (one-hot ids) or a 2-D
-    matrix's second dimension; None when it cannot be told (validation then decides)."""
-    if isinstance(features, (numbers.Integral, np.integer)) and not isinstance(features, (bool, np.bool_)):
-        return int(features) if features > 0 else None
-    shape = getattr(features, "shape", None)
-    return int(shape[1]) if shape is not None and len(shape) == 2 else None
 
 class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     """Two-tower embedding model trained with Gramian estimates.
@@ -445,10 +437,12 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     def _setup(self, left_features, right_features, pairs, targets, prior, first):
         k, hs, d, dt = self._check_params()
         norm = self.normalize
-        if first:  # the parameter tables refused before any pass over the inputs (sizes from their shapes)
-            FL, FR = _n_columns(left_features), _n_columns(right_features)
-            if FL is not None and FR is not None:
-                self._check_memory(k, hs, d, dt, FL, FR, n_entries(pairs) or 1)
+        # the parameter tables refused before any pass over the inputs when their shapes tell the
+        # sizes (else after validation, below)
+        FL, FR = n_columns(left_features), n_columns(right_features)
+        early = first and FL is not None and FR is not None and n_entries(pairs) is not None
+        if early:
+            self._check_memory(k, hs, d, dt, FL, FR, n_entries(pairs))
         XL = check_features(left_features, "left_features", dt, norm,
                             None if first else self.n_features_left_)
         XR = check_features(right_features, "right_features", dt, norm,
@@ -468,7 +462,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
             raise ValueError("a low-rank prior applies to the Gramian penalty, not to regularizer='gor'")
         if Q is not None and self.penalty == "none":
             raise ValueError("a low-rank prior is part of the penalty: it needs penalty != 'none'")
-        if first:
+        if first and not early:
             self._check_memory(k, hs, d, dt, XL.shape[1], XR.shape[1], P.shape[0])
         return k, hs, d, dt, XL, XR, P, s, Q, R
 
