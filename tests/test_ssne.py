@@ -441,7 +441,7 @@ def test_fallback_check_matches_a_manual_cross_validation(rng):
     # the check's scores are the 3-NN accuracies of an inner stratified CV: the
     # learned fits use the estimator's own settings and the check's random stream
     from sklearn.model_selection import StratifiedKFold
-    from similearn._ssne_defaults import identity_weights, knn_correct
+    from similearn.ssne._defaults import identity_weights, knn_correct
 
     X, y = _rings(90, 3, rng)
     m = SSNE(n_components=8, n_epochs=5, fallback=True, selection_cv=3, random_state=4).fit(X, y)

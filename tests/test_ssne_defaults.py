@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from sklearn.neighbors import KNeighborsClassifier as SkKNN
 
-from similearn import _ssne_defaults as sd
+from similearn.ssne import _defaults as sd
 
 
 def _oracle_target_pairs(X, y, k):

@@ -284,7 +284,7 @@ def _nash_entry():
     overwritten with integer-generated values, so the result depends on them alone."""
     import warnings
 
-    from . import _nash_network
+    from .nash import _network as nash_network
     from .nash import NASH
 
     rng = _Ints(8000)
@@ -296,7 +296,7 @@ def _nash_entry():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model.fit(train.tocsr())
-    for _, _, a in _nash_network.iter_params(model._P):
+    for _, _, a in nash_network.iter_params(model._P):
         a[...] = rng.floats(a.shape, a.dtype)
     X = _csr(rng, 33, V, 5, np.float64, values="counts")
     X = X.tolil()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from . import _kernels
-from ._validation import check_indices
+from .. import _kernels
+from .._validation import check_indices
 
 __all__ = ["Relevance", "relevance_from_labels", "relevance_from_sets"]
 

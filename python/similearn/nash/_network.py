@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _kernels
+from .. import _kernels
 
 _ADAM = (0.9, 0.999, 1e-8)
 HEAD_HIDDEN = 128  # hidden units of the supervised head (a two-layer MLP, as in the paper)

@@ -44,16 +44,16 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels
-from ._config import blas_threads, get_num_threads
-from ._dask import dask_rows
-from ._group_sampling import PairDrawer
-from ._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
-from ._memory import check_memory, check_output_memory
-from ._ssne_defaults import NeighborPairDrawer, identity_weights, knn_correct, target_neighbor_pairs
-from ._targets import check_labels, check_pairs, check_similarity
-from ._validation import check_X, seed_from_random_state
-from .base import PairMixin, SaveLoadMixin
+from .. import _kernels
+from .._config import blas_threads, get_num_threads
+from .._dask import dask_rows
+from .._group_sampling import PairDrawer
+from .._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._memory import check_memory, check_output_memory
+from ._defaults import NeighborPairDrawer, identity_weights, knn_correct, target_neighbor_pairs
+from .._targets import check_labels, check_pairs, check_similarity
+from .._validation import check_X, seed_from_random_state
+from ..base import PairMixin, SaveLoadMixin
 
 __all__ = ["SSNE"]
 
@@ -151,7 +151,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     fallback : "auto" or bool, default="auto"
         Fitting from labels, compare the learned weights with the identity-like
         weights of the model (units that are scaled coordinates of the
-        standardised input, see :func:`similearn._ssne_defaults.identity_weights`:
+        standardised input, see :func:`similearn.ssne._defaults.identity_weights`:
         cosine k-NN in that embedding is Euclidean k-NN of the standardised
         input) by an inner stratified ``selection_cv``-fold cross-validation of
         3-NN accuracy on the training set, and keep the identity-like weights
@@ -209,7 +209,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     the best of LMNN / NCA / ITML within 0.5 point on the bundled and the
     generated tables (README, "SSNE"), where the paper's uniform pairs fell 2-13
     points below on tables whose classes are several clusters.  The findings
-    behind each choice are in ``similearn._ssne_defaults``.
+    behind each choice are in ``similearn.ssne._defaults``.
 
     Tuning: ``pair_sampling="balanced"`` when every class is one compact cluster
     and you want it collapsed (the paper's pairs); ``n_target_neighbors`` 3-10

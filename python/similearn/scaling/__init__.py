@@ -39,10 +39,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from ._benchmark_report import BenchmarkRecord, ExponentFit, exponents_from_benchmark, load_benchmark_json, report
+from ._report import BenchmarkRecord, ExponentFit, exponents_from_benchmark, load_benchmark_json, report
 from ._growth_fit import fit_exponent
-from ._scaling_plot import draw_series, new_figure, plot
-from ._timing_format import fmt_exponent, fmt_size, fmt_time, table
+from ._plot import draw_series, new_figure, plot
+from .._timing_format import fmt_exponent, fmt_size, fmt_time, table
 
 __all__ = [
     "fit_exponent",

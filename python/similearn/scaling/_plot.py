@@ -3,7 +3,7 @@ and for pytest-benchmark JSON files; matplotlib is an optional dependency
 (``pip install "similearn[plot]"``), imported when a figure is drawn."""
 from __future__ import annotations
 
-from ._benchmark_report import group_key, records, series_points
+from ._report import group_key, records, series_points
 from ._growth_fit import fit_exponent
 
 _PLOT_HINT = 'plotting needs matplotlib: pip install "similearn[plot]"'

@@ -47,16 +47,16 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels
-from ._config import blas_threads, get_num_threads
-from ._dask import dask_rows
-from ._params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
-from ._frml_relevance import relevance_from_labels, relevance_from_sets
-from ._memory import check_memory, check_output_memory
-from ._targets import check_labels
-from ._validation import check_X, seed_from_random_state
-from .base import PairMixin, SaveLoadMixin
-from .metrics import retrieval_scores
+from .. import _kernels
+from .._config import blas_threads, get_num_threads
+from .._dask import dask_rows
+from .._params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from ._relevance import relevance_from_labels, relevance_from_sets
+from .._memory import check_memory, check_output_memory
+from .._targets import check_labels
+from .._validation import check_X, seed_from_random_state
+from ..base import PairMixin, SaveLoadMixin
+from ..metrics import retrieval_scores
 
 __all__ = ["FRML", "relevance_from_labels", "relevance_from_sets"]
 

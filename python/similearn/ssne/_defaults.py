@@ -35,8 +35,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._group_sampling import PairDrawer
-from .neighbors import topk
+from .._group_sampling import PairDrawer
+from ..neighbors import topk
 
 __all__ = ["CHECK_NEIGHBORS", "MAX_CANDIDATES", "IDENTITY_SCALE", "IDENTITY_CONSTANT", "target_neighbor_pairs",
            "NeighborPairDrawer", "identity_weights", "knn_correct"]
@@ -157,7 +157,7 @@ def knn_correct(H_train, y_train, H_test, y_test, n_threads=None):
     """Whether cosine ``CHECK_NEIGHBORS``-NN (majority vote, ties to the nearest)
     of each test row against the training rows predicts its label: ndarray of
     shape (n_test,), bool."""
-    from .neighbors import KNeighborsClassifier
+    from ..neighbors import KNeighborsClassifier
 
     k = min(CHECK_NEIGHBORS, H_train.shape[0])
     knn = KNeighborsClassifier(n_neighbors=k, metric="cosine", n_threads=n_threads).fit(H_train, y_train)

@@ -27,7 +27,7 @@ sigma(x) = sigma0 (NASH-N) and lets each document move its noise level at a
 price.  This is our reading of the paper's rate-distortion view; it is stated
 here so users can compare.
 
-The network is :mod:`similearn._nash_network` (functions on the parameter dict).
+The network is :mod:`similearn.nash._network` (functions on the parameter dict).
 The hot loops are C++ (csrc/nash.cpp): the sparse input layer and its row-sparse
 gradient, the fused decoder (GEMM, row softmax over V, sparse targets, the two
 gradient GEMMs) and Adam; the hidden layers are BLAS calls.  X is never densified.
@@ -43,17 +43,18 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels, _nash_network
-from ._config import blas_threads, get_num_threads
-from ._dask import dask_rows
-from ._label_forms import parse_labels
-from ._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
-from ._memory import check_memory, check_output_memory
-from ._nash_network import HEAD_HIDDEN, kl_bernoulli, sigmoid
-from ._targets import check_labels
-from ._validation import check_finite, check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
-from .base import SaveLoadMixin, progress
-from .hashing import HashingMixin
+from .. import _kernels
+from . import _network
+from .._config import blas_threads, get_num_threads
+from .._dask import dask_rows
+from .._label_forms import parse_labels
+from .._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._memory import check_memory, check_output_memory
+from ._network import HEAD_HIDDEN, kl_bernoulli, sigmoid
+from .._targets import check_labels
+from .._validation import check_finite, check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
+from ..base import SaveLoadMixin, progress
+from ..hashing import HashingMixin
 
 __all__ = ["NASH"]
 
@@ -287,15 +288,15 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ one batch
     def _workspace(self, B):
-        """Gradient, decoder and Adam buffers for batches of up to B rows (:mod:`similearn._nash_network`)."""
-        return _nash_network.workspace(self._P, B, self.n_bits)
+        """Gradient, decoder and Adam buffers for batches of up to B rows (:mod:`similearn.nash._network`)."""
+        return _network.workspace(self._P, B, self.n_bits)
 
     def _forward_backward(self, X, rows, scale, u, eps, yb, ws, nt):
-        """Loss parts and gradients of one batch: :func:`similearn._nash_network.forward_backward`
+        """Loss parts and gradients of one batch: :func:`similearn.nash._network.forward_backward`
         with this model's parameters and settings."""
-        settings = _nash_network.Settings(self.n_bits, self.binarization, self.noise, self.noise_std, self.prior,
+        settings = _network.Settings(self.n_bits, self.binarization, self.noise, self.noise_std, self.prior,
                                           self.supervised)
-        return _nash_network.forward_backward(self._P, X, rows, scale, u, eps, yb, ws, nt, settings)
+        return _network.forward_backward(self._P, X, rows, scale, u, eps, yb, ws, nt, settings)
 
     # ------------------------------------------------------------------ fit
     def _prepare(self, X, y):
@@ -351,7 +352,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         rng = np.random.default_rng(seed_from_random_state(self.random_state))
         counts = np.bincount(X.indices, weights=X.data, minlength=V)  # corpus word weights (targets)
         self.n_features_in_ = V
-        self._P = _nash_network.init_params(V, hs, int(self.n_bits), n_classes, counts, rng, dt,
+        self._P = _network.init_params(V, hs, int(self.n_bits), n_classes, counts, rng, dt,
                                             data_noise=self.noise == "data")
         bs = int(min(self.batch_size, keep.size))
         ws = self._workspace(bs)
@@ -370,7 +371,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         scale = st["inv"][rows]
         parts, dA = self._forward_backward(st["X"], rows, scale, u, eps, yb, st["ws"], st["nt"])
         st["t"] += 1
-        _nash_network.adam(self._P, st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"],
+        _network.adam(self._P, st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"],
                            learning_rate=self.learning_rate, lazy=self.optimizer == "lazy_adam")
         return parts
 
@@ -434,7 +435,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         with blas_threads(nt):
             for start in range(0, n, _CHUNK):
                 rows = np.arange(start, min(n, start + _CHUNK), dtype=np.int64)
-                h = _nash_network.input_layer(P, Xd, rows, inv[rows], nt)
+                h = _network.input_layer(P, Xd, rows, inv[rows], nt)
                 if P["W"]:  # the dense layers with the exact products: codes equal on every CPU
                     np.maximum(h, 0, out=h)
                     for k in range(1, len(P["W"])):
