@@ -7,7 +7,7 @@ import pytest
 
 from oracles import interaction_map_oracle
 from similearn import _kernels
-from similearn._interaction_map import InteractionMap
+from similearn.metrics._interaction_map import InteractionMap
 from similearn.metrics import interaction_map_at_k
 
 

@@ -17,7 +17,7 @@ from isa_caps import run_pytest_capped
 
 
 def _interaction_map_call(rng):
-    from similearn._interaction_map import InteractionMap
+    from similearn.metrics._interaction_map import InteractionMap
 
     L = rng.standard_normal((3000, 32)).astype(np.float32)
     R = rng.standard_normal((60000, 32)).astype(np.float32)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from similearn._group_sampling import sample_distinct as _sample_distinct
+from similearn.triplets._group_sampling import sample_distinct as _sample_distinct
 from similearn.triplets import (
     clusters_from_pairs,
     triplets_from_labels,

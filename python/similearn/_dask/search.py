@@ -351,8 +351,8 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
     over a Dask database: the top max(ks) come from :func:`dask_topk`, relevance from
     the labels on the client (labels are O(n_database), the embeddings never move).
     MAP and AUC rank the whole database per query and are not computed here."""
-    from .._ranking_metrics import check_ks, topk_metrics
-    from .._relevance import MEMORY_BUDGET
+    from ..metrics._ranking import check_ks, topk_metrics
+    from ..metrics._relevance import MEMORY_BUDGET
     from .._search_checks import check_metric
 
     code = check_metric(metric)
@@ -398,7 +398,7 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
 
 def _relevance(query_labels, database_labels, nq, ndb):
     """The labels' relevance structure on the client (Dask labels computed: O(n) values)."""
-    from .._relevance import Relevance
+    from ..metrics._relevance import Relevance
     from . import is_dask_array
 
     query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab

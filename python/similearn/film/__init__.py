@@ -208,7 +208,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         if triplets is not None:  # y is then ignored (a Pipeline may route pairs through it)
             return check_triplets(triplets, n, distinct=True)
         _, codes = check_labels(y, n, "y", min_classes=2)
-        from .._label_triplets import draw_triplets
+        from ..triplets._from_labels import draw_triplets
 
         # X and the labels are checked (fit, above): the generator's own checks are skipped
         return draw_triplets(codes, int(self.n_triplets_per_anchor), self.negatives,

@@ -4,7 +4,7 @@
 item with held-out pairs keeps training pairs); :class:`Monitor` scores the model
 after every epoch by MAP@10 of the held-out pairs (the protocol of Krichene et al.,
 Sec. 4.1: each validated left item ranks the right items, its training pairs
-excluded, through :class:`similearn._interaction_map.InteractionMap`) and decides when
+excluded, through :class:`similearn.metrics._interaction_map.InteractionMap`) and decides when
 to stop (``n_iter_no_change`` epochs without an improvement of ``tol``).
 
 Cost per epoch: the towers' outputs on the validated left items and on the right
@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from .._interaction_map import InteractionMap
+from ..metrics._interaction_map import InteractionMap
 from .._targets import check_pairs
 from .._validation import check_float
 from . import towers

@@ -47,7 +47,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _kernels
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
-from .._group_sampling import PairDrawer
+from ..triplets._group_sampling import PairDrawer
 from .._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from .._memory import check_memory, check_output_memory
 from ._defaults import NeighborPairDrawer, identity_weights, knn_correct, target_neighbor_pairs

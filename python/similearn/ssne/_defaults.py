@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._group_sampling import PairDrawer
+from ..triplets._group_sampling import PairDrawer
 from ..neighbors import topk
 
 __all__ = ["CHECK_NEIGHBORS", "MAX_CANDIDATES", "IDENTITY_SCALE", "IDENTITY_CONSTANT", "target_neighbor_pairs",
@@ -103,7 +103,7 @@ def target_neighbor_pairs(Xs, groups, k, rng, n_threads=None):
 class NeighborPairDrawer:
     """Labelled pairs for one epoch: similar pairs drawn uniformly (with replacement)
     from the target-neighbour pairs, dissimilar pairs uniformly over the pairs of
-    different classes (:class:`similearn._group_sampling.PairDrawer`)."""
+    different classes (:class:`similearn.triplets._group_sampling.PairDrawer`)."""
 
     def __init__(self, groups, target_pairs, similar_fraction=0.5):
         self.target_pairs = target_pairs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._label_forms import parse_labels
+from .._label_forms import parse_labels
 
 # Working memory of one query block is about block * n_database * bytes-per-pair;
 # blocks are sized to keep it under this budget (``block_size`` overrides).

@@ -53,18 +53,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _kernels
-from ._config import get_num_threads
-from ._memory import check_memory
-from ._ranking_metrics import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
+from .. import _kernels
+from .._config import get_num_threads
+from .._memory import check_memory
+from ._ranking import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
 from ._relevance import DENSE_LABELS_MAX, MEMORY_BUDGET, Relevance
-from ._search_checks import check_metric, check_self, topk_raw
-from ._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
-from ._dask import is_dask_array
+from .._search_checks import check_metric, check_self, topk_raw
+from .._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
+from .._dask import is_dask_array
 
 __all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k"]
 
-# The limits of similearn._relevance (a query block's working memory, the label
+# The limits of similearn.metrics._relevance (a query block's working memory, the label
 # count of the dense relevance path), read from here at each call.
 _MEMORY_BUDGET = MEMORY_BUDGET
 _DENSE_LABELS_MAX = DENSE_LABELS_MAX
@@ -77,7 +77,7 @@ _HAMMING_BYTES_PER_PAIR = 8
 
 
 def _relevance(query_labels, database_labels, nq, ndb):
-    """The labels' :class:`~similearn._relevance.Relevance` under this module's limits."""
+    """The labels' :class:`~similearn.metrics._relevance.Relevance` under this module's limits."""
     return Relevance(query_labels, database_labels, nq, ndb, _MEMORY_BUDGET, _DENSE_LABELS_MAX)
 
 
@@ -372,7 +372,7 @@ def interaction_map_at_k(left_vectors, right_vectors, relevant_pairs, k=10, *, n
     shapes or dtypes, pair ids out of range, k < 1, vectors whose products overflow)
     raises before any work.  To evaluate many models against the same pairs (e.g.
     after every epoch), the pairs are prepared once by
-    ``similearn._interaction_map.InteractionMap``.
+    ``similearn.metrics._interaction_map.InteractionMap``.
     """
     from ._interaction_map import InteractionMap, check_vectors
 

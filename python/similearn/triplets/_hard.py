@@ -10,7 +10,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._group_sampling import BLOCK_ENTRIES
-from .neighbors import topk
+from ..neighbors import topk
 
 # Classes with at least this many members are searched against a copy of the
 # other-class rows; smaller classes against the whole data with k + class size.
