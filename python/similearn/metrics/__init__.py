@@ -55,11 +55,11 @@ import numpy as np
 
 from .. import _kernels
 from .._config import get_num_threads
-from .._memory import check_memory
+from .._utils.memory import check_memory
 from ._ranking import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
 from ._relevance import DENSE_LABELS_MAX, MEMORY_BUDGET, Relevance
 from .._search_checks import check_metric, check_self, topk_raw
-from .._validation import check_codes, check_dense, check_int, check_k, check_same_dtype
+from .._utils.validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 from .._dask import is_dask_array
 
 __all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k"]
@@ -187,7 +187,7 @@ def retrieval_scores(query_X, database_X, query_labels, database_labels, metric=
     from the labels on the client.  ``block_size`` is ignored.
     """
     if is_dask_array(query_X) or is_dask_array(database_X):
-        from ._dask.search import dask_retrieval_scores
+        from .._dask.search import dask_retrieval_scores
 
         return dask_retrieval_scores(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
                                      n_threads)
@@ -297,7 +297,7 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
     the value equals the in-memory one.
     """
     if is_dask_array(query_codes) or is_dask_array(database_codes):
-        from ._dask.search import dask_precision_at_k_hamming
+        from .._dask.search import dask_precision_at_k_hamming
 
         return dask_precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k,
                                            exclude_self, n_threads)
