@@ -76,7 +76,7 @@ def interaction_map_oracle(L, R, relevant_pairs, k=10, n_candidates=None, exclud
     queries, and a query's relevant items outside it join its pool."""
     import scipy.sparse as sp
 
-    from similearn._validation import seed_from_random_state
+    from similearn._utils.validation import seed_from_random_state
 
     L, R = np.asarray(L), np.asarray(R)
     nL, nR = L.shape[0], R.shape[0]

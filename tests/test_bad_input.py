@@ -365,7 +365,7 @@ def test_sizes_refused_before_allocating(cs, no_work, monkeypatch, fn, name):
 
 
 def test_memory_budget_from_the_machine_and_the_environment(monkeypatch):
-    from similearn._memory import check_memory, memory_budget
+    from similearn._utils.memory import check_memory, memory_budget
 
     monkeypatch.delenv("SIMILEARN_MAX_MEMORY", raising=False)
     n, where = memory_budget()

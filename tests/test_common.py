@@ -25,7 +25,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import similearn
-from similearn import _params
+from similearn._utils import params as _params
 from estimator_cases import CASES
 
 SEED_PARAM = {"random_state": 0}

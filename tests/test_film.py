@@ -259,12 +259,12 @@ def _count_checks(monkeypatch):
     """Count the calls of the input checks, wherever in similearn they are called from."""
     import sys
 
-    import similearn._params
-    import similearn._targets
-    import similearn._validation
+    import similearn._utils.params
+    import similearn._utils.targets
+    import similearn._utils.validation
 
     calls = dict.fromkeys(_CHECKS, 0)
-    homes = (similearn._params, similearn._targets, similearn._validation)
+    homes = (similearn._utils.params, similearn._utils.targets, similearn._utils.validation)
     originals = {name: getattr(next(m for m in homes if hasattr(m, name)), name) for name in _CHECKS}
 
     def counting(name, fn):

@@ -13,7 +13,7 @@ from similearn import _core, _kernels
 from similearn.datasets import make_topic_documents
 from similearn.hashing import LSHHasher
 from similearn.metrics import precision_at_k_hamming
-from similearn._validation import kernel_csr
+from similearn._utils.validation import kernel_csr
 from similearn.nash import NASH
 from similearn.neighbors import pack_bits
 

@@ -1,4 +1,4 @@
-"""Model files refuse any change since save (file format version 2, similearn._integrity).
+"""Model files refuse any change since save (file format version 2, similearn._utils.integrity).
 
 Every public estimator (tests/estimator_cases.py) is fitted once, saved, and the
 file is then changed in one way per test; load must refuse it with a ValueError

@@ -446,7 +446,7 @@ def test_fallback_check_matches_a_manual_cross_validation(rng):
     X, y = _rings(90, 3, rng)
     m = SSNE(n_components=8, n_epochs=5, fallback=True, selection_cv=3, random_state=4).fit(X, y)
     Xs = (X - X.mean(0)) / X.std(0)
-    from similearn._validation import seed_from_random_state
+    from similearn._utils.validation import seed_from_random_state
     crng = np.random.default_rng([seed_from_random_state(4), 1])
     folds = StratifiedKFold(3, shuffle=True, random_state=int(crng.integers(2 ** 31)))
     want = {"learned": np.zeros(90), "identity": np.zeros(90)}

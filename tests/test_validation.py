@@ -1,4 +1,4 @@
-"""Estimator-level input checks in similearn._validation."""
+"""Estimator-level input checks in similearn._utils.validation."""
 import warnings
 
 import numpy as np
@@ -8,8 +8,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import DataConversionWarning
 from sklearn.utils.validation import check_is_fitted
 
-from similearn._targets import check_labels, check_pairs, check_similarity, check_triplets
-from similearn._validation import check_random_state, check_X, seed_from_random_state
+from similearn._utils.targets import check_labels, check_pairs, check_similarity, check_triplets
+from similearn._utils.validation import check_random_state, check_X, seed_from_random_state
 
 
 # ----------------------------------------------------------------------------- check_X
@@ -346,7 +346,7 @@ def test_estimator_built_on_these_checks_passes_sklearn_estimator_checks():
 
 
 def test_check_float():
-    from similearn._validation import check_float
+    from similearn._utils.validation import check_float
     assert check_float(np.float32(0.5), "a", low=0) == 0.5
     for bad in (np.nan, np.inf, "1", True, None):
         with pytest.raises(ValueError, match="a must be a finite number"):
@@ -358,7 +358,7 @@ def test_check_float():
 
 
 def test_check_pairs_two_catalogues():
-    from similearn._targets import check_pairs
+    from similearn._utils.targets import check_pairs
 
     P = check_pairs([[0, 4], [2, 0]], (3, 5))
     assert P.dtype == np.int64 and P.shape == (2, 2)
@@ -414,7 +414,7 @@ def test_first_nonfinite_matches_numpy(dtype, n, n_threads):
 ])
 @pytest.mark.parametrize("bad,what", [(np.nan, "NaN"), (np.inf, "inf"), (-np.inf, "inf")])
 def test_check_finite_every_layout(make, bad, what):
-    from similearn._validation import check_finite
+    from similearn._utils.validation import check_finite
 
     a = np.arange(1.0, 61.0).reshape(6, 10)
     check_finite(make(a), "Z")  # finite: no error
@@ -427,7 +427,7 @@ def test_check_finite_allocates_no_mask():
     """The check of a large float32 array allocates O(1), not the n-byte mask of np.isfinite."""
     import tracemalloc
 
-    from similearn._validation import check_finite
+    from similearn._utils.validation import check_finite
 
     a = np.ones((2000, 1000), dtype=np.float32)  # 8 MB
     check_finite(a, "a")

@@ -9,7 +9,7 @@ Input contract
 --------------
 Every public function and estimator method checks its arguments before any work
 and raises ``TypeError`` (wrong kind) or ``ValueError`` (wrong value) naming the
-argument (the helpers are in ``similearn._validation``, one per kind of check):
+argument (the helpers are in ``similearn._utils.validation``, one per kind of check):
 
 * Empty input: 0 query rows give an empty result of the usual shape and dtype
   (``topk`` / ``hamming_topk``: ``(0, k)``; ``transform`` / ``encode``:

@@ -16,8 +16,8 @@ from sklearn.utils.validation import check_is_fitted
 from . import _kernels
 from ._config import get_num_threads
 from ._dask import is_dask_array
-from ._params import Int, Threads, validate_params
-from ._validation import check_codes, check_int, check_k
+from ._utils.params import Int, Threads, validate_params
+from ._utils.validation import check_codes, check_int, check_k
 
 __all__ = ["HammingIndex"]
 

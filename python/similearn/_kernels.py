@@ -8,7 +8,7 @@ functions below pick the variant from the dtype of one named array argument
 binding name from strings.
 
 The kernels trust their inputs: the public method that calls them validates
-them once (``similearn._validation``) before the first kernel call.  What the
+them once (``similearn._utils.validation``) before the first kernel call.  What the
 bindings still check in C++ is limited to memory safety (shapes, CSR slices,
 index ranges of data a kernel dereferences), once per call.
 """
@@ -50,7 +50,7 @@ def _typed(name, pos, key):
 def csr(indptr, indices, data, n_cols):
     """A CSR matrix checked once for the kernels (``Csr_f32`` / ``Csr_f64`` by the dtype of
     ``data``): offsets from 0 to nnz, non-decreasing; column ids in [0, n_cols).  O(nnz),
-    paid once per public call (``similearn._validation.kernel_csr``); the kernels that
+    paid once per public call (``similearn._utils.validation.kernel_csr``); the kernels that
     read rows of it then check only those row ids."""
     return (_core.Csr_f32 if data.dtype == np.float32 else _core.Csr_f64)(indptr, indices, data, int(n_cols))
 
@@ -86,7 +86,7 @@ def exact_transform(X, L, n_threads, dtype=np.float64, block_rows=4096):
     dt = np.dtype(dtype)
     n, m = X.shape[0], L.shape[0]
     if not isinstance(X, np.ndarray):
-        from ._validation import kernel_csr
+        from ._utils.validation import kernel_csr
 
         W = np.ascontiguousarray(np.asarray(L, dtype=dt).T)
         return csr_nn(kernel_csr(X, dt), W, n_threads)

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 
 from . import _kernels
 from ._config import blas_threads
-from ._validation import check_bool, check_csr_structure, check_indices
+from ._utils.validation import check_bool, check_csr_structure, check_indices
 
 #: The metric names of the dense search (``topk``'s ``metric``, also that of
 #: the k-NN estimators); each maps to the code the C++ kernels take.

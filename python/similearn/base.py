@@ -1,7 +1,7 @@
 """Shared estimator plumbing: save/load, pair scoring, progress reporting.
 
 * :func:`save` / :func:`load` and :class:`SaveLoadMixin`: portable ``.npz`` model
-  files that load without unpickling (format in ``similearn._serialization``).
+  files that load without unpickling (format in ``similearn._utils.serialization``).
 * :class:`PairMixin`: ``pair_distance`` / ``pair_score`` on (n_pairs, 2,
   n_features) arrays for any transformer.
 * :class:`Progress` / :func:`progress`: the ``verbose`` output of fit loops.
@@ -17,8 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
-from ._serialization import FORMAT_VERSION, SimilearnVersionWarning, load, save
-from ._validation import check_int, check_X
+from ._utils.serialization import FORMAT_VERSION, SimilearnVersionWarning, load, save
+from ._utils.validation import check_int, check_X
 
 __all__ = [
     "save",

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.base import clone
 
-from ._targets import check_labels
-from ._validation import call_user, check_int, check_length, check_X
+from ._utils.targets import check_labels
+from ._utils.validation import call_user, check_int, check_length, check_X
 from .neighbors import KNeighborsClassifier
 
 __all__ = ["KNNCVResult", "knn_cv_accuracy"]

@@ -28,9 +28,9 @@ from sklearn.utils.validation import check_is_fitted
 from . import _kernels
 from ._config import get_num_threads
 from ._dask import dask_rows
-from ._params import Bool, Int, RandomState, validate_params
-from ._memory import check_memory, check_output_memory
-from ._validation import check_X, seed_from_random_state
+from ._utils.params import Bool, Int, RandomState, validate_params
+from ._utils.memory import check_memory, check_output_memory
+from ._utils.validation import check_X, seed_from_random_state
 from .base import SaveLoadMixin
 from .metrics import precision_at_k_hamming
 from .neighbors import pack_bits
@@ -300,7 +300,7 @@ class LSHHasher(_HasherBase):
         "random_state": (RandomState(),),
     }
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity)
     _state_shapes = {
         "hyperplanes_": ("n_features_in_", "n_bits"),
         "mean_": ("n_features_in_",),
@@ -405,7 +405,7 @@ class ITQHasher(_HasherBase):
         "random_state": (RandomState(),),
     }
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity)
     _state_shapes = {
         "mean_": ("n_features_in_",),
         "components_": ("n_bits", "n_features_in_"),

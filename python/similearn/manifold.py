@@ -28,8 +28,8 @@ import numpy as np
 
 from . import _kernels
 from ._config import blas_threads
-from ._memory import check_memory
-from ._validation import call_user, check_dense, check_int
+from ._utils.memory import check_memory
+from ._utils.validation import call_user, check_dense, check_int
 
 __all__ = ["stiefel_minimize", "StiefelResult", "cayley_retraction", "random_stiefel", "projected_gradient"]
 

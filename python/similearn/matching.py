@@ -118,9 +118,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 from .base import SaveLoadMixin
-from ._params import Bool, HasMethods, Int, IntSequence, Options, Threads, validate_params
-from ._targets import check_pair_labels, check_pairs
-from ._validation import check_dense, check_k, check_length, check_X, n_entries
+from ._utils.params import Bool, HasMethods, Int, IntSequence, Options, Threads, validate_params
+from ._utils.targets import check_pair_labels, check_pairs
+from ._utils.validation import check_dense, check_k, check_length, check_X, n_entries
 from .neighbors import METRICS, topk
 
 __all__ = ["PairwiseKNNMatcher", "pair_ranks"]
@@ -337,7 +337,7 @@ class PairwiseKNNMatcher(SaveLoadMixin, BaseEstimator):
     helpers that split the rows of ``X`` do not apply (pairs index rows).
     """
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity);
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity);
     # 6: the features of the "rank" calibration (see _features)
     _state_shapes = {
         "k_grid_": ("=n_candidates",),

@@ -22,11 +22,11 @@ from . import _kernels
 from ._config import get_num_threads
 from ._dask import is_dask_array
 from ._hamming_index import HammingIndex
-from ._params import Int, Options, Threads, validate_params
-from ._memory import check_memory
+from ._utils.params import Int, Options, Threads, validate_params
+from ._utils.memory import check_memory
 from ._search_checks import METRICS, check_exclude, check_metric, check_self, topk_raw
-from ._targets import check_labels
-from ._validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
+from ._utils.targets import check_labels
+from ._utils.validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries, row_slices)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "KNeighborsClassifier", "METRICS"]
@@ -42,7 +42,7 @@ def _fill_missing(idx):
 
 def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
     """Refuse a (n_queries, k) search result (int64 indices + ``itemsize``-byte
-    ``what``) larger than the memory budget (:func:`similearn._memory.check_memory`)."""
+    ``what``) larger than the memory budget (:func:`similearn._utils.memory.check_memory`)."""
     check_memory(int(n_queries) * int(k) * (8 + int(itemsize)), f"{name}={int(k)}",
                  f"the (n_queries, {name}) result (indices and {what}) of {int(n_queries)} queries",
                  f"lower {name} or query in chunks")
@@ -260,7 +260,7 @@ class KNeighborsClassifier(ClassifierMixin, BaseEstimator):
     Works in a Pipeline after any similearn (or scikit-learn) transformer.
     """
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity)
     _state_shapes = {
         "classes_": (None,),
         "_fit_X": ("=n_samples", "n_features_in_"),

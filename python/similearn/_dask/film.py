@@ -58,7 +58,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..film._operators import DenseOperator
-from .._validation import check_min_count
+from .._utils.validation import check_min_count
 from . import active_client, check_row_chunks, is_dask_array
 
 __all__ = ["ByteCounter", "DaskRowBlocks", "DaskV", "check_fit_input"]
@@ -103,10 +103,10 @@ def _aligned(a):
 
 
 def _prepare_block(xb, name):
-    """Validate one row block as :func:`similearn._validation.check_X` does for a whole
+    """Validate one row block as :func:`similearn._utils.validation.check_X` does for a whole
     X: CSR with canonical indices or C-contiguous dense, float32/float64 (integers and
     booleans -> float64), finite.  Errors name the block."""
-    from .._validation import check_X
+    from .._utils.validation import check_X
 
     return check_X(xb, name, accept_sparse=True, min_samples=0)
 

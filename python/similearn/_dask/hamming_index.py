@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_codes, check_int, check_k
+from .._utils.validation import check_codes, check_int, check_k
 from . import check_row_chunks, is_dask_array, require_dask
 from .search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree
 

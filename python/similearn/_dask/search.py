@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
-from .._validation import check_codes, check_dense, check_int, check_k
+from .._utils.validation import check_codes, check_dense, check_int, check_k
 from . import check_row_chunks, require_dask
 
 __all__ = ["dask_topk", "dask_hamming_topk", "dask_retrieval_scores", "dask_precision_at_k_hamming", "SPLIT_EVERY"]

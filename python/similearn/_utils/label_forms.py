@@ -8,8 +8,8 @@ from collections.abc import Iterable
 import numpy as np
 import scipy.sparse as sp
 
-from ._targets import bad_label, check_label_values
-from ._validation import check_finite, check_length
+from .targets import bad_label, check_label_values
+from .validation import check_finite, check_length
 
 
 def _is_set_like(e):

@@ -14,7 +14,7 @@ import os
 import re
 import sys
 
-from ._validation import n_entries
+from .validation import n_entries
 
 __all__ = ["MEMORY_ENV", "format_bytes", "memory_budget", "check_memory", "check_output_memory"]
 

@@ -67,7 +67,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
-from ._integrity import (DIGEST_KEY, ModelFileError, array_digest, array_record, check_state, describe, item_loc,
+from .integrity import (DIGEST_KEY, ModelFileError, array_digest, array_record, check_state, describe, item_loc,
                          verify_member)
 
 __all__ = ["save", "load", "SimilearnVersionWarning", "FORMAT_VERSION"]
@@ -87,7 +87,7 @@ class SimilearnVersionWarning(UserWarning):
 
 
 def _version():
-    from ._version import __version__
+    from .._version import __version__
 
     return __version__
 

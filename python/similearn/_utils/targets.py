@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.exceptions import DataConversionWarning
 
-from ._validation import check_finite, check_indices, check_length, check_min_count
+from .validation import check_finite, check_indices, check_length, check_min_count
 
 __all__ = ["bad_label", "check_label_values", "check_labels", "check_pairs", "pair_matrix", "check_triplets", "check_pair_labels", "check_similarity", "check_similar_fraction"]
 

@@ -109,7 +109,7 @@ def _first_nonfinite(data):
     large database.  Other dtypes and strided arrays are checked in slices of about
     2^20 entries (O(2^20) memory).
     """
-    from . import _config, _kernels
+    from .. import _config, _kernels
 
     if data.ndim and (data.flags.c_contiguous or data.flags.f_contiguous):
         flat = data.ravel(order="K")  # a view
@@ -487,7 +487,7 @@ def kernel_csr(X, dtype, scale=1.0, name="X"):
     if data.size and not np.isfinite(data).all():
         raise ValueError(f"{name} has entries beyond the {np.dtype(dtype).name} range (up to "
                          f"{np.abs(X.data).max() * scale:.3g} after scaling); rescale {name} or use dtype='float64'")
-    from . import _kernels
+    from .. import _kernels
 
     return _kernels.csr(np.ascontiguousarray(X.indptr, dtype=np.int64), np.ascontiguousarray(X.indices, dtype=np.int64),
                         np.ascontiguousarray(data), X.shape[1])

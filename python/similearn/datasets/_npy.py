@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._validation import check_int
+from .._utils.validation import check_int
 
 __all__ = ["dask_from_npy"]
 

@@ -35,10 +35,10 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _kernels
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows, is_dask_array
-from .._params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
-from .._memory import check_memory, check_output_memory
-from .._targets import check_labels, check_triplets
-from .._validation import check_int, check_X
+from .._utils.params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._utils.memory import check_memory, check_output_memory
+from .._utils.targets import check_labels, check_triplets
+from .._utils.validation import check_int, check_X
 from ._objective import FilmObjective, load_batch, triplet_matrices, valid_objective
 from ._operators import DenseOperator, InMemoryRows, InMemoryV  # noqa: F401  (DenseOperator: public name)
 from ._range_finder import gram_rows, range_svd
@@ -143,7 +143,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         m (8 + r s) for the m distinct rows of the batch's triplets.
     """
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity)
     _state_shapes = {
         "components_": ("=d", "n_features_in_"),  # d: n_components as fitted
         "s_": ("=d",),

@@ -34,7 +34,7 @@ import scipy.sparse as sp
 from .. import _kernels
 from .._config import get_num_threads
 from ._operators import DenseOperator, InMemoryV
-from .._targets import check_triplets
+from .._utils.targets import check_triplets
 
 __all__ = ["FilmObjective", "triplet_matrices", "valid_objective", "load_batch"]
 

@@ -50,11 +50,11 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _kernels
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
-from .._params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._utils.params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._relevance import relevance_from_labels, relevance_from_sets
-from .._memory import check_memory, check_output_memory
-from .._targets import check_labels
-from .._validation import check_X, seed_from_random_state
+from .._utils.memory import check_memory, check_output_memory
+from .._utils.targets import check_labels
+from .._utils.validation import check_X, seed_from_random_state
 from ..base import PairMixin, SaveLoadMixin
 from ..metrics import retrieval_scores
 
@@ -197,7 +197,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     O(n D + n m + D m): no n x n or D x D array.
     """
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity)
     _state_shapes = {"components_": (None, "n_features_in_")}
 
     def __init__(self, n_components=None, loss="warp", gamma=1, lam=0.1, batch_size=5, learning_rate=1.0,

@@ -8,7 +8,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
-from .._validation import check_indices
+from .._utils.validation import check_indices
 
 __all__ = ["Relevance", "relevance_from_labels", "relevance_from_sets"]
 

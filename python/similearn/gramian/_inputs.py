@@ -10,9 +10,9 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
-from .._memory import check_memory
-from .._targets import check_similarity
-from .._validation import check_int, check_X, kernel_csr
+from .._utils.memory import check_memory
+from .._utils.targets import check_similarity
+from .._utils.validation import check_int, check_X, kernel_csr
 
 __all__ = ["check_features", "check_targets", "check_prior", "n_columns"]
 

@@ -39,8 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
-from .._memory import check_memory
-from .._validation import check_dense, check_float, check_indices, check_int, check_min_count
+from .._utils.memory import check_memory
+from .._utils.validation import check_dense, check_float, check_indices, check_int, check_min_count
 
 __all__ = ["SOGram", "SAGram", "SampledGramian", "exact_gramian", "gramian_error", "item_weights"]
 

@@ -58,11 +58,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
 from .._config import blas_threads, get_num_threads
-from .._memory import check_memory
-from .._params import (ArrayLike, Bool, Dtype, Instance, Int, IntSequence, Options, RandomState, Real, Threads,
+from .._utils.memory import check_memory
+from .._utils.params import (ArrayLike, Bool, Dtype, Instance, Int, IntSequence, Options, RandomState, Real, Threads,
                        Verbose, validate_params)
-from .._targets import check_pairs, pair_matrix
-from .._validation import n_entries, seed_from_random_state
+from .._utils.targets import check_pairs, pair_matrix
+from .._utils.validation import n_entries, seed_from_random_state
 from ..base import SaveLoadMixin
 from . import towers, training, validation
 from ._inputs import check_features, check_prior, check_targets, n_columns
@@ -289,7 +289,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     (2, 5)
     """
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity);
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity);
     # =left / =right: the towers' layer widths (embedding_dim, hidden_sizes..., n_components),
     # =rank: the rank of the low-rank prior
     _state_shapes = {

@@ -7,9 +7,9 @@ import numpy as np
 
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
-from .._memory import check_output_memory
-from .._targets import check_pairs
-from .._validation import check_bool, check_indices, check_int, kernel_csr
+from .._utils.memory import check_output_memory
+from .._utils.targets import check_pairs
+from .._utils.validation import check_bool, check_indices, check_int, kernel_csr
 from ._inputs import check_features
 
 __all__ = ["TowerOutputs"]

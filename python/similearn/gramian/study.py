@@ -14,7 +14,7 @@ import numpy as np
 from sklearn.base import clone
 
 from .._config import blas_threads, get_num_threads
-from .._validation import check_int, seed_from_random_state
+from .._utils.validation import check_int, seed_from_random_state
 from . import towers, training
 from .estimators import exact_gramian, gramian_error
 from .model import TwoTower

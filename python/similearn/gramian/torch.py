@@ -24,7 +24,7 @@ import numbers
 import numpy as np
 import torch
 
-from .._validation import check_int
+from .._utils.validation import check_int
 from . import _torch_sync
 from ._torch_inputs import (check_estimators, check_tower_output, checked_batch, initial_embeddings, np_dtype,
                             numpy_rng)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _kernels
-from .._memory import check_output_memory
+from .._utils.memory import check_output_memory
 
 __all__ = ["init_params", "named_params", "forward", "backward", "embed_all", "CHUNK"]
 

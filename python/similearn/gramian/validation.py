@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from ..metrics._interaction_map import InteractionMap
-from .._targets import check_pairs
-from .._validation import check_float
+from .._utils.targets import check_pairs
+from .._utils.validation import check_float
 from . import towers
 
 __all__ = ["MAX_CANDIDATES", "MIN_QUERIES", "WORK_PER_PAIR", "TOP_K", "split", "check_validation", "Monitor"]

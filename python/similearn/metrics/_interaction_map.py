@@ -14,9 +14,9 @@ import numpy as np
 
 from .. import _kernels
 from .._config import blas_threads, get_num_threads
-from .._memory import check_memory, memory_budget
-from .._targets import check_pairs, pair_matrix
-from .._validation import check_dense, check_int, seed_from_random_state
+from .._utils.memory import check_memory, memory_budget
+from .._utils.targets import check_pairs, pair_matrix
+from .._utils.validation import check_dense, check_int, seed_from_random_state
 
 __all__ = ["InteractionMap", "check_vectors"]
 

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 from sklearn.exceptions import UndefinedMetricWarning
 
-from .._validation import check_int
+from .._utils.validation import check_int
 
 
 def check_ks(ks, n_candidates):

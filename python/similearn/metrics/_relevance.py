@@ -1,13 +1,13 @@
 """Relevance of database items to queries from their labels (same label, or at
 least one shared label), built a block of queries at a time for the retrieval
 metrics of :mod:`similearn.metrics` and their Dask form (:mod:`similearn._dask.search`).
-The label forms are those of :func:`similearn._label_forms.parse_labels`."""
+The label forms are those of :func:`similearn._utils.label_forms.parse_labels`."""
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._label_forms import parse_labels
+from .._utils.label_forms import parse_labels
 
 # Working memory of one query block is about block * n_database * bytes-per-pair;
 # blocks are sized to keep it under this budget (``block_size`` overrides).

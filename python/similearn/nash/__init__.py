@@ -47,12 +47,12 @@ from .. import _kernels
 from . import _network
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
-from .._label_forms import parse_labels
-from .._params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
-from .._memory import check_memory, check_output_memory
+from .._utils.label_forms import parse_labels
+from .._utils.params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._utils.memory import check_memory, check_output_memory
 from ._network import HEAD_HIDDEN, kl_bernoulli, sigmoid
-from .._targets import check_labels
-from .._validation import check_finite, check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
+from .._utils.targets import check_labels
+from .._utils.validation import check_finite, check_length, check_min_count, check_X, kernel_csr, n_entries, seed_from_random_state
 from ..base import SaveLoadMixin, progress
 from ..hashing import HashingMixin
 
@@ -172,7 +172,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     ``n_epochs`` for small corpora; ``supervised`` 1-10 when labels are given.
     """
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity);
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity);
     # =width: the encoder's layer widths (V, hidden_sizes...), =head: n_bits or 2 n_bits (noise="data")
     _state_shapes = {
         "_P.E": (("n_features_in_", "=width[0]"), "n_bits"),

@@ -48,11 +48,11 @@ from .. import _kernels
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
 from ..triplets._group_sampling import PairDrawer
-from .._params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
-from .._memory import check_memory, check_output_memory
+from .._utils.params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._utils.memory import check_memory, check_output_memory
 from ._defaults import NeighborPairDrawer, identity_weights, knn_correct, target_neighbor_pairs
-from .._targets import check_labels, check_pairs, check_similarity
-from .._validation import check_X, seed_from_random_state
+from .._utils.targets import check_labels, check_pairs, check_similarity
+from .._utils.validation import check_X, seed_from_random_state
 from ..base import PairMixin, SaveLoadMixin
 
 __all__ = ["SSNE"]
@@ -229,7 +229,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     _knn_metric = "cosine"  # embeddings live on the sphere: similarity = cosine (evaluation.knn_cv_accuracy)
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._integrity)
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity)
     _state_shapes = {
         "mean_": ("n_features_in_",),
         "scale_": ("n_features_in_",),

@@ -31,9 +31,9 @@ from scipy.sparse.csgraph import connected_components
 
 from ._group_sampling import PairDrawer, group_layout, map_other_group, map_same_group, sample_distinct
 from ._from_labels import draw_triplets
-from .._memory import check_memory
-from .._targets import check_labels, check_pair_labels, check_pairs, check_triplets
-from .._validation import check_X, check_indices, check_int, seed_from_random_state
+from .._utils.memory import check_memory
+from .._utils.targets import check_labels, check_pair_labels, check_pairs, check_triplets
+from .._utils.validation import check_X, check_indices, check_int, seed_from_random_state
 
 __all__ = [
     "pairs_from_labels",

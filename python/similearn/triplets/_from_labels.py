@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from ._group_sampling import group_layout, map_other_group, map_same_group, sample_distinct
 from ._hard import cycle_fill, hard_negatives_dense, hard_negatives_sparse, hard_positives
-from .._validation import seed_from_random_state
+from .._utils.validation import seed_from_random_state
 
 
 def draw_triplets(groups, n_per_anchor, negatives="random", X=None, metric="cosine", random_state=None,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._targets import check_similar_fraction
+from .._utils.targets import check_similar_fraction
 
 # Blocks materialised by the NumPy/SciPy paths (the random sort keys here, the
 # scores of the hard-example search) hold at most this many entries.
