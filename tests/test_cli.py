@@ -9,7 +9,7 @@ import pytest
 
 import similearn
 from similearn import cli
-from similearn._demo import SECTIONS
+from similearn.cli._demo import SECTIONS
 
 
 def run(*argv):
@@ -150,7 +150,7 @@ def test_python_dash_m():
 
 
 def test_demo_frml_section_beats_euclidean():
-    from similearn._demo import run_demo
+    from similearn.cli._demo import run_demo
     import io
     res = run_demo(["frml"], quick=True, file=io.StringIO(), n_threads=1)["frml"]
     assert res["frml_map_gamma10"] > res["euclidean_map"] + 0.1

@@ -177,7 +177,7 @@ def test_api_reference_links_resolve(docs_build):
 
 
 def test_examples_page_has_every_demo_section(docs_build):
-    from similearn._demo import SECTIONS
+    from similearn.cli._demo import SECTIONS
 
     proc, html, _ = docs_build
     assert proc.returncode == 0, "the docs build failed; see test_docs_build_without_warnings"

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import similearn
-from similearn import _selftest, cli
+from similearn import cli
+from similearn.cli import _selftest
 
 DIGEST_LINE = re.compile(r"^digest ([0-9a-f]{16})$", re.M)
 

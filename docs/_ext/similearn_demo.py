@@ -4,7 +4,7 @@
 command line parser (:func:`similearn.cli.build_parser`).
 
 ``.. similearn-demo-sections::`` renders one section per registered demo section
-(``similearn._demo.SECTIONS``, in the order ``similearn demo`` runs them): its name
+(``similearn.cli._demo.SECTIONS``, in the order ``similearn demo`` runs them): its name
 and title, the description from the section function's docstring, the commands
 that run it, and the section function's source.
 
@@ -58,7 +58,7 @@ def options_rst():
 
 def sections_rst():
     """reST lines: one subsection per registered demo section."""
-    from similearn._demo import SECTIONS
+    from similearn.cli._demo import SECTIONS
 
     lines = []
     for name, sec in SECTIONS.items():
@@ -107,10 +107,10 @@ class _GeneratedRst(SphinxDirective):
         raise NotImplementedError
 
     def run(self):
-        import similearn._demo
+        import similearn.cli._demo
         import similearn.cli
 
-        for module in (similearn._demo, similearn.cli):
+        for module in (similearn.cli._demo, similearn.cli):
             self.env.note_dependency(module.__file__)
         source = self.get_source_info()[0]
         content = StringList()

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Sequence
 from ._report import BenchmarkRecord, ExponentFit, exponents_from_benchmark, load_benchmark_json, report
 from ._growth_fit import fit_exponent
 from ._plot import draw_series, new_figure, plot
-from .._timing_format import fmt_exponent, fmt_size, fmt_time, table
+from .._utils.timing_format import fmt_exponent, fmt_size, fmt_time, table
 
 __all__ = [
     "fit_exponent",

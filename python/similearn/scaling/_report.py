@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 
 from ._growth_fit import fit_exponent
-from .._timing_format import fmt_exponent, fmt_rate, fmt_size, fmt_time, table
+from .._utils.timing_format import fmt_exponent, fmt_rate, fmt_size, fmt_time, table
 
 
 @dataclass

@@ -33,7 +33,7 @@ USAGE_ERROR = 2
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``similearn`` command."""
-    from ._version import __version__
+    from .._version import __version__
 
     p = argparse.ArgumentParser(prog="similearn", description="similearn: fast similarity and metric learning.")
     p.add_argument("--version", action="version", version=f"similearn {__version__}")
@@ -90,7 +90,7 @@ def _err(msg):
 
 
 def _cmd_info(args, out):
-    from ._config import show_config
+    from .._config import show_config
 
     show_config(file=out)
     return 0
@@ -127,7 +127,7 @@ def _cmd_demo(args, out):
 
 
 def _cmd_bench_report(args, out):
-    from . import scaling
+    from .. import scaling
 
     if not os.path.isfile(args.path):
         _err(f"no such file: {args.path}")
@@ -163,7 +163,7 @@ def _cmd_bench_run(args, extra, out):
     rc = subprocess.call(cmd)
     if rc == 0 and not args.no_report:
         print(file=out)
-        from . import scaling
+        from .. import scaling
 
         scaling.report(args.json, size_key=args.size_key, file=out)
     return rc

@@ -48,7 +48,7 @@ class DemoContext:
 
     def table(self, header, rows, indent="  "):
         """Print rows under a header, columns aligned (first left, others right)."""
-        from ._timing_format import table
+        from .._utils.timing_format import table
 
         self.print(table(header, [[str(c) for c in r] for r in rows], indent=indent))
 
@@ -81,8 +81,8 @@ def section(name, title):
 
 def run_demo(sections=None, quick=False, file=None, n_threads=None):
     """Run the given sections (all by default) and return ``{section: {name: value}}``."""
-    from ._config import get_num_threads
-    from ._version import __version__
+    from .._config import get_num_threads
+    from .._version import __version__
 
     names = list(SECTIONS) if not sections else list(sections)
     unknown = [n for n in names if n not in SECTIONS]
@@ -140,8 +140,8 @@ def _digits(ctx):
     from sklearn.neighbors import KNeighborsClassifier as SkKNN
     from sklearn.neighbors import NearestNeighbors
 
-    from .metrics import hamming_retrieval_scores, retrieval_scores
-    from .neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk
+    from ..metrics import hamming_retrieval_scores, retrieval_scores
+    from ..neighbors import KNeighborsClassifier, hamming_topk, pack_bits, topk
 
     nt = ctx.n_threads
     X, y = load_digits(return_X_y=True)
@@ -221,7 +221,7 @@ def _digits(ctx):
     ctx.print("  (angle(x, z) = pi * P[a random hyperplane separates x and z])")
 
     # throughput --------------------------------------------------------------------------
-    from ._config import get_num_threads
+    from .._config import get_num_threads
 
     nq, ndb, dim = (500, 20_000, 64) if ctx.quick else (2_000, 100_000, 64)
     hq, hdb = (200, 200_000) if ctx.quick else (1_000, 1_000_000)
@@ -265,11 +265,11 @@ def _film(ctx):
     from sklearn.pipeline import Pipeline, make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from .datasets import make_text_pairs
-    from .film import FILM
-    from .matching import PairwiseKNNMatcher
-    from .neighbors import KNeighborsClassifier
-    from .triplets import triplets_from_labels, triplets_from_pairs
+    from ..datasets import make_text_pairs
+    from ..film import FILM
+    from ..matching import PairwiseKNNMatcher
+    from ..neighbors import KNeighborsClassifier
+    from ..triplets import triplets_from_labels, triplets_from_pairs
 
     nt = ctx.n_threads
     X, y = load_digits(return_X_y=True)
@@ -334,8 +334,8 @@ def _frml(ctx):
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    from .frml import FRML
-    from .metrics import retrieval_scores
+    from ..frml import FRML
+    from ..metrics import retrieval_scores
 
     X, y = load_digits(return_X_y=True)
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=ctx.seed, stratify=y)
@@ -367,8 +367,8 @@ def _ssne(ctx):
     """
     from sklearn.datasets import load_iris, load_wine
 
-    from .evaluation import knn_cv_accuracy
-    from .ssne import SSNE
+    from ..evaluation import knn_cv_accuracy
+    from ..ssne import SSNE
 
     reps = 2 if ctx.quick else 5
     ctx.print(f"{reps} x 2-fold stratified cross-validation, features standardised on the training fold, 3-NN;")
@@ -401,9 +401,9 @@ def _nash(ctx):
     """
     from sklearn.feature_extraction.text import TfidfTransformer
 
-    from .datasets import make_topic_documents
-    from .hashing import ITQHasher, LSHHasher
-    from .nash import NASH
+    from ..datasets import make_topic_documents
+    from ..hashing import ITQHasher, LSHHasher
+    from ..nash import NASH
 
     n_train, n_test = 3000, 500
     X, y = make_topic_documents(n_train + n_test, 3000, 20, 80, random_state=ctx.seed)
@@ -441,9 +441,9 @@ def _twotower(ctx):
     every item, the Gramian estimation error and the fit time, next to a
     popularity baseline.
     """
-    from .datasets import make_interactions, train_test_split_pairs
-    from .metrics import interaction_map_at_k
-    from .twotower import TwoTower
+    from ..datasets import make_interactions, train_test_split_pairs
+    from ..metrics import interaction_map_at_k
+    from ..gramian import TwoTower
 
     n_left = n_right = 3000
     d = make_interactions(n_left=n_left, n_right=n_right, n_pairs=100_000, n_clusters=30, random_state=ctx.seed)

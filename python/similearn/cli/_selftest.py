@@ -28,10 +28,10 @@ digits, the overall digest the first 16 hex digits of the SHA-256 of the entry
 digests in order.
 
 The reference digests (``_selftest_reference.json``) are written by a developer with
-``python -m similearn._selftest --write-reference``, which first checks that the
+``python -m similearn.cli._selftest --write-reference``, which first checks that the
 digests agree in subprocesses under every ``SIMILEARN_ISA`` cap this CPU supports
 (``generic``, ``popcnt``, ``avx2``, ``avx512``) and uncapped, and refuses to write
-otherwise.  ``python -m similearn._selftest --check-caps`` only compares.
+otherwise.  ``python -m similearn.cli._selftest --check-caps`` only compares.
 """
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def _csr(rng, n_rows, n_cols, one_in, dtype, values=None):
 
 
 def _threads():
-    from ._config import get_num_threads
+    from .._config import get_num_threads
 
     return get_num_threads()
 
@@ -149,7 +149,7 @@ def _dense_case(seed, dtype, n_queries):
 
 def _topk_entry(metric, dtype, n_queries, k):
     def run():
-        from .neighbors import topk
+        from ..neighbors import topk
 
         Q, X = _dense_case(1000 + 10 * n_queries + (dtype == np.float64), dtype, n_queries)
         return topk(Q, X, k, metric=metric)
@@ -161,7 +161,7 @@ def _topk_exclude():
     """topk with ``exclude=`` (a CSR of banned ids; one query keeps fewer than k candidates)."""
     import scipy.sparse as sp
 
-    from .neighbors import topk
+    from ..neighbors import topk
 
     Q, X = _dense_case(2001, np.float64, 37)
     rng = _Ints(2002)
@@ -174,7 +174,7 @@ def _topk_exclude():
 
 def _topk_exclude_self():
     """Leave-one-out topk (``exclude_self=True``), 300 rows with duplicates."""
-    from .neighbors import topk
+    from ..neighbors import topk
 
     rng = _Ints(2003)
     X = rng.floats((300, 24), np.float32)
@@ -191,7 +191,7 @@ _K = {np.float32: 3100, np.float64: 1600}
 
 def _gemm_entry(op, dtype):
     def run():
-        from . import _kernels
+        from .. import _kernels
 
         rng = _Ints(3000 + 10 * ("nt", "nn", "tn", "csr").index(op) + (dtype == np.float64))
         k = _K[dtype]
@@ -211,7 +211,7 @@ def _gemm_entry(op, dtype):
 
 def _hamming_entry(n_bits, exclude_self=False):
     def run():
-        from .neighbors import hamming_topk, pack_bits
+        from ..neighbors import hamming_topk, pack_bits
 
         rng = _Ints(4000 + n_bits + exclude_self)
         D = pack_bits(rng.bits((600, n_bits)))
@@ -233,8 +233,8 @@ def _clustered_codes(rng, n, n_bits, n_centers, flip_one_in):
 
 def _mih_entry(n_bits, n_codes, n_centers, m=None):
     def run():
-        from ._hamming_index import HammingIndex
-        from .neighbors import pack_bits
+        from .._hamming_index import HammingIndex
+        from ..neighbors import pack_bits
 
         rng = _Ints(5000 + n_bits)
         centers, bits = _clustered_codes(rng, n_codes, n_bits, n_centers, 16)
@@ -250,7 +250,7 @@ def _mih_entry(n_bits, n_codes, n_centers, m=None):
 
 def _film_entry(sparse):
     def run():
-        from .film import FILM
+        from ..film import FILM
 
         rng = _Ints(6000 + sparse)
         D = 350
@@ -265,7 +265,7 @@ def _film_entry(sparse):
 
 def _frml_entry(dtype):
     def run():
-        from .frml import FRML
+        from ..frml import FRML
 
         rng = _Ints(7000 + (dtype == np.float64))
         D = 330
@@ -284,8 +284,8 @@ def _nash_entry():
     overwritten with integer-generated values, so the result depends on them alone."""
     import warnings
 
-    from .nash import _network as nash_network
-    from .nash import NASH
+    from ..nash import _network as nash_network
+    from ..nash import NASH
 
     rng = _Ints(8000)
     V = 90
@@ -414,8 +414,8 @@ def kernel_info():
     ``SIMILEARN_ISA`` cap), plus ``machine``."""
     import platform
 
-    from . import _kernels
-    from ._version import __version__
+    from .. import _kernels
+    from .._version import __version__
 
     b = _kernels.build_info()
     return {"version": __version__, "dense_kernel": b.get("dense_kernel", "?"), "hamming_isa": b.get("hamming_isa", "?"),
@@ -565,7 +565,7 @@ def selftest(verbose=True, file=None):
 
 def _caps():
     """The SIMILEARN_ISA caps this CPU can run (None: uncapped)."""
-    from . import _kernels
+    from .. import _kernels
 
     feats = set(_kernels.build_info().get("cpu_features", []))
     caps = [None, "generic"]
@@ -578,7 +578,7 @@ def _caps():
     return caps
 
 
-_CHILD = ("import json, similearn._selftest as s; "
+_CHILD = ("import json, similearn.cli._selftest as s; "
           "print(json.dumps({'kernels': s.kernel_info(), 'digests': s.compute_digests()}))")
 
 
@@ -635,10 +635,10 @@ def write_reference(path=None, file=None):
 
 
 def main(argv=None):
-    """``python -m similearn._selftest [--write-reference [PATH] | --check-caps]``."""
+    """``python -m similearn.cli._selftest [--write-reference [PATH] | --check-caps]``."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m similearn._selftest",
+    p = argparse.ArgumentParser(prog="python -m similearn.cli._selftest",
                                 description="Developer tool: the self-test's reference digests.")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--write-reference", nargs="?", const="", metavar="PATH",
