@@ -146,8 +146,10 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
           const double vhat = vm / bias_corr;
           e = vhat > 0 ? cfg.eta / std::sqrt(vhat) : 0.0;  // g = 0 (a zeroed unit): no step
         }
-        const T et = T(e);
-        for (i64 d = 0; d < Dp; ++d) w[d] -= et * g[d];
+        // the step e * g in double: a zeroed unit has g = 0 and a running mean v that
+        // decays towards 1e-300, so e can exceed the float range (T(e) = inf, inf * 0 =
+        // NaN); e * g itself stays below 10 sqrt(D + 1) eta, as vhat >= (1 - beta) g^2 / (D + 1)
+        for (i64 d = 0; d < Dp; ++d) w[d] -= T(e * double(g[d]));
         prox_group(w, Dp, e * cfg.inv_lam);
         std::copy(w, w + Dp, Wb.data() + k * Dp);
       }

@@ -68,6 +68,22 @@ def test_epoch_kernel_matches_oracle(dtype, n, D, M, P, B, C, adaptive, rng):
     assert not np.array_equal(W_out, W)  # the epoch moved W
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zeroed_unit_with_vanished_running_mean_stays_zero(dtype, rng):
+    """A unit zeroed by the prox has gradient 0 and a running mean v that decays
+    towards 1e-300: its step size eta / sqrt(v) then exceeds the float32 range; the
+    step e * g must stay 0 (it was inf * 0 = NaN, which diverged float32 fits of
+    breast_cancer at epoch 98)."""
+    X, W, pairs, s, cp = _problem(rng, 40, 5, 6, 200, dtype, 16)
+    W[:, 2] = 0.0
+    v = rng.uniform(0.1, 1, 6)
+    v[2] = 1e-90
+    loss, nb, W_out = _kernel_epoch(X, W, pairs, s, cp, 16, 1, 0.05, 0.05 / 1e4, v=v, t0=500)
+    assert np.isfinite(W_out).all() and np.isfinite(loss)
+    np.testing.assert_array_equal(W_out[:, 2], 0.0)
+    assert not np.array_equal(W_out[:, 0], W[:, 0])
+
+
 def test_epoch_kernel_without_pairs_is_a_no_op(rng):
     X, W, pairs, s, cp = _problem(rng, 10, 3, 4, 0, B=8)
     loss, nb, W_out = _kernel_epoch(X, W, pairs[:0], s[:0], cp[:0], 8, 1, 0.3, 0.1)
