@@ -1,13 +1,15 @@
-// SSNE epoch and transform kernels (see ssne.hpp).  The dense products go through
-// SciPy's BLAS, kept at one thread by the caller (the epoch is single-threaded; transform
-// runs its own threads); the per-pair loops are O(P) per block and stay in cache.
+// SSNE epoch and transform kernels (see ssne.hpp).  No BLAS: the batch's h = Phi W^T and
+// the transform use the exact product of gemm_kernel.hpp, the per-column products are
+// loops in a fixed order and the unit is detm::neg_tanh_half, so an epoch gives the same
+// bits on every CPU and ISA level.  The epoch is single-threaded; transform runs its own
+// threads; the per-pair loops are O(P) per block and stay in cache.
 #include "ssne.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "blas.hpp"
+#include "det_math.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
 
@@ -16,9 +18,11 @@ namespace ssne {
 
 namespace {
 
+// 2 / (1 + exp(a)) - 1 = -tanh(a / 2), without overflow, computed in double by
+// detm::neg_tanh_half: the same bits on every CPU and libm, and vectorised loops
 template <class T>
-inline T act(T a) {  // 2 / (1 + exp(a)) - 1, computed without overflow
-  return -std::tanh(T(0.5) * a);
+inline T act(T a) {
+  return T(detm::neg_tanh_half(double(a)));
 }
 
 // Group soft-threshold of one column: w <- max(0, 1 - t / ||w||) w.
@@ -48,12 +52,13 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
   const i64 Umax = std::min<i64>(2 * B, n);
   std::vector<i64> loc(static_cast<size_t>(n), -1);  // global row -> local id within the batch
   std::vector<i64> pts(static_cast<size_t>(Umax)), lp(static_cast<size_t>(2 * B));
-  std::vector<T> Phi(static_cast<size_t>(Umax * Dp)), h(static_cast<size_t>(Umax * M));
+  std::vector<T> Phi(static_cast<size_t>(Umax * Dp)), PhiT(static_cast<size_t>(Dp * Umax)),
+      h(static_cast<size_t>(Umax * M));
   std::vector<double> nrm2(static_cast<size_t>(Umax)), inv(static_cast<size_t>(Umax)),
       gdot(static_cast<size_t>(Umax)), dots(static_cast<size_t>(B));
   std::vector<double> gH(static_cast<size_t>(Umax * C));
   std::vector<T> ga(static_cast<size_t>(Umax * C)), G(static_cast<size_t>(C * Dp)), Wb(static_cast<size_t>(C * Dp)),
-      Anew(static_cast<size_t>(Umax * C));
+      AnewT(static_cast<size_t>(C * Umax));
   SignalPoll poll;
 
   for (i64 b0 = 0, bi = 0; b0 < n_pairs; b0 += B, ++bi) {
@@ -68,22 +73,21 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
       if (loc[g] < 0) loc[g] = U, pts[U++] = g;
       lp[e] = loc[g];
     }
-    const double bias_corr = 1.0 - std::pow(cfg.beta, double(cfg.t0 + bi + 1));
+    const double bias_corr = 1.0 - detm::pow_uint(cfg.beta, static_cast<std::uint64_t>(cfg.t0 + bi + 1));
     for (i64 u = 0; u < U; ++u) {
       const T* x = X + pts[u] * D;
       T* ph = Phi.data() + u * Dp;
       std::copy(x, x + D, ph);
       ph[D] = T(1);
+      for (i64 d = 0; d < Dp; ++d) PhiT[d * U + u] = ph[d];
     }
-    // h = act(Phi W) (U x M), ||h||^2 and h_i . h_j
-    blas::gemm_rm<T>(false, true, U, M, Dp, T(1), Phi.data(), Dp, Wt, Dp, T(0), h.data(), M);
+    // h = act(Phi W) (U x M) by the exact product (the same bits on every ISA), ||h||^2, h_i . h_j
+    gemmk::gemm_nt<T>(Phi.data(), U, Dp, Wt, M, h.data(), 1);
+    for (i64 e = 0; e < U * M; ++e) h[e] = act(h[e]);
     for (i64 u = 0; u < U; ++u) {
-      T* hu = h.data() + u * M;
+      const T* hu = h.data() + u * M;
       double acc = 0;
-      for (i64 m = 0; m < M; ++m) {
-        hu[m] = act(hu[m]);
-        acc += double(hu[m]) * double(hu[m]);
-      }
+      for (i64 m = 0; m < M; ++m) acc += double(hu[m]) * double(hu[m]);
       nrm2[u] = acc;
     }
     for (i64 q = 0; q < P; ++q) {
@@ -129,11 +133,19 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
           ga[u * c + k] = T(-0.5 * (1.0 - hv * hv) * gh);
         }
       }
-      // G (c x Dp) = ga^T Phi ; step, prox ; Anew (U x c) = Phi Wb^T
-      if (c == 1)  // one column (the default): GEMV, no packing of Phi
-        blas::gemv_rm<T>(true, U, Dp, T(1), Phi.data(), Dp, ga.data(), T(0), G.data());
-      else
-        blas::gemm_rm<T>(true, false, c, Dp, U, T(1), ga.data(), c, Phi.data(), Dp, T(0), G.data(), Dp);
+      // G (c x Dp) = ga^T Phi ; step, prox ; AnewT (c x U) = Wb Phi^T.  Loops in a fixed
+      // order (each entry a sum over u, resp. d, in increasing order; vectorised across
+      // d, resp. u): the same bits on every ISA, and no BLAS call per column, whose
+      // overhead was most of the cost at these sizes (U <= 2 batch_size rows)
+      std::fill(G.begin(), G.begin() + c * Dp, T(0));
+      for (i64 u = 0; u < U; ++u) {
+        const T* ph = Phi.data() + u * Dp;
+        for (i64 k = 0; k < c; ++k) {
+          const T gk = ga[u * c + k];
+          T* g = G.data() + k * Dp;
+          for (i64 d = 0; d < Dp; ++d) g[d] += gk * ph[d];
+        }
+      }
       for (i64 k = 0; k < c; ++k) {
         T* w = Wt + cols[k] * Dp;
         const T* g = G.data() + k * Dp;
@@ -153,30 +165,35 @@ EpochStats epoch(const T* X, i64 n, i64 D, const i64* pairs, const double* s, i6
         prox_group(w, Dp, e * cfg.inv_lam);
         std::copy(w, w + Dp, Wb.data() + k * Dp);
       }
-      if (c == 1)
-        blas::gemv_rm<T>(false, U, Dp, T(1), Phi.data(), Dp, Wb.data(), T(0), Anew.data());
-      else
-        blas::gemm_rm<T>(false, true, U, c, Dp, T(1), Phi.data(), Dp, Wb.data(), Dp, T(0), Anew.data(), c);
+      for (i64 k = 0; k < c; ++k) {
+        T* a = AnewT.data() + k * U;
+        const T* wb = Wb.data() + k * Dp;
+        std::fill(a, a + U, T(0));
+        for (i64 d = 0; d < Dp; ++d) {
+          const T wd = wb[d];
+          const T* pt = PhiT.data() + d * U;
+          for (i64 u = 0; u < U; ++u) a[u] += wd * pt[u];
+        }
+      }
       // new h of the block: act() once per point, then the pair dots and ||h||^2 by
       // their change (old values still in h), then h itself
-      for (i64 e = 0; e < U * c; ++e) Anew[e] = act(Anew[e]);
+      for (i64 e = 0; e < U * c; ++e) AnewT[e] = act(AnewT[e]);
       for (i64 q = 0; q < P; ++q) {
         const T* hi = h.data() + lp[2 * q] * M;
         const T* hj = h.data() + lp[2 * q + 1] * M;
-        const T* ni = Anew.data() + lp[2 * q] * c;
-        const T* nj = Anew.data() + lp[2 * q + 1] * c;
+        const i64 li = lp[2 * q], lj = lp[2 * q + 1];
         double delta = 0;
         for (i64 k = 0; k < c; ++k)
-          delta += double(ni[k]) * double(nj[k]) - double(hi[cols[k]]) * double(hj[cols[k]]);
+          delta += double(AnewT[k * U + li]) * double(AnewT[k * U + lj]) - double(hi[cols[k]]) * double(hj[cols[k]]);
         dots[q] += delta;
       }
       for (i64 u = 0; u < U; ++u) {
         T* hu = h.data() + u * M;
-        const T* nu = Anew.data() + u * c;
         double delta = 0;
         for (i64 k = 0; k < c; ++k) {
-          delta += double(nu[k]) * double(nu[k]) - double(hu[cols[k]]) * double(hu[cols[k]]);
-          hu[cols[k]] = nu[k];
+          const T nu = AnewT[k * U + u];
+          delta += double(nu) * double(nu) - double(hu[cols[k]]) * double(hu[cols[k]]);
+          hu[cols[k]] = nu;
         }
         nrm2[u] = std::max(0.0, nrm2[u] + delta);
       }
@@ -196,18 +213,19 @@ void transform(const T* X, i64 n, i64 D, const T* Wt, i64 M, T* Hout, T* nrm, in
   // X W^T with the exact products (one FMA chain per entry: a row's embedding does not
   // depend on the CPU nor on the other rows of the call), W without its bias column
   std::vector<T> W(static_cast<std::size_t>(M * D));
-  for (i64 m = 0; m < M; ++m)
+  std::vector<T> bias(static_cast<std::size_t>(M));
+  for (i64 m = 0; m < M; ++m) {
     for (i64 d = 0; d < D; ++d) W[static_cast<std::size_t>(m * D + d)] = Wt[m * Dp + d];
+    bias[static_cast<std::size_t>(m)] = Wt[m * Dp + D];
+  }
   gemmk::gemm_nt<T>(X, n, D, W.data(), M, Hout, n_threads);
   parallel_for(n_tasks, n_threads, [&](i64 task, int) {
     const i64 r0 = task * kChunk, r1 = std::min(n, r0 + kChunk);
     for (i64 i = r0; i < r1; ++i) {
       T* a = Hout + i * M;
+      for (i64 m = 0; m < M; ++m) a[m] = act(a[m] + bias[m]);
       double acc = 0;
-      for (i64 m = 0; m < M; ++m) {
-        a[m] = act(a[m] + Wt[m * Dp + D]);
-        acc += double(a[m]) * double(a[m]);
-      }
+      for (i64 m = 0; m < M; ++m) acc += double(a[m]) * double(a[m]);
       const double nv = std::sqrt(acc);
       nrm[i] = T(nv);
       if (nv > 0) {

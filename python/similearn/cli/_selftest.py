@@ -15,12 +15,15 @@ to the lower index.  The battery keeps the rest of the pipeline exact too:
   across versions.  Floats are built exactly from integers: a significand ``m``
   (|m| < 2^24 for float32, 2^53 for float64: full width, so that every rounding
   matters) and an exponent ``e`` in [-12, 4], ``ldexp(m, e - 24)`` or ``ldexp(m, e - 53)``;
-* no transcendental function runs anywhere (no ``tanh``/``exp``/``log``): SSNE's
-  transform (tanh) is left out, NASH is checked through its code logits and codes
-  (linear layers, ReLU and a threshold);
+* no libm function runs anywhere (no ``exp``/``log``/``pow`` of the C library, whose
+  results change with the CPU): SSNE's tanh unit is the kernels' own, built from
+  IEEE additions, multiplications and divisions (csrc/det_math.hpp), so SSNE's
+  transform and training epoch are in; NASH is checked through its code logits and
+  codes (linear layers, ReLU and a threshold);
 * fitted models are not fitted for the battery (fits call BLAS/LAPACK, whose sums
   change with the CPU): FILM and FRML get integer-generated ``components_``, NASH is
-  fitted on a toy corpus and then every parameter array is overwritten.
+  fitted on a toy corpus and then every parameter array is overwritten; SSNE's epoch
+  kernel, which calls no BLAS, runs on integer-generated weights and pairs.
 
 Each entry's outputs are serialised canonically (little-endian bytes, with the dtype
 string and shape) and hashed with SHA-256; the entry digest is its first 16 hex
@@ -307,6 +310,46 @@ def _nash_entry():
     return model.transform(X), logits
 
 
+def _ssne_epoch_entry(dtype, block_size):
+    """Three SSNE training epochs (the kernel: Gauss-Seidel column steps, adaptive step
+    sizes, group prox) of integer-generated weights, pairs, targets and column orders."""
+    def run():
+        from .. import _kernels
+
+        rng = _Ints(9000 + 10 * block_size + (dtype == np.float64))
+        n, D, M, P, B = 60, 7, 9, 300, 32
+        X = rng.floats((n, D), dtype) * dtype(2.0 ** -3)
+        Wt = rng.floats((M, D + 1), dtype) * dtype(2.0 ** -4)
+        pairs = rng.integers(0, n, (P, 2))
+        s = np.clip(rng.floats(P, np.float64) * 2.0 ** -4, -1.0, 1.0)
+        n_batches = -(-P // B)
+        v, losses = np.zeros(M), []
+        for ep in range(3):
+            order = np.argsort(rng.integers(0, 2 ** 40, (n_batches, M)), axis=1, kind="stable").astype(np.int64)
+            loss, _ = _kernels.ssne_epoch(X, pairs, s, np.ascontiguousarray(order), Wt, v, batch_size=B,
+                                          block_size=block_size, eta=2.0 ** -5, inv_lam=2.0 ** -6, adaptive=True,
+                                          beta=0.99, t0=ep * n_batches)
+            losses.append(loss)
+        return Wt, v, np.array(losses)
+    run.__doc__ = f"three SSNE epochs, {np.dtype(dtype).name}, block_size {block_size}"
+    return run
+
+
+def _ssne_transform_entry():
+    def run():
+        from ..ssne import SSNE
+
+        rng = _Ints(9100)
+        D, M = 23, 17
+        model = SSNE(n_components=M)
+        model.coef_ = rng.floats((D, M), np.float64) * 2.0 ** -6
+        model.intercept_ = rng.floats(M, np.float64) * 2.0 ** -4
+        model.n_features_in_ = D
+        return model.transform(rng.floats((41, D), np.float64) * 2.0 ** -2)
+    run.__doc__ = "SSNE.transform of fixed coef_ / intercept_ (the tanh unit of csrc/det_math.hpp)"
+    return run
+
+
 def battery():
     """The entries of the self-test: a list of ``(name, function)``; each function
     takes no argument and returns an array or a tuple of arrays."""
@@ -331,6 +374,9 @@ def battery():
     entries.append(("FRML.transform/float32", _frml_entry(np.float32)))
     entries.append(("FRML.transform/float64", _frml_entry(np.float64)))
     entries.append(("NASH.transform", _nash_entry))
+    entries.append(("SSNE.transform", _ssne_transform_entry()))
+    for dtype, block_size in ((np.float32, 1), (np.float64, 1), (np.float64, 4)):
+        entries.append((f"SSNE.epoch/{np.dtype(dtype).name}/block{block_size}", _ssne_epoch_entry(dtype, block_size)))
     return entries
 
 
