@@ -54,7 +54,10 @@ def test_kernels_release_the_gil(rng, make_call):
 # sends SIGINT at a chosen delay after the child printed READY, just before the call.
 # A delay of 0 lands in the Python-side validation or at the kernel's entry, longer
 # ones inside the kernel's phases; every arrival must end the call with
-# KeyboardInterrupt (never a hang, never a swallowed signal) within seconds.
+# KeyboardInterrupt, never a hang or a swallowed signal.  No wall-clock limit: every
+# job is sized to run far longer than the 120 s watchdog on any machine (the work of
+# each is written next to it), so an INTERRUPTED line before the watchdog fires is
+# the proof that the signal stopped the work; a swallowed signal runs into the watchdog.
 _INTERRUPT = textwrap.dedent(
     """
     import signal, sys, time, traceback, numpy as np
@@ -67,15 +70,15 @@ _INTERRUPT = textwrap.dedent(
     from similearn.neighbors import topk, hamming_topk
     rng = np.random.default_rng(0)
     which = sys.argv[1]
-    if which == "topk":
-        X = rng.standard_normal((200000, 128)).astype(np.float32)
-        Q = rng.standard_normal((200000, 128)).astype(np.float32)
+    if which == "topk":  # 2 x 200k x 2M x 128 = 1e14 flop: > 5 min at 300 Gflop/s
+        X = rng.random((2000000, 128), dtype=np.float32)
+        Q = rng.random((200000, 128), dtype=np.float32)
         call = lambda: topk(Q, X, 10, n_threads=2)
-    elif which == "topk-1":  # one thread: the tasks run inline on the calling thread
-        X = rng.standard_normal((200000, 128)).astype(np.float32)
-        Q = rng.standard_normal((200000, 128)).astype(np.float32)
+    elif which == "topk-1":  # one thread, the tasks inline on the calling thread: 5e13 flop
+        X = rng.random((1000000, 128), dtype=np.float32)
+        Q = rng.random((200000, 128), dtype=np.float32)
         call = lambda: topk(Q, X, 10, n_threads=1)
-    elif which == "ssne":
+    elif which == "ssne":  # 4M pairs x 256 units x 201 inputs, 6 passes: 1e15 flop
         from similearn import _core
         X = rng.standard_normal((100000, 200))
         P = rng.integers(0, 100000, (4000000, 2))
@@ -86,12 +89,12 @@ _INTERRUPT = textwrap.dedent(
         v = np.zeros(M)
         call = lambda: _core.ssne_epoch_f64(X, P, s, cp, Wt, v, batch_size=256, block_size=1, eta=0.01, inv_lam=0.0,
                                               adaptive=True, beta=0.99, t0=0)
-    elif which == "nash":  # the training loop is Python over C++ steps of a few ms
+    elif which == "nash":  # the training loop is Python over C++ steps of a few ms; 1000 epochs
         import scipy.sparse as sp
         from similearn import NASH
         X = sp.random(20000, 5000, density=0.01, random_state=0, format="csr")
         call = lambda: NASH(n_bits=32, hidden_sizes=(200,), n_epochs=1000, n_threads=2).fit(X)
-    elif which == "twotower":  # the fused C++ loop of linear towers, called per chunk of steps
+    elif which == "twotower":  # the fused C++ loop of linear towers, called per chunk of steps; 2e9 steps
         from similearn import TwoTower
         pairs = rng.integers(0, 100000, (2000000, 2))
         call = lambda: TwoTower(validation=None, n_components=32, n_epochs=1000, n_threads=2).fit(100000, 100000, pairs)
@@ -100,14 +103,14 @@ _INTERRUPT = textwrap.dedent(
         pairs = rng.integers(0, 5000, (2000000, 2))
         call = lambda: TwoTower(n_components=16, hidden_sizes=(32,), n_epochs=1000, n_threads=2,
                                 validation=None).fit(5000, 5000, pairs)
-    elif which == "interaction_map":  # MAP@k: GEMM tiles and selections per block of queries
+    elif which == "interaction_map":  # MAP@k: GEMM tiles and selections per block of queries; 1e14 flop
         from similearn.metrics import interaction_map_at_k
-        L = rng.standard_normal((100000, 64)).astype(np.float32)
-        R = rng.standard_normal((400000, 64)).astype(np.float32)
-        rel = np.c_[rng.integers(0, 100000, 200000), rng.integers(0, 400000, 200000)]
+        L = rng.random((2000000, 64), dtype=np.float32)
+        R = rng.random((400000, 64), dtype=np.float32)
+        rel = np.c_[rng.integers(0, 2000000, 200000), rng.integers(0, 400000, 200000)]
         call = lambda: interaction_map_at_k(L, R, rel, n_threads=2)
-    else:
-        X = rng.integers(0, 2**63, (2000000, 2), dtype=np.uint64)
+    else:  # 5M x 5M distances of 128 bits: 2.5e13, > 4 min at 100e9 per second
+        X = rng.integers(0, 2**63, (5000000, 2), dtype=np.uint64)
         call = lambda: hamming_topk(X, X, 10, n_threads=2)
     for _ in sys.stdin:  # one interrupted call per line
         t = time.perf_counter()
@@ -123,7 +126,7 @@ _INTERRUPT = textwrap.dedent(
 
 # Seconds between READY and SIGINT, one call each; 0 (twice: it is the one that
 # varies most) reaches the Python-side checks or the kernel's entry.  Every job runs
-# for minutes uninterrupted.
+# for minutes uninterrupted (sizes above).
 _DELAYS = {
     "topk": [0, 0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0],
     "hamming": [0, 0, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0],
@@ -161,9 +164,10 @@ def test_ctrl_c_interrupts_kernels(which):
             p.send_signal(signal.SIGINT)
             out = p.stdout.readline()
             elapsed = time.perf_counter() - sent
-            assert out.startswith("INTERRUPTED"), (f"SIGINT {delay} s after READY: {out!r}, child killed after "
-                                                   f"120 s: {killed.is_set()}")
-            assert elapsed < 10, f"SIGINT {delay} s after READY took {elapsed:.1f} s: {out!r}"
+            # the job outlasts the watchdog: INTERRUPTED (not FINISHED, not the watchdog) is the property
+            assert out.startswith("INTERRUPTED") and not killed.is_set(), (
+                f"SIGINT {delay} s after READY: {out!r} after {elapsed:.1f} s, child killed by the 120 s "
+                f"watchdog: {killed.is_set()}")
         p.stdin.close()
         assert p.wait(timeout=60) == 0
     finally:
