@@ -38,21 +38,8 @@ struct RowKernels {
                 double*, double*, double*);
 };
 
-namespace base {
-#include "film_rows.inc"
-}  // namespace base
-#if SL_X86_DISPATCH
-SL_TARGET_REGION_BEGIN("avx2")
-namespace avx2 {
-#include "film_rows.inc"
-}  // namespace avx2
-SL_TARGET_REGION_END
-SL_TARGET_REGION_BEGIN("avx512f,avx2")
-namespace avx512 {
-#include "film_rows.inc"
-}  // namespace avx512
-SL_TARGET_REGION_END
-#endif
+#define SL_PER_ISA_FILE "film_rows.inc"
+#include "per_isa.inc"
 
 template <class T>
 const RowKernels<T>& rows() {

@@ -20,21 +20,8 @@ namespace ssne {
 
 namespace {
 
-#if SL_X86_DISPATCH
-SL_TARGET_REGION_BEGIN("avx2")
-namespace avx2 {
-#include "ssne_epoch.inc"
-}  // namespace avx2
-SL_TARGET_REGION_END
-SL_TARGET_REGION_BEGIN("avx512f,avx2")
-namespace avx512 {
-#include "ssne_epoch.inc"
-}  // namespace avx512
-SL_TARGET_REGION_END
-#endif
-namespace base {
-#include "ssne_epoch.inc"
-}  // namespace base
+#define SL_PER_ISA_FILE "ssne_epoch.inc"
+#include "per_isa.inc"
 using base::act;
 
 }  // namespace
