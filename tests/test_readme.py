@@ -15,13 +15,35 @@ extras named exist in pyproject.toml, the paths exist, the scripts parse and pri
 their help, the test command is the one .ci/run runs.  A command of any other form
 fails the test, so a new kind of command needs a rule here.
 
+Figures quoted in comments: a ``print(...)`` call of a Python block whose comment
+ends with a colon and numbers, optionally after "about" (``# MAP@10: about 0.45``,
+``# MAP, P@10: about 0.84 / 0.95``, numbers separated by "/" or ","), quotes what
+it prints.  The block's ``print`` is recorded call by call, and the numbers written
+by that call, read in order, are compared with the quoted ones, in order (a
+``KNNCVResult`` prints "97.53 (+- 0.67), fit 1.051 s": "97.5" is compared with
+97.53; the numbers printed after the quoted ones are not compared).  Tolerance: a
+quoted figure of magnitude <= 1 is a fraction and must be met within +-0.02, a
+larger one is a percentage and must be met within +-1.0 point.  The README's
+figures come from fixed seeds; under the CPU levels we can emulate
+(``SIMILEARN_ISA=avx2``/``generic`` with OpenBLAS's Haswell/Prescott kernels) they
+moved by at most 0.003 (NASH's precision; the others not at all), and a thread
+count of 1 changed none.  The tolerances leave room for other CPUs and BLAS builds
+(a few test samples changing their neighbours), not for a model that got worse.  A print comment after whose last
+colon stand digits in any other form fails the test (a quoted figure that the call
+does not print, such as a baseline in parentheses, is either printed by a line of
+its own or not quoted), and so does a figure comment whose call never ran.
+
 Skipped when the tests run outside a source checkout (no README.md next to them)."""
+import ast
+import builtins
+import io
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -84,6 +106,133 @@ def test_readme_leads_with_the_models_and_installation():
     assert intro.index("python -m pip install . && similearn demo") < intro.index('python -m pip install ".[test]"')
 
 
+# -- figures quoted in comments ---------------------------------------------------------------
+FRACTION_TOL = 0.02      # a quoted figure <= 1 in magnitude: accuracy, MAP, precision
+PERCENT_TOL = 1.0        # a larger one: a percentage, in points
+
+_NUM = r"[-+]?\d+(?:\.\d+)?"
+_FIGURES = re.compile(rf"(?:about\s+)?({_NUM}(?:\s*[/,]\s*{_NUM})*)")
+# numbers in printed text; not the digits of a name such as float64 or p@10
+_PRINTED_NUMBER = re.compile(r"(?<![\w.@])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+def figure_comments(code):
+    """``[(line, comment, figures)]`` for the ``print`` calls of a code block that
+    have a comment on one of their lines: ``line`` is the call's first line (1 =
+    the block's first), ``figures`` the floats quoted after the comment's last
+    colon, ``[]`` when it quotes none, or ``None`` when digits stand there in
+    another form than the convention's (see the module docstring)."""
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(code).readline) if tok.type == tokenize.COMMENT}
+    out = []
+    for node in ast.walk(ast.parse(code)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"):
+            continue
+        lines = [ln for ln in range(node.lineno, node.end_lineno + 1) if ln in comments]
+        if not lines:
+            continue
+        comment = comments[lines[-1]]
+        figures = []
+        if ":" in comment:
+            tail = comment.rsplit(":", 1)[1].strip()
+            m = _FIGURES.fullmatch(tail)
+            if m:
+                figures = [float(f) for f in re.split(r"\s*[/,]\s*", m.group(1))]
+            elif re.search(r"\d", tail):
+                figures = None
+        elif re.search(r"\babout\s+[-+]?\d", comment):   # a figure with no label: no colon
+            figures = None
+        out.append((node.lineno, comment, figures))
+    return sorted(out)
+
+
+def printed_numbers(text):
+    """The numbers in what a ``print`` call wrote, in order."""
+    return [float(x) for x in _PRINTED_NUMBER.findall(text)]
+
+
+def figure_mismatches(figures, text):
+    """Why ``text`` (one call's output) does not show the quoted ``figures``, or []."""
+    got = printed_numbers(text)
+    if len(got) < len(figures):
+        return [f"quotes {len(figures)} figure(s), the call printed {len(got)} number(s)"]
+    bad = []
+    for want, value in zip(figures, got):
+        tol = FRACTION_TOL if abs(want) <= 1 else PERCENT_TOL
+        if abs(value - want) > tol:
+            bad.append(f"printed {value:g}, the comment quotes {want:g} (tolerance +-{tol:g})")
+    return bad
+
+
+class _PrintRecorder:
+    """The ``print`` of the README's blocks: prints as usual and keeps what each
+    call wrote to stdout, by (file name, line) of the call."""
+
+    def __init__(self):
+        self.calls = {}
+
+    def __call__(self, *args, sep=" ", end="\n", file=None, flush=False):
+        if file is None or file is sys.stdout:
+            frame = sys._getframe(1)
+            text = (" " if sep is None else sep).join(map(str, args))
+            self.calls.setdefault((frame.f_code.co_filename, frame.f_lineno), []).append(text)
+        builtins.print(*args, sep=sep, end=end, file=file, flush=flush)
+
+
+def _check_figures(code, filename, line, recorder):
+    errors = []
+    for call_line, comment, figures in figure_comments(code):
+        where = f"README.md:{line + call_line} (# {comment})"
+        if not figures:
+            continue
+        outputs = recorder.calls.get((filename, call_line))
+        if not outputs:
+            errors.append(f"{where}: quotes figures, but the call printed nothing")
+        for text in outputs or ():
+            errors += [f"{where}: {e}; printed {text!r}" for e in figure_mismatches(figures, text)]
+    assert not errors, "figures quoted in the README's comments:\n" + "\n".join(errors)
+
+
+def test_figure_comments_follow_the_convention():
+    quoted, malformed = set(), []
+    for section, lang, code, line in BLOCKS:
+        if lang != "python":
+            continue
+        for call_line, comment, figures in figure_comments(code):
+            if figures is None:
+                malformed.append(f"README.md:{line + call_line}: # {comment}")
+            elif figures:
+                quoted.add(section)
+    assert not malformed, ("print comments with digits after their last colon that are not "
+                           "'label: [about] N [/ N ...]' (see tests/test_readme.py):\n" + "\n".join(malformed))
+    quick = {s for s in PY_SECTIONS if s.startswith("Quick start / ") and not s.endswith("Exact search")}
+    assert quick and quick <= quoted, f"quick starts quoting no figure: {sorted(quick - quoted)}"
+
+
+def test_figure_parsing():
+    code = ("print(a)  # MAP@10: about 0.45\n"
+            "print(b, c)  # MAP, P@10: about 0.84 / 0.95\n"
+            "print(r)  # 5 x 2-fold CV, 3-NN (cosine): 97.5\n"
+            "print(d)  # units the group norm kept\n"
+            "print(e)  # about 0.84 (Euclidean: 0.66)\n"
+            "x = 1  # not a print: 0.5\n"
+            "print('#: 3',\n      f)  # shape: 1, 2\n"
+            "print(g)  # about 0.5\n")
+    assert figure_comments(code) == [(1, "MAP@10: about 0.45", [0.45]),
+                                     (2, "MAP, P@10: about 0.84 / 0.95", [0.84, 0.95]),
+                                     (3, "5 x 2-fold CV, 3-NN (cosine): 97.5", [97.5]),
+                                     (4, "units the group norm kept", []),
+                                     (5, "about 0.84 (Euclidean: 0.66)", None),
+                                     (7, "shape: 1, 2", [1.0, 2.0]),
+                                     (9, "about 0.5", None)]
+    assert printed_numbers("97.53 (+- 0.67), fit 1.051 s") == [97.53, 0.67, 1.051]
+    assert printed_numbers("(np.float64(0.84), np.float64(0.95)) p@10 1e-05 -3") == [0.84, 0.95, 1e-05, -3.0]
+    assert figure_mismatches([97.5], "97.53 (+- 0.67), fit 1.051 s") == []
+    assert figure_mismatches([0.84, 0.95], "0.8393 0.9511") == []
+    assert figure_mismatches([0.91], "0.8866") and figure_mismatches([97.5], "96.4 (+- 0.5), fit 1 s")
+    assert figure_mismatches([0.66, 0.95], "0.66")
+
+
 # A rank that completed the script can still abort in PyTorch's own teardown of the gloo
 # group ("terminate called without an active exception", SIGABRT): a race in its worker
 # threads at interpreter exit (pytorch/pytorch#190489 and #179291 describe it), seen here once
@@ -113,7 +262,8 @@ def _distributed_example(code, tmp_path):
 @pytest.mark.parametrize("section", PY_SECTIONS)
 def test_python_blocks_run(section, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    ns = {"__name__": "__readme__"}
+    recorder = _PrintRecorder()
+    ns = {"__name__": "__readme__", "print": recorder}
     deferred = []
     try:
         for s, lang, code, line in BLOCKS:
@@ -133,6 +283,7 @@ def test_python_blocks_run(section, tmp_path, monkeypatch):
                 if (e.name or "").split(".")[0] in OPTIONAL:
                     pytest.skip(f"README.md:{line} needs {e.name}")
                 raise
+            _check_figures(code, f"README.md:{line}", line, recorder)
         if deferred:
             pytest.skip("; ".join(deferred))
     finally:
