@@ -11,6 +11,7 @@
 #include "blas.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
+#include "radix.hpp"
 #include "simd.hpp"
 
 namespace sl {
@@ -25,15 +26,21 @@ void mirror_lower(T* G, i64 k) {
     for (i64 j = i + 1; j < k; ++j) G[i * k + j] = G[j * k + i];
 }
 
-// Distinct ids of a batch with the position of their last occurrence, ascending by id.
+// Distinct ids of a batch with the position of their last occurrence, ascending by id:
+// a stable radix sort of (id, position) (digits on which all ids agree are skipped, so
+// ids below 2^16 take two passes), then the last of each run.  O(b) (ids are >= 0).
 std::vector<std::pair<i64, i64>> last_occurrence(const i64* ids, i64 b) {
-  std::vector<std::pair<i64, i64>> order(static_cast<std::size_t>(b));
-  for (i64 i = 0; i < b; ++i) order[i] = {ids[i], i};
-  std::sort(order.begin(), order.end());
+  std::vector<std::uint64_t> key(static_cast<std::size_t>(b)), key_tmp(static_cast<std::size_t>(b));
+  std::vector<i64> pos(static_cast<std::size_t>(b)), pos_tmp(static_cast<std::size_t>(b));
+  for (i64 i = 0; i < b; ++i) {
+    key[i] = static_cast<std::uint64_t>(ids[i]);
+    pos[i] = i;
+  }
+  radix_sort_pairs<std::uint64_t>(key.data(), pos.data(), key_tmp.data(), pos_tmp.data(), b);
   std::vector<std::pair<i64, i64>> out;
-  out.reserve(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i)
-    if (i + 1 == order.size() || order[i + 1].first != order[i].first) out.push_back(order[i]);
+  out.reserve(static_cast<std::size_t>(b));
+  for (i64 i = 0; i < b; ++i)
+    if (i + 1 == b || key[i + 1] != key[i]) out.push_back({static_cast<i64>(key[i]), pos[i]});
   return out;
 }
 

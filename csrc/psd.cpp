@@ -7,19 +7,20 @@
 // (eigenvalues clipped at 0).  An indefinite estimate has few negative eigenvalues (a
 // median of 3 of 64 on the demo's problem), so only their eigenpairs are computed:
 //
-//   1. Householder tridiagonalisation Q^T G Q = T in double (Golub & Van Loan, Alg.
-//      8.3.1; full storage, vectorised across columns), 2 k^3 + O(k^2);
+//   1. Householder tridiagonalisation Q^T G Q = T in G's type, as LAPACK's sytrd (Golub
+//      & Van Loan, Alg. 8.3.1; full storage, vectorised across columns), 2 k^3 + O(k^2);
+//      everything after it is in double;
 //   2. the number m of negative eigenvalues from the Sturm count of T at 0 (m = 0, or a
 //      Gershgorin bound >= 0: G is PSD and is left as is), then those eigenvalues by
 //      multisection on Sturm counts (32 shifts per pass, vectorised across shifts), O(k)
 //      per shift;
-//   3. their eigenvectors by inverse iteration on T (LU with partial pivoting, three
+//   3. their eigenvectors by inverse iteration on T (LU with partial pivoting, two
 //      solves, re-orthogonalised against the previous ones: a cluster gets an
 //      orthonormal basis of its invariant subspace), O(k m^2);
 //   4. back-transformation Z = Q Y and the Rayleigh-Ritz block M = Y^T T Y (m x m),
 //      then G <- G - Z^T M Z (lower triangle, mirrored: exactly symmetric), O(k^2 m).
 //
-// Every step is fixed-order double arithmetic (sums in explicit lanes, no contraction:
+// Every step is fixed-order arithmetic (sums in explicit lanes, no contraction:
 // the build's -ffp-contract=off), so the result is the same bits on every ISA the
 // dispatch picks and any thread count; the per-ISA variants only change how many
 // lanes run at once.  Memory O(k^2), no BLAS / LAPACK call.
@@ -41,38 +42,40 @@ namespace {
 
 constexpr int kShifts = 32;  // Sturm counts per multisection pass (a multiple of 8)
 
-// sum_i a_i b_i in 8 explicit lanes, then the lanes in a fixed tree, then the tail:
-// one order whatever the vector width.
-SL_ALWAYS_INLINE double dot8(const double* __restrict a, const double* __restrict b, i64 n) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+// sum_i a_i b_i in 8 explicit lanes (in the type of b), then the lanes in a fixed tree,
+// then the tail: one order whatever the vector width.
+template <class A_, class B_>
+SL_ALWAYS_INLINE B_ dot8(const A_* __restrict a, const B_* __restrict b, i64 n) {
+  B_ acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   i64 c = 0;
   for (; c + 8 <= n; c += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[c + l] * b[c + l];
-  double s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; c < n; ++c) s += a[c] * b[c];
+    for (int l = 0; l < 8; ++l) acc[l] += B_(a[c + l]) * b[c + l];
+  B_ s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; c < n; ++c) s += B_(a[c]) * b[c];
   return s;
 }
 
 // Householder reflector H_i = I - tau_i v v^T from row i of A (final: right of the
 // diagonal it is column i below it), with H_i x = (e_i, 0, ...) for x = A[i, i+1:]
 // (LAPACK dlarfg's choice of sign); v goes to V[i * ld + i + 1 + t] (v_0 = 1), zero
-// elsewhere in the row; d_i = A[i, i].
-SL_ALWAYS_INLINE void reflector(const double* __restrict A, i64 n, i64 ld, i64 i, double* __restrict V,
-                                double* __restrict tau, double* __restrict d, double* __restrict e) {
+// elsewhere in the row; d_i = A[i, i].  R: the reduction's type (G's).
+template <class R>
+SL_ALWAYS_INLINE void reflector(const R* __restrict A, i64 n, i64 ld, i64 i, R* __restrict V, R* __restrict tau,
+                                double* __restrict d, double* __restrict e) {
   const i64 m = n - 1 - i;
-  const double* x = A + i * ld + i + 1;
-  double* v = V + i * ld;
+  const R* x = A + i * ld + i + 1;
+  R* v = V + i * ld;
   d[i] = A[i * ld + i];
   for (i64 c = 0; c < ld; ++c) v[c] = 0;
-  const double alpha = x[0];
-  const double xn2 = dot8(x + 1, x + 1, m - 1);
+  const R alpha = x[0];
+  const R xn2 = dot8(x + 1, x + 1, m - 1);
   if (xn2 == 0) {  // already tridiagonal in this column: H_i = I
     tau[i] = 0;
     e[i] = alpha;
     return;
   }
-  const double beta = -std::copysign(std::sqrt(alpha * alpha + xn2), alpha);
-  const double scal = 1.0 / (alpha - beta);
+  const R beta = -std::copysign(std::sqrt(alpha * alpha + xn2), alpha);
+  const R scal = R(1) / (alpha - beta);
   tau[i] = (beta - alpha) / beta;
   e[i] = beta;
   v[i + 1] = 1;
@@ -80,53 +83,56 @@ SL_ALWAYS_INLINE void reflector(const double* __restrict A, i64 n, i64 ld, i64 i
 }
 
 // Householder tridiagonalisation of the symmetric n x n A (row-major, leading dimension
-// ld, a multiple of 8, 64-byte aligned rows, zero padding; destroyed): d (n) and e (n - 1)
-// get T = Q^T A Q, Q = H_0 H_1 ... H_{n-3}, the reflectors in V (see reflector()).
+// ld, a multiple of 16, 64-byte aligned rows, zero padding; destroyed): d (n) and e
+// (n - 1) get T = Q^T A Q, Q = H_0 H_1 ... H_{n-3}, the reflectors in V (see reflector()).
 // Step i: p = tau A22 v, w = p - (tau / 2)(p . v) v, A22 -= v w^T + w v^T (Golub & Van
 // Loan, Alg. 8.3.1); the next step's product A22' v' in axpy form (row r of the
 // symmetric A22' is its column r: each entry one sum over r in order).  The loops run
-// over whole aligned blocks of 8 columns from the block holding the first column of the
-// trailing block: the columns before it get v = w = 0 (their rows change by -0) and are
-// never read again, so every inner loop has a multiple of 8 iterations.  p, q, w: ld
-// doubles of workspace each.
-SL_ALWAYS_INLINE void tridiag_body(double* __restrict A, i64 n, i64 ld, double* __restrict V, double* __restrict tau,
-                                   double* __restrict d, double* __restrict e, double* __restrict p,
-                                   double* __restrict q, double* __restrict w) {
+// over whole 64-byte blocks of columns (kB of them) from the block holding the first
+// column of the trailing block: the columns before it get v = w = 0 (their rows change
+// by -0) and are never read again, so no inner loop has a scalar remainder.  p, q, w: ld
+// values of workspace each.  In G's type, as LAPACK's ssytrd / dsytrd would (the
+// eigenvalue steps that follow are in double).
+template <class R>
+SL_ALWAYS_INLINE void tridiag_body(R* __restrict A, i64 n, i64 ld, R* __restrict V, R* __restrict tau,
+                                   double* __restrict d, double* __restrict e, R* __restrict p, R* __restrict q,
+                                   R* __restrict w) {
+  constexpr i64 kB = 64 / sizeof(R);
   if (n >= 3) {  // H_0 and A22_0 v_0
     reflector(A, n, ld, 0, V, tau, d, e);
-    const double* v = V;
+    const R* v = V;
     for (i64 r = 0; r < ld; ++r) p[r] = 0;
     for (i64 c = 1; c < n; ++c) {
-      const double vc = v[c];
-      const double* row = A + c * ld;
+      const R vc = v[c];
+      const R* row = A + c * ld;
       for (i64 r = 0; r < ld; ++r) p[r] += vc * row[r];
     }
   }
   for (i64 i = 0; i + 2 < n; ++i) {
-    const double* v = V + i * ld;
-    const double ti = tau[i];
-    const i64 c0 = (i + 1) & ~i64(7);  // the aligned block holding column i + 1
+    const R* v = V + i * ld;
+    const R ti = tau[i];
+    const i64 c0 = (i + 1) & ~(kB - 1);  // the aligned block holding column i + 1
     const bool upd = ti != 0;
     if (upd) {
-      for (i64 r = c0; r < ld; ++r) p[r] = r <= i ? 0.0 : p[r] * ti;
-      const double K = 0.5 * ti * dot8(p + c0, v + c0, ld - c0);
-      for (i64 r = c0; r < ld; ++r) w[r] = r <= i ? 0.0 : p[r] - K * v[r];
+      for (i64 r = c0; r < ld; ++r) p[r] = r <= i ? R(0) : p[r] * ti;
+      const R K = R(0.5) * ti * dot8(p + c0, v + c0, ld - c0);
+      for (i64 r = c0; r < ld; ++r) w[r] = r <= i ? R(0) : p[r] - K * v[r];
     }
     const bool next = i + 3 < n;
-    const i64 c1 = (i + 2) & ~i64(7);
-    const double* vn = V + (i + 1) * ld;
-    if (upd)
+    const i64 c1 = (i + 2) & ~(kB - 1);
+    const R* vn = V + (i + 1) * ld;
+    if (upd)  // A22 -= v w^T + w v^T (entry (c, r) subtracts the same two products: exactly symmetric)
       for (i64 r = i + 1; r < n; ++r) {
-        double* row = A + r * ld;
-        const double vr = v[r], wr = w[r];
+        R* row = A + r * ld;
+        const R vr = v[r], wr = w[r];
         for (i64 c = c0; c < ld; ++c) row[c] -= vr * w[c] + wr * v[c];
       }
     if (next) {
       reflector(A, n, ld, i + 1, V, tau, d, e);
       for (i64 c = c1; c < ld; ++c) q[c] = 0;
       for (i64 r = i + 2; r < n; ++r) {
-        const double* row = A + r * ld;
-        const double vr = vn[r];
+        const R* row = A + r * ld;
+        const R vr = vn[r];
         for (i64 c = c1; c < ld; ++c) q[c] += vr * row[c];
       }
     }
@@ -189,9 +195,9 @@ SL_ALWAYS_INLINE void sturm_body(const double* __restrict d, const double* __res
 }
 
 #define SL_PSD_VARIANT(sfx, attr)                                                                              \
-  attr void tridiag_##sfx(double* A, i64 n, i64 ld, double* V, double* tau, double* d, double* e, double* p,  \
-                          double* q, double* w) {                                                             \
-    tridiag_body(A, n, ld, V, tau, d, e, p, q, w);                                                            \
+  template <class R>                                                                                          \
+  attr void tridiag_##sfx(R* A, i64 n, i64 ld, R* V, R* tau, double* d, double* e, R* p, R* q, R* w) {        \
+    tridiag_body<R>(A, n, ld, V, tau, d, e, p, q, w);                                                         \
   }                                                                                                           \
   attr void sturm_##sfx(const double* d, const double* e2, i64 n, const double* x, double pivmin,             \
                         double* cnt) {                                                                        \
@@ -204,14 +210,14 @@ SL_PSD_VARIANT(avx2, SL_TARGET("avx2,fma"))
 SL_PSD_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
 #endif
 
-void tridiag(double* A, i64 n, i64 ld, double* V, double* tau, double* d, double* e, double* p, double* q,
-             double* w) {
+template <class R>
+void tridiag(R* A, i64 n, i64 ld, R* V, R* tau, double* d, double* e, R* p, R* q, R* w) {
 #if SL_X86_DISPATCH
   const int isa = cpu::vector_level();
-  if (isa == 2) return tridiag_avx512(A, n, ld, V, tau, d, e, p, q, w);
-  if (isa == 1) return tridiag_avx2(A, n, ld, V, tau, d, e, p, q, w);
+  if (isa == 2) return tridiag_avx512<R>(A, n, ld, V, tau, d, e, p, q, w);
+  if (isa == 1) return tridiag_avx2<R>(A, n, ld, V, tau, d, e, p, q, w);
 #endif
-  tridiag_generic(A, n, ld, V, tau, d, e, p, q, w);
+  tridiag_generic<R>(A, n, ld, V, tau, d, e, p, q, w);
 }
 
 void sturm(const double* d, const double* e2, i64 n, const double* x, double pivmin, double* cnt) {
@@ -339,34 +345,45 @@ template <class T>
 bool psd_project(T* G, i64 k) {
   if (k == 0) return false;
   const i64 n = k;
-  // scale by a power of two (exact) so that max |G| is in [0.5, 1): no overflow nor underflow below
-  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // max |G_ij| in 8 lanes (vectorises; max is exact)
-  i64 i0 = 0;
-  for (; i0 + 8 <= n * n; i0 += 8)
-    for (int l = 0; l < 8; ++l) {
-      const double v = std::fabs(double(G[i0 + l]));
-      lane[l] = lane[l] < v ? v : lane[l];
+  // A = G (n x ld, rows 64-byte aligned, zero padding) and max |G_ij| (in 8 lanes: vectorises)
+  const i64 ld = (n + 15) & ~i64(15);
+  std::vector<T> buf(static_cast<std::size_t>(2 * n * ld + 16), T(0));
+  const std::size_t per = 64 / sizeof(T);  // elements per 64 bytes
+  T* A = buf.data() + (per - (reinterpret_cast<std::uintptr_t>(buf.data()) / sizeof(T)) % per) % per;
+  T* V = A + n * ld;
+  T lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (i64 r = 0; r < n; ++r) {
+    const T* g = G + r * n;
+    T* a = A + r * ld;
+    i64 c = 0;
+    for (; c + 8 <= n; c += 8)
+      for (int l = 0; l < 8; ++l) {
+        const T v = g[c + l];
+        a[c + l] = v;
+        const T av = std::fabs(v);
+        lane[l] = lane[l] < av ? av : lane[l];
+      }
+    for (; c < n; ++c) {
+      a[c] = g[c];
+      lane[0] = std::max(lane[0], T(std::fabs(g[c])));
     }
-  for (; i0 < n * n; ++i0) lane[0] = std::max(lane[0], std::fabs(double(G[i0])));
+  }
   double amax = 0;
-  for (int l = 0; l < 8; ++l) amax = std::max(amax, lane[l]);
+  for (int l = 0; l < 8; ++l) amax = std::max(amax, double(lane[l]));
   if (!(amax <= DBL_MAX)) throw std::runtime_error("psd_project: G has an infinite entry");
   if (amax == 0) return false;
+  // scale by a power of two (exact for normal entries) so that max |G| is in [0.5, 1)
   int ex = 0;
   std::frexp(amax, &ex);
-  ex = std::max(-1000, std::min(1000, ex));
-  const double down = std::ldexp(1.0, -ex), up = std::ldexp(1.0, ex);  // exact scalings (|G| is normal)
-  const i64 ld = (n + 7) & ~i64(7);
-  // A and V: n x ld, rows 64-byte aligned, padding zero
-  std::vector<double> buf(static_cast<std::size_t>(2 * n * ld + 8), 0.0);
-  double* A = buf.data() + ((8 - (reinterpret_cast<std::uintptr_t>(buf.data()) / sizeof(double)) % 8) % 8);
-  double* V = A + n * ld;
-  std::vector<double> tau(static_cast<std::size_t>(n), 0.0), d(static_cast<std::size_t>(n)),
-      e(static_cast<std::size_t>(n), 0.0), e2(static_cast<std::size_t>(n), 0.0), p(static_cast<std::size_t>(ld)),
+  ex = std::max(-100, std::min(100, ex));
+  const T down = T(std::ldexp(1.0, -ex));
+  const double up = std::ldexp(1.0, ex);
+  for (i64 i = 0; i < n * ld; ++i) A[i] *= down;
+  std::vector<T> tau(static_cast<std::size_t>(n), T(0)), p(static_cast<std::size_t>(ld)),
       q(static_cast<std::size_t>(ld)), w(static_cast<std::size_t>(ld));
-  for (i64 r = 0; r < n; ++r)
-    for (i64 c = 0; c < n; ++c) A[r * ld + c] = double(G[r * n + c]) * down;
-  tridiag(A, n, ld, V, tau.data(), d.data(), e.data(), p.data(), q.data(), w.data());
+  std::vector<double> d(static_cast<std::size_t>(n)), e(static_cast<std::size_t>(n), 0.0),
+      e2(static_cast<std::size_t>(n), 0.0);
+  tridiag<T>(A, n, ld, V, tau.data(), d.data(), e.data(), p.data(), q.data(), w.data());
   for (i64 i = 0; i < n; ++i)  // a NaN in G (the maxima above skip it) reaches T
     if (!std::isfinite(d[i]) || !std::isfinite(e[i])) throw std::runtime_error("psd_project: G has a NaN entry");
 
@@ -407,7 +424,7 @@ bool psd_project(T* G, i64 k) {
       start_vector(j, attempt, n, y);
       orthogonalize(y, Y.data(), j, n);
       normalize(y, n);
-      for (int it = 0; it < 3; ++it) {
+      for (int it = 0; it < 2; ++it) {
         lu.solve(y, n);
         normalize(y, n);
         orthogonalize(y, Y.data(), j, n);
@@ -437,12 +454,12 @@ bool psd_project(T* G, i64 k) {
   // Z = Q Y: the reflectors from the last to the first, on every row of Y
   for (i64 i = n - 3; i >= 0; --i) {
     if (tau[i] == 0) continue;
-    const double* v = V + i * ld + i + 1;
+    const T* v = V + i * ld + i + 1;
     const i64 len = n - 1 - i;
     for (i64 j = 0; j < m; ++j) {
       double* z = Y.data() + j * n + i + 1;
-      const double s = tau[i] * dot8(v, z, len);
-      for (i64 t = 0; t < len; ++t) z[t] -= s * v[t];
+      const double s = double(tau[i]) * dot8(v, z, len);
+      for (i64 t = 0; t < len; ++t) z[t] -= s * double(v[t]);
     }
   }
   // G <- G - Z^T M Z: W = M Z (m x n), then the lower triangle of Z^T W, mirrored (exactly symmetric)
@@ -454,8 +471,8 @@ bool psd_project(T* G, i64 k) {
       double* wi = W.data() + i * n;
       for (i64 r = 0; r < n; ++r) wi[r] += mij * z[r];
     }
-  double* D = A;  // reused, n x ld: the lower triangle of D = Z^T W = Z^T M Z, mirrored into G
-  std::fill(D, D + n * ld, 0.0);
+  std::vector<double> Dbuf(static_cast<std::size_t>(n * ld), 0.0);  // the lower triangle of D = Z^T W = Z^T M Z
+  double* D = Dbuf.data();
   for (i64 r = 0; r < n; ++r) {
     double* row = D + r * ld;
     for (i64 i = 0; i < m; ++i) {
