@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "gramian.hpp"
+#include "parallel.hpp"
 #include "simd.hpp"
 
 namespace sl {
@@ -108,7 +109,9 @@ SL_ALWAYS_INLINE void tridiag_body(R* __restrict A, i64 n, i64 ld, R* __restrict
       for (i64 r = 0; r < ld; ++r) p[r] += vc * row[r];
     }
   }
+  SignalPoll poll;  // Ctrl-C between steps (O(k^2) each: a long loop only for a large k)
   for (i64 i = 0; i + 2 < n; ++i) {
+    poll.tick();
     const R* v = V + i * ld;
     const R ti = tau[i];
     const i64 c0 = (i + 1) & ~(kB - 1);  // the aligned block holding column i + 1
@@ -147,67 +150,83 @@ SL_ALWAYS_INLINE void tridiag_body(R* __restrict A, i64 n, i64 ld, R* __restrict
 
 // cnt[l] = the number of eigenvalues of T (d, e2 = e^2) below x[l], from the signs of the
 // LDL^T pivots of T - x[l] I (Sturm), a pivot within pivmin of 0 taken as -pivmin
-// (LAPACK's dstebz convention, so that e2 / q stays finite).  kShifts lanes in vectors of
-// 8 (GCC vector extensions: each lane is the scalar recurrence, whatever the ISA).
-typedef double v8d __attribute__((vector_size(64)));
-typedef long long v8l __attribute__((vector_size(64)));
-constexpr int kVecs = kShifts / 8;
+// (LAPACK's dstebz convention, so that e2 / q stays finite).  kShifts lanes in native
+// vectors of W doubles (GCC vector extensions: each lane is the scalar recurrence, whatever
+// the ISA), Gr of them interleaved (independent recurrences hide the division's latency as
+// far as the registers allow).
+template <int W> struct Lanes;
+template <> struct Lanes<2> {
+  typedef double d __attribute__((vector_size(16)));
+  typedef unsigned long long u __attribute__((vector_size(16)));
+};
+template <> struct Lanes<4> {
+  typedef double d __attribute__((vector_size(32)));
+  typedef unsigned long long u __attribute__((vector_size(32)));
+};
+template <> struct Lanes<8> {
+  typedef double d __attribute__((vector_size(64)));
+  typedef unsigned long long u __attribute__((vector_size(64)));
+};
 
+template <int W, int Gr>
 SL_ALWAYS_INLINE void sturm_body(const double* __restrict d, const double* __restrict e2, i64 n,
                                  const double* __restrict x, double pivmin, double* __restrict cnt) {
-  // Integer bit operations only (no vector compares, which AVX-512F alone turns into
-  // scalar code): |t| <= pivmin <=> bits(pivmin) - bits(|t|) >= 0 for finite t; t < 0 <=> sign
-  // bit (t is never +-0 after the guard).
-  v8d q[kVecs], xv[kVecs];
-  v8l c[kVecs];
-  long long pb, nb;
+  // Integer bit operations only (no vector compares, which AVX-512F alone turns into scalar
+  // code, and no 64-bit arithmetic shift, which AVX2 lacks): |t| <= pivmin <=> bits(pivmin) -
+  // bits(|t|) has its sign bit clear, for finite t; t < 0 <=> t's sign bit (t is never +-0
+  // after the guard).
+  typedef typename Lanes<W>::d vd;
+  typedef typename Lanes<W>::u vu;
+  constexpr int nv = kShifts / W;
+  static_assert(kShifts % W == 0 && nv % Gr == 0, "lanes and groups");
+  unsigned long long pb, nb;
   const double npm = -pivmin;
   std::memcpy(&pb, &pivmin, sizeof pb);
   std::memcpy(&nb, &npm, sizeof nb);
-  const v8l pbits = {pb, pb, pb, pb, pb, pb, pb, pb}, nbits = {nb, nb, nb, nb, nb, nb, nb, nb};
-  const long long am = 0x7FFFFFFFFFFFFFFFLL;
-  const v8l absmask = {am, am, am, am, am, am, am, am};
-#define SL_STURM_GUARD(t)                                                                 \
-  do {                                                                                     \
-    const v8l tb_ = (v8l)(t);                                                              \
-    const v8l small_ = ~((pbits - (tb_ & absmask)) >> 63); /* all ones where |t| <= pivmin */ \
-    (t) = (v8d)((tb_ & ~small_) | (nbits & small_));                                       \
-  } while (0)
-  for (int u = 0; u < kVecs; ++u) {
-    std::memcpy(&xv[u], x + 8 * u, sizeof(v8d));
-    v8d t = d[0] - xv[u];
-    SL_STURM_GUARD(t);
-    q[u] = t;
-    c[u] = (v8l)t >> 63;  // -1 where negative
-  }
-  for (i64 i = 1; i < n; ++i) {
-    const double di = d[i], ei = e2[i - 1];
-    for (int u = 0; u < kVecs; ++u) {
-      v8d t = (di - xv[u]) - ei / q[u];
-      SL_STURM_GUARD(t);
-      q[u] = t;
-      c[u] += (v8l)t >> 63;
+  const vu zero{}, pbits = zero + pb, nbits = zero + nb, absmask = zero + 0x7FFFFFFFFFFFFFFFULL,
+           one = zero + 1;
+  for (int g0 = 0; g0 < nv; g0 += Gr) {
+    vd q[Gr], xv[Gr];
+    vu c[Gr];
+    for (int u = 0; u < Gr; ++u) {
+      std::memcpy(&xv[u], x + W * (g0 + u), sizeof(vd));
+      vd t = d[0] - xv[u];
+      vu tb = (vu)t;
+      vu small = ((pbits - (tb & absmask)) >> 63) - one;  // all ones where |t| <= pivmin
+      tb = (tb & ~small) | (nbits & small);
+      q[u] = (vd)tb;
+      c[u] = tb >> 63;  // 1 where negative
     }
+    for (i64 i = 1; i < n; ++i) {
+      const double di = d[i], ei = e2[i - 1];
+      for (int u = 0; u < Gr; ++u) {
+        vd t = (di - xv[u]) - ei / q[u];
+        vu tb = (vu)t;
+        vu small = ((pbits - (tb & absmask)) >> 63) - one;
+        tb = (tb & ~small) | (nbits & small);
+        q[u] = (vd)tb;
+        c[u] += tb >> 63;
+      }
+    }
+    for (int u = 0; u < Gr; ++u)
+      for (int l = 0; l < W; ++l) cnt[W * (g0 + u) + l] = double(c[u][l]);
   }
-  for (int u = 0; u < kVecs; ++u)
-    for (int l = 0; l < 8; ++l) cnt[8 * u + l] = double(-c[u][l]);
-#undef SL_STURM_GUARD
 }
 
-#define SL_PSD_VARIANT(sfx, attr)                                                                              \
+#define SL_PSD_VARIANT(sfx, attr, width, groups)                                                              \
   template <class R>                                                                                          \
   attr void tridiag_##sfx(R* A, i64 n, i64 ld, R* V, R* tau, double* d, double* e, R* p, R* q, R* w) {        \
     tridiag_body<R>(A, n, ld, V, tau, d, e, p, q, w);                                                         \
   }                                                                                                           \
   attr void sturm_##sfx(const double* d, const double* e2, i64 n, const double* x, double pivmin,             \
                         double* cnt) {                                                                        \
-    sturm_body(d, e2, n, x, pivmin, cnt);                                                                     \
+    sturm_body<width, groups>(d, e2, n, x, pivmin, cnt);                                                      \
   }
 
-SL_PSD_VARIANT(generic, )
+SL_PSD_VARIANT(generic, , 2, 4)
 #if SL_X86_DISPATCH
-SL_PSD_VARIANT(avx2, SL_TARGET("avx2,fma"))
-SL_PSD_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
+SL_PSD_VARIANT(avx2, SL_TARGET("avx2,fma"), 4, 4)
+SL_PSD_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"), 8, 4)
 #endif
 
 template <class R>
@@ -416,9 +435,11 @@ bool psd_project(T* G, i64 k) {
   // inverse iteration: Y (m x n, row j the eigenvector of lam_j), orthonormal
   std::vector<double> Y(static_cast<std::size_t>(m * n));
   TridiagLU lu;
+  SignalPoll poll;
   const double floor = DBL_EPSILON * tnorm;
   for (i64 j = 0; j < m; ++j) {
     double* y = Y.data() + j * n;
+    poll.tick();
     lu.factor(d.data(), e.data(), n, lam[j], floor);
     for (i64 attempt = 0;; ++attempt) {
       start_vector(j, attempt, n, y);
