@@ -22,6 +22,17 @@ What is timed, and what is not
     the batch's data loss and gradients with the penalty GEMMs U Mu, V Mv
     (Mu = 2 lam Ghat_v), O(|B| k^2).
 
+  - ``sagram_step``: what SAGram (saga, the default) runs per side and step in place of
+    ``gram_update``: ``sagram_estimate_f32`` from |B| rows against a cache of 3,000 items
+    (S + (1/|B|) sum (e e^T - c c^T), Alg. 1 line 8), ``psd_project_f32`` of that estimate,
+    then ``sagram_refresh_f32`` from |B| other rows (lines 11-12), O(|B| k^2 + k^3).  The
+    rows are the cache's "true" embeddings (N(0, 1/k) with the spectrum decaying as 0.9^(j/2))
+    plus fresh noise of their own size at every call, as when embeddings move between two
+    visits of an item: the estimates are indefinite (median 4 negative eigenvalues of 64, as
+    on the demo's problem) at |B| = 256, k = 64, so the projection does its full work there
+    (fewer with larger |B|: ``extra_info["projected_fraction"]``).  The batches are drawn
+    outside the timed region.
+
   ``test_gramian_kernel_batch``: |B| = 256 .. 16,384 at k = 64 (n = |B|);
   ``test_gramian_kernel_k``: k = 16 .. 256 at |B| = 1024 (n = k).  A round is
   ``REPS`` calls (the same count at every size, so the report's exponent is the
@@ -44,6 +55,16 @@ What is timed, and what is not
   (each such round is a ~20-30 s fit on this 2-core machine).  The 10M / 1M
   row is the issue's target "one epoch over 10M pairs and 1M items under 10 s
   with 2 threads".
+* ``twotower-estimators``: ONE epoch of ``TwoTower(penalty=p, validation=None,
+  n_epochs=3, random_state=0, n_threads=threads)`` (every other parameter at its default:
+  linear towers, k = 64, adagrad, batch 256, ``gramian_weights="items"``, SAGram's saga
+  with the PSD projection) for p in ("sogram", "sagram") on the demo's two-tower problem
+  (``similearn demo twotower``: ``make_interactions(3000, 3000, 100,000 pairs, 30
+  clusters, random_state=0)``, its 90 % training split, 90,000 pairs; n = items = 90,000,
+  unit "pairs").  The clock advances by the median of ``epoch_times_[1:]`` (the first
+  epoch pays the optimiser state's page faults).  Each SAGram round also fits SOGram
+  right after it (not timed): ``extra_info["sagram_over_sogram"]`` has the per-round
+  ratios of the two median epochs, measured side by side (the issue's target: <= 1.5).
 * ``twotower-step`` (n = 100,000 features, ``items=STEPS`` = 50, unit "steps",
   the same as ``torch-*`` of ``test_bench_twotower_torch.py``): the problem of
   ``twotower_problem.make_benchmark_problem()`` (20,000 items a side, 50 nnz per
@@ -111,9 +132,43 @@ KERNEL_ROUNDS = 15
 ALPHA, LAM = 0.1, 1.0
 
 
+SAGRAM_ITEMS, SAGRAM_DECAY = 3000, 0.9
+
+
+def _sagram_call(B, k, reps, rng):
+    """``reps`` SAGram steps of one side (estimate, projection, refresh), as a closure."""
+    sig = SAGRAM_DECAY ** (np.arange(k) / 2.0) / np.sqrt(k)
+    C0 = rng.standard_normal((SAGRAM_ITEMS, k)) * sig
+    p = np.full(SAGRAM_ITEMS, 1.0 / SAGRAM_ITEMS, np.float32)
+    C = (C0 + rng.standard_normal(C0.shape) * sig).astype(np.float32)
+    S = C.T.astype(np.float64) @ (C / SAGRAM_ITEMS)
+    S = np.ascontiguousarray((S + S.T) / 2, dtype=np.float32)
+    G = np.zeros((k, k), np.float32)
+    batches = []
+    for _ in range(reps):
+        ids, jds = rng.integers(0, SAGRAM_ITEMS, B), rng.integers(0, SAGRAM_ITEMS, B)
+        E = (C0[ids] + rng.standard_normal((B, k)) * sig).astype(np.float32)
+        F = (C0[jds] + rng.standard_normal((B, k)) * sig).astype(np.float32)
+        batches.append((ids, E, jds, F))
+    projected = []
+
+    def run():
+        n = 0
+        for ids, E, jds, F in batches:
+            _core.sagram_estimate_f32(G, S, C, ids, E, p, True, None, None, None)
+            n += _core.psd_project_f32(G)
+            _core.sagram_refresh_f32(S, C, jds, F, p, None, None)
+        projected.append(n)
+        return G
+    run.projected = projected
+    return run
+
+
 def _kernel_call(impl, B, k, reps):
     """``reps`` calls of one kernel on random float32 inputs, as a closure."""
     rng = np.random.default_rng(B * 1000 + k)
+    if impl == "sagram_step":
+        return _sagram_call(B, k, reps, rng)
     U = rng.standard_normal((B, k)).astype(np.float32)
     if impl == "gram_update":
         G = np.zeros((k, k), np.float32)
@@ -140,13 +195,13 @@ def _kernel_call(impl, B, k, reps):
     return run
 
 
-KERNELS = ["gram_update", "pair_loss"]
+KERNELS = ["gram_update", "pair_loss", "sagram_step"]
 
 
 @pytest.mark.benchmark(group="gramian-kernels")
 @pytest.mark.parametrize("B", [256, 1024, 4096, 16384])
 @pytest.mark.parametrize("impl", KERNELS)
-def test_gramian_kernel_batch(timed, impl, B):
+def test_gramian_kernel_batch(benchmark, timed, impl, B):
     run = _kernel_call(impl, B, KERNEL_K, REPS_BATCH)
     run()  # warm-up
     out = timed(run, rounds=KERNEL_ROUNDS, n=B, items=REPS_BATCH * B, unit="rows", impl=f"{impl}, k={KERNEL_K}",
@@ -154,17 +209,23 @@ def test_gramian_kernel_batch(timed, impl, B):
                 description=f"{REPS_BATCH} (|B| sweep) or {REPS_K} (k sweep) kernel calls a round, float32, "
                             f"1 thread; |B| sweep at k={KERNEL_K}, k sweep at |B|={KERNEL_B}")
     assert np.all(np.isfinite(out))
+    if impl == "sagram_step":  # the share of estimates the projection changed (larger |B|: fewer)
+        benchmark.extra_info["projected_fraction"] = round(sum(run.projected) / (REPS_BATCH * len(run.projected)), 3)
+        if B == 256:  # the demo's batch: indefinite estimates, as in training
+            assert benchmark.extra_info["projected_fraction"] > 0.5
 
 
 @pytest.mark.benchmark(group="gramian-kernels")
 @pytest.mark.parametrize("k", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("impl", KERNELS)
-def test_gramian_kernel_k(timed, impl, k):
+def test_gramian_kernel_k(benchmark, timed, impl, k):
     run = _kernel_call(impl, KERNEL_B, k, REPS_K)
     run()
     out = timed(run, rounds=KERNEL_ROUNDS, n=k, items=REPS_K * KERNEL_B, unit="rows", impl=f"{impl}, |B|={KERNEL_B}",
                 threads=1)
     assert np.all(np.isfinite(out))
+    if impl == "sagram_step":
+        benchmark.extra_info["projected_fraction"] = round(sum(run.projected) / (REPS_K * len(run.projected)), 3)
 
 
 # --------------------------------------------------------------------------- twotower-linear
@@ -212,6 +273,56 @@ def test_twotower_linear_epoch(benchmark, timed, threads, n_items, n_pairs, weig
     benchmark.extra_info["fit_seconds"] = [f["fit_seconds"] for f in fits]
     assert np.all(np.isfinite(model.loss_history_))
     assert model.loss_history_[1] < model.loss_history_[0]
+
+
+# --------------------------------------------------------------------------- twotower-estimators
+ESTIMATOR_ROUNDS = 5
+
+
+def _demo_problem():
+    if "demo" not in _CACHE:
+        from similearn.datasets import train_test_split_pairs
+
+        d = make_interactions(n_left=3000, n_right=3000, n_pairs=100_000, n_clusters=30, random_state=0)
+        tr, _, _, _ = train_test_split_pairs(d.pairs, test_size=0.1, random_state=0)
+        _CACHE["demo"] = d.left_features, d.right_features, tr
+    return _CACHE["demo"]
+
+
+def _median_epoch(penalty, threads, XL, XR, tr):
+    model = TwoTower(penalty=penalty, validation=None, n_epochs=3, random_state=0, n_threads=threads)
+    model.fit(XL, XR, tr)
+    assert np.all(np.isfinite(model.loss_history_)) and model.loss_history_[-1] < model.loss_history_[0]
+    return float(np.median(model.epoch_times_[1:])), model
+
+
+@pytest.mark.benchmark(group="twotower-estimators")
+@pytest.mark.parametrize("penalty", ["sogram", "sagram"])
+def test_twotower_estimator_epoch(benchmark, timed, threads, penalty):
+    from similearn.gramian import training
+
+    XL, XR, tr = _demo_problem()
+    advance = _epoch_clock(benchmark)
+    epochs, ratios = [], []
+
+    def run():
+        t, model = _median_epoch(penalty, threads, XL, XR, tr)
+        epochs.append(round(t, 4))
+        advance(t)
+        if penalty == "sagram":  # SOGram right after, for the side-by-side ratio
+            ratios.append(round(t / _median_epoch("sogram", threads, XL, XR, tr)[0], 3))
+        return model
+
+    model = timed(run, rounds=ESTIMATOR_ROUNDS, n=tr.shape[0], items=tr.shape[0], unit="pairs", impl=penalty,
+                  threads=threads,
+                  description="ONE epoch (median of epoch_times_[1:] of fit(n_epochs=3)) at default parameters "
+                              "on the demo's two-tower problem (90,000 pairs, 3,000 x 3,000 items)")
+    benchmark.extra_info["median_epochs"] = epochs
+    benchmark.extra_info["engine"] = training.select_engine(model).name
+    if ratios:
+        benchmark.extra_info["sagram_over_sogram"] = ratios
+        est = model.estimator_state_["left"]["state"]
+        benchmark.extra_info["projected_fraction"] = round(est["n_projections_"] / est["n_updates_"], 3)
 
 
 # --------------------------------------------------------------------------- twotower-step

@@ -20,6 +20,9 @@ struct LinearSide {
   carray<T> G;
   std::optional<carray<i64>> gids;
   oarray<T> gw;
+  oarray<T> S;  // SAGram: the cache's Gramian (k x k), the cache (N x k), the item weights (N)
+  oarray<T> C;
+  oarray<T> p;
 };
 
 // The chunk-independent part of twotower.hpp Config.
@@ -27,10 +30,12 @@ struct LinearConfig {
   i64 b, gb;
   double w_all, decay, lam, ridge;
   bool shared, items;
+  int sagram;
+  bool project;
 };
 
 template <class T>
-twotower::Side<T> side_view(LinearSide<T>& a, int opt, i64 n_steps, i64 gb) {
+twotower::Side<T> side_view(LinearSide<T>& a, int opt, i64 n_steps, i64 gb, int sagram) {
   const i64 F = a.E.shape(0);
   const auto R = a.X.rows(a.rows, F);
   if (a.gids) {
@@ -39,8 +44,21 @@ twotower::Side<T> side_view(LinearSide<T>& a, int opt, i64 n_steps, i64 gb) {
   }
   need(!a.gw || (a.gids && a.gw->shape(0) == n_steps * gb), "linear_epoch: Gramian weights size");
   const auto s = opt_state<T>(a.state, opt, a.E.size());
+  const i64 k = a.E.shape(1);
+  i64 n_items = 0;
+  if (sagram) {  // the cache rows are indexed by the ids of B' and of B
+    need(a.S && a.C && a.p && a.gids, "linear_epoch: SAGram needs S, C, p and the Gramian ids");
+    n_items = a.C->shape(0);
+    need(a.S->ndim() == 2 && a.S->shape(0) == k && a.S->shape(1) == k && a.C->ndim() == 2 && a.C->shape(1) == k &&
+             a.p->ndim() == 1 && a.p->shape(0) == n_items,
+         "linear_epoch: SAGram S (k x k), C (N x k), p (N) shapes");
+    check_ids(a.gids->data(), a.gids->shape(0), n_items, "linear_epoch: Gramian ids out of the cache's range");
+    check_ids(a.rows.data(), a.rows.shape(0), n_items, "linear_epoch: rows out of the cache's range");
+  }
   return twotower::Side<T>{R.indptr, R.indices, R.data, F, a.E.mutable_data(), s.s1, s.s2, R.rows,
-                           a.gids ? a.gids->data() : nullptr, opt_ptr(a.gw), a.G.mutable_data()};
+                           a.gids ? a.gids->data() : nullptr, opt_ptr(a.gw), a.G.mutable_data(),
+                           sagram ? opt_mut(a.S) : nullptr, sagram ? opt_mut(a.C) : nullptr,
+                           sagram ? opt_ptr(a.p) : nullptr, n_items};
 }
 
 template <class T>
@@ -48,14 +66,17 @@ void def_twotower_t(py::module_& m, const std::string& sfx) {
   py::class_<LinearSide<T>>(m, ("LinearSide_" + sfx).c_str(),
                             "One tower of the fused epoch: its catalogue X, table E (F x k) and optimiser state, "
                             "the chunk's pair rows, its Gramian estimate G (k x k), the Gramian batch ids and "
-                            "weights (None: no penalty / weight w_all).")
+                            "weights (None: no penalty / weight w_all); SAGram's cache Gramian S (k x k), cache C "
+                            "(N x k) and item weights p (N), updated in place.")
       .def(py::init([](Csr<T> X, carray<T> E, py::list state, carray<i64> rows, carray<T> G,
-                       std::optional<carray<i64>> gids, oarray<T> gw) {
+                       std::optional<carray<i64>> gids, oarray<T> gw, oarray<T> S, oarray<T> C, oarray<T> p) {
              return LinearSide<T>{std::move(X), std::move(E), std::move(state), std::move(rows), std::move(G),
-                                  std::move(gids), std::move(gw)};
+                                  std::move(gids), std::move(gw), std::move(S), std::move(C), std::move(p)};
            }),
            py::kw_only(), py::arg("X"), py::arg("E").noconvert(), py::arg("state"), py::arg("rows").noconvert(),
-           py::arg("G").noconvert(), py::arg("gids").noconvert() = py::none(), py::arg("gw").noconvert() = py::none());
+           py::arg("G").noconvert(), py::arg("gids").noconvert() = py::none(), py::arg("gw").noconvert() = py::none(),
+           py::arg("S").noconvert() = py::none(), py::arg("C").noconvert() = py::none(),
+           py::arg("p").noconvert() = py::none());
   m.def(
       ("linear_epoch_" + sfx).c_str(),
       [](LinearSide<T>& left, LinearSide<T>& right, const carray<T>& targets, const LinearConfig& c,
@@ -69,21 +90,23 @@ void def_twotower_t(py::module_& m, const std::string& sfx) {
         need(!(c.items && c.shared), "linear_epoch: items with a shared table is not supported");
         need(bool(left.gids) == bool(right.gids), "linear_epoch: Gramian ids go together");
         const i64 n_steps = (n + b - 1) / b;
-        auto L = side_view(left, step.opt, n_steps, c.gb);
-        auto R = side_view(right, step.opt, n_steps, c.gb);
+        need(c.sagram == 0 || bool(left.gids), "linear_epoch: SAGram needs the Gramian ids");
+        auto L = side_view(left, step.opt, n_steps, c.gb, c.sagram);
+        auto R = side_view(right, step.opt, n_steps, c.gb, c.sagram);
         if (c.shared) {  // one table, one optimiser state
           R.s1 = L.s1;
           R.s2 = L.s2;
         }
-        const twotower::Config cfg{k, b, n, left.gids ? c.gb : 0, c.w_all, c.decay, c.lam, c.ridge, c.shared,
-                                   c.items && bool(left.gids)};
+        const twotower::Config cfg{k,       b,       n,       left.gids ? c.gb : 0, c.w_all,  c.decay,
+                                   c.lam,   c.ridge, c.shared, c.items && bool(left.gids), c.sagram, c.project};
         carray<double> data_out(n_steps), pen_out(n_steps);
+        carray<i64> n_proj(2);
         {
           py::gil_scoped_release nogil;
           twotower::linear_epoch<T>(L, R, targets.data(), cfg, step, data_out.mutable_data(), pen_out.mutable_data(),
-                                    n_threads);
+                                    n_threads, n_proj.mutable_data());
         }
-        return py::make_tuple(data_out, pen_out);
+        return py::make_tuple(data_out, pen_out, n_proj);
       },
       py::arg("left"), py::arg("right"), py::arg("targets").noconvert(), py::arg("config"), py::arg("step"),
       py::arg("n_threads"));
@@ -191,14 +214,17 @@ void def_twotower(py::module_& m) {
   py::class_<LinearConfig>(m, "LinearConfig",
                            "The fused epoch's settings: batch b, Gramian batch gb, Gramian row weight w_all, decay "
                            "(1 - alpha for SOGram, 0 for sampling), penalty weight lam, output L2 weight ridge, "
-                           "shared table, items.")
+                           "shared table, items; sagram (0: none, 1: saga, 2: sag) and project (saga's PSD "
+                           "projection).")
       .def(py::init([](i64 b, i64 gb, double w_all, double decay, double lam, double ridge, bool shared,
-                       bool items) {
+                       bool items, int sagram, bool project) {
              need(b >= 1 && gb >= 1, "LinearConfig: b and gb must be >= 1");
-             return LinearConfig{b, gb, w_all, decay, lam, ridge, shared, items};
+             need(sagram >= 0 && sagram <= 2, "LinearConfig: sagram must be 0, 1 (saga) or 2 (sag)");
+             return LinearConfig{b, gb, w_all, decay, lam, ridge, shared, items, sagram, project};
            }),
            py::kw_only(), py::arg("b"), py::arg("gb"), py::arg("w_all"), py::arg("decay"), py::arg("lam"),
-           py::arg("ridge") = 0.0, py::arg("shared"), py::arg("items"));
+           py::arg("ridge") = 0.0, py::arg("shared"), py::arg("items"), py::arg("sagram") = 0,
+           py::arg("project") = false);
   def_twotower_t<float>(m, "f32");
   def_twotower_t<double>(m, "f64");
 }

@@ -11,6 +11,7 @@
 #include "blas.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
+#include "radix.hpp"
 #include "simd.hpp"
 
 namespace sl {
@@ -25,41 +26,30 @@ void mirror_lower(T* G, i64 k) {
     for (i64 j = i + 1; j < k; ++j) G[i * k + j] = G[j * k + i];
 }
 
-// Distinct ids of a batch with the position of their last occurrence, ascending by id.
+// Distinct ids of a batch with the position of their last occurrence, ascending by id:
+// a stable radix sort of (id, position) (digits on which all ids agree are skipped, so
+// ids below 2^16 take two passes), then the last of each run.  O(b) (ids are >= 0).
 std::vector<std::pair<i64, i64>> last_occurrence(const i64* ids, i64 b) {
-  std::vector<std::pair<i64, i64>> order(static_cast<std::size_t>(b));
-  for (i64 i = 0; i < b; ++i) order[i] = {ids[i], i};
-  std::sort(order.begin(), order.end());
+  std::vector<std::uint64_t> key(static_cast<std::size_t>(b)), key_tmp(static_cast<std::size_t>(b));
+  std::vector<i64> pos(static_cast<std::size_t>(b)), pos_tmp(static_cast<std::size_t>(b));
+  for (i64 i = 0; i < b; ++i) {
+    key[i] = static_cast<std::uint64_t>(ids[i]);
+    pos[i] = i;
+  }
+  radix_sort_pairs<std::uint64_t>(key.data(), pos.data(), key_tmp.data(), pos_tmp.data(), b);
   std::vector<std::pair<i64, i64>> out;
-  out.reserve(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i)
-    if (i + 1 == order.size() || order[i + 1].first != order[i].first) out.push_back(order[i]);
+  out.reserve(static_cast<std::size_t>(b));
+  for (i64 i = 0; i < b; ++i)
+    if (i + 1 == b || key[i + 1] != key[i]) out.push_back({static_cast<i64>(key[i]), pos[i]});
   return out;
 }
 
-// The weighted rank-m update G <- decay G + sum_r w_r a_r a_r^T where row r of the
-// stack is rows[r] (pointers, k entries each): one GEMM A^T (diag(w) A) on packed
-// copies (faster than SYRK in SciPy's OpenBLAS for these shapes: a k x k result
-// from a long, thin A), then the lower triangle is mirrored so G is exactly symmetric.
-template <class T>
-void weighted_gram(T* G, i64 k, const std::vector<const T*>& rows, const std::vector<double>& w, double decay) {
-  const i64 m = static_cast<i64>(rows.size());
-  std::vector<T> A(static_cast<std::size_t>(m * k)), Aw(static_cast<std::size_t>(m * k));
-  for (i64 r = 0; r < m; ++r) {
-    const T wr = T(w[r]);
-    for (i64 c = 0; c < k; ++c) {
-      A[r * k + c] = rows[r][c];
-      Aw[r * k + c] = wr * rows[r][c];
-    }
-  }
-  blas::gemm_rm<T>(true, false, k, k, m, T(1), A.data(), k, Aw.data(), k, T(decay), G, k);
-  mirror_lower(G, k);
-}
-
 // G <- decay G + sum_r w_r (e_r e_r^T - c_r c_r^T) (SAGram's corrections: new embedding e,
-// cached c), as e e^T - c c^T = ((e - c)(e + c)^T + (e + c)(e - c)^T) / 2: one GEMM over
-// the m pairs (weighted_gram on the stack [e; c] takes 2m rows), then symmetrised, so G
-// is exactly symmetric.
+// cached c), as e e^T - c c^T = ((e - c)(e + c)^T + (e + c)(e - c)^T) / 2: one product
+// M = D^T S over the m pairs (D = diag(w) (E - C), S = E + C, m x k each), then
+// G <- decay G + (M + M^T) / 2, exactly symmetric.  The product is gemmk::gemm_tn (one FMA
+// chain per entry over the rows in order: the same bits on every ISA and thread count).
+// O(m k^2) time, O(m k + k^2) memory.
 template <class T>
 void weighted_gram_diff(T* G, i64 k, const std::vector<const T*>& e, const std::vector<const T*>& c,
                         const std::vector<double>& w, double decay) {
@@ -69,16 +59,22 @@ void weighted_gram_diff(T* G, i64 k, const std::vector<const T*>& e, const std::
       for (i64 i = 0; i < k * k; ++i) G[i] = T(decay) * G[i];
     return;
   }
-  std::vector<T> D(static_cast<std::size_t>(m * k)), S(static_cast<std::size_t>(m * k)),
-      M(static_cast<std::size_t>(k * k));
+  std::vector<T> buf(static_cast<std::size_t>(2 * m * k + k * k));
+  T* D = buf.data();
+  T* S = D + m * k;
+  T* M = S + m * k;
   for (i64 r = 0; r < m; ++r) {
     const T wr = T(w[r]);
+    const T* er = e[r];
+    const T* cr = c[r];
+    T* dr = D + r * k;
+    T* sr = S + r * k;
     for (i64 col = 0; col < k; ++col) {
-      D[r * k + col] = wr * (e[r][col] - c[r][col]);
-      S[r * k + col] = e[r][col] + c[r][col];
+      dr[col] = wr * (er[col] - cr[col]);
+      sr[col] = er[col] + cr[col];
     }
   }
-  blas::gemm_rm<T>(true, false, k, k, m, T(1), D.data(), k, S.data(), k, T(0), M.data(), k);
+  gemmk::gemm_tn<T>(D, m, k, S, k, M, 1);
   for (i64 i = 0; i < k; ++i)
     for (i64 j = 0; j <= i; ++j) {
       const T v = T(decay) * G[i * k + j] + T(0.5) * (M[i * k + j] + M[j * k + i]);
@@ -205,10 +201,12 @@ void sagram_estimate(T* G, const T* S, i64 k, const T* C, const i64* ids, const 
   };
   std::vector<std::pair<i64, i64>> picked;
   if (saga) {
-    for (i64 i = 0; i < b; ++i) picked.push_back({ids[i], i});
+    picked.resize(static_cast<std::size_t>(b));
+    for (i64 i = 0; i < b; ++i) picked[i] = {ids[i], i};
   } else {
     picked = last_occurrence(ids, b);
   }
+  es.reserve(picked.size()), cs.reserve(picked.size()), w.reserve(picked.size());
   for (auto& pr : picked) add(pr.second, pr.first, saga ? 1.0 / double(b) : double(p[pr.first]));
   std::copy(S, S + k * k, G);
   weighted_gram_diff<T>(G, k, es, cs, w, 1.0);
@@ -232,17 +230,15 @@ void sagram_estimate(T* G, const T* S, i64 k, const T* C, const i64* ids, const 
 
 template <class T>
 void sagram_refresh(T* S, T* C, i64 k, const i64* ids, const T* E, i64 b, const T* p, T* Tm, const T* Qp, i64 kP) {
-  const auto picked = last_occurrence(ids, b);
+  const auto picked = last_occurrence(ids, b);  // distinct ids: each cache row is read, then written, once
   const i64 m = static_cast<i64>(picked.size());
-  std::vector<T> old(static_cast<std::size_t>(m * k));
-  std::vector<const T*> es, cs;
-  std::vector<double> w;
+  std::vector<const T*> es(static_cast<std::size_t>(m)), cs(static_cast<std::size_t>(m));
+  std::vector<double> w(static_cast<std::size_t>(m));
   for (i64 r = 0; r < m; ++r) {
     const i64 id = picked[r].first, pos = picked[r].second;
-    std::copy(C + id * k, C + (id + 1) * k, old.begin() + r * k);
-    es.push_back(E + pos * k);
-    cs.push_back(old.data() + r * k);
-    w.push_back(double(p[id]));
+    es[r] = E + pos * k;
+    cs[r] = C + id * k;
+    w[r] = double(p[id]);
   }
   weighted_gram_diff<T>(S, k, es, cs, w, 1.0);
   if (Tm && Qp && kP > 0) {
@@ -251,7 +247,7 @@ void sagram_refresh(T* S, T* C, i64 k, const i64* ids, const T* E, i64 b, const 
     std::vector<double> wc(static_cast<std::size_t>(m));
     for (i64 r = 0; r < m; ++r) {
       const i64 id = picked[r].first, pos = picked[r].second;
-      for (i64 c = 0; c < k; ++c) diff[r * k + c] = E[pos * k + c] - old[r * k + c];
+      for (i64 c = 0; c < k; ++c) diff[r * k + c] = E[pos * k + c] - C[id * k + c];
       a[r] = diff.data() + r * k;
       qs[r] = Qp + id * kP;
       wc[r] = double(p[id]);
@@ -259,47 +255,6 @@ void sagram_refresh(T* S, T* C, i64 k, const i64* ids, const T* E, i64 b, const 
     weighted_cross<T>(Tm, k, kP, a, qs, wc, 1.0);
   }
   for (i64 r = 0; r < m; ++r) std::copy(E + picked[r].second * k, E + (picked[r].second + 1) * k, C + picked[r].first * k);
-}
-
-template <class T>
-bool psd_project(T* G, i64 k) {
-  if (k == 0) return false;
-  blas::fint N = blas::to_fint(k, "k"), info = 0;
-  {
-    std::vector<T> L(G, G + k * k);
-    char uplo = 'L';
-    blas::table<T>().potrf(&uplo, &N, L.data(), &N, &info);
-    if (info == 0) return false;
-  }
-  // The eigenpairs of the negative eigenvalues only (syevr, range 'V' over (-max, 0]):
-  // an indefinite estimate has few of them (SAGA's on the demo's problem: a median of 4 of
-  // 64), and they cost a fraction of all 64 pairs.  G - sum_{lam_j <= 0} lam_j z_j z_j^T
-  // is then the clipped G of the full decomposition, sum_{lam_j > 0} lam_j z_j z_j^T.
-  std::vector<T> A(G, G + k * k), lam(static_cast<std::size_t>(k)), Z(static_cast<std::size_t>(k * k));
-  std::vector<blas::fint> isuppz(static_cast<std::size_t>(2 * k));
-  char jobz = 'V', range = 'V', uplo = 'L';
-  T vl = -std::numeric_limits<T>::max(), vu = 0, abstol = 0;
-  blas::fint il = 0, iu = 0, m = 0, lwork = -1, liwork = -1, iwq = 0;
-  T wq = 0;
-  blas::table<T>().syevr(&jobz, &range, &uplo, &N, A.data(), &N, &vl, &vu, &il, &iu, &abstol, &m, lam.data(),
-                         Z.data(), &N, isuppz.data(), &wq, &lwork, &iwq, &liwork, &info);
-  lwork = std::max<blas::fint>(1, static_cast<blas::fint>(wq));
-  liwork = std::max<blas::fint>(1, iwq);
-  std::vector<T> work(static_cast<std::size_t>(lwork));
-  std::vector<blas::fint> iwork(static_cast<std::size_t>(liwork));
-  blas::table<T>().syevr(&jobz, &range, &uplo, &N, A.data(), &N, &vl, &vu, &il, &iu, &abstol, &m, lam.data(),
-                         Z.data(), &N, isuppz.data(), work.data(), &lwork, iwork.data(), &liwork, &info);
-  if (info != 0) throw std::runtime_error("psd_project: the eigendecomposition (syevr) did not converge");
-  // Z column-major: eigenvector j (of the m found) is Z[j*k .. j*k+k).  G -= sum_j lam_j z_j z_j^T.
-  if (m == 0) return false;
-  std::vector<const T*> rows;
-  std::vector<double> w;
-  for (i64 j = 0; j < m; ++j) {
-    rows.push_back(Z.data() + j * k);
-    w.push_back(-double(lam[j]));
-  }
-  weighted_gram<T>(G, k, rows, w, 1.0);
-  return true;
 }
 
 template <class T>
@@ -363,7 +318,6 @@ LossParts pair_loss(const T* U, const T* V, i64 b, i64 k, const T* s, const T* w
   template void sagram_estimate<T>(T*, const T*, i64, const T*, const i64*, const T*, i64, const T*, bool, T*, \
                                    const T*, const T*, i64);                                                   \
   template void sagram_refresh<T>(T*, T*, i64, const i64*, const T*, i64, const T*, T*, const T*, i64);        \
-  template bool psd_project<T>(T*, i64);                                                                       \
   template LossParts pair_loss<T>(const T*, const T*, i64, i64, const T*, const T*, const T*, const T*,        \
                                   const T*, const T*, const T*, const T*, i64, T*, T*, int);                   \
   template LossParts pair_loss_rows<T>(const T*, const T*, i64, i64, i64, const T*, const T*, const T*,         \

@@ -41,10 +41,13 @@ void sagram_estimate(T* G, const T* S, i64 k, const T* C, const i64* ids, const 
 template <class T>
 void sagram_refresh(T* S, T* C, i64 k, const i64* ids, const T* E, i64 b, const T* p, T* Tm, const T* Qp, i64 kP);
 
-// Projection of the symmetric G onto the PSD cone (eigenvalues clipped at 0), in
-// place.  A Cholesky factorisation is tried first: when it succeeds G is positive
-// definite and is left as is (no O(k^3) eigendecomposition).  Returns true when G
-// was changed.
+// Projection of the symmetric G (k x k, float32 or float64) onto the PSD cone
+// (eigenvalues clipped at 0: the nearest PSD matrix in Frobenius norm), in place:
+// G - sum_{lam_j < 0} lam_j z_j z_j^T with only the m negative eigenpairs computed
+// (csrc/psd.cpp: Householder tridiagonalisation, Sturm counts and multisection,
+// inverse iteration, Rayleigh-Ritz; in double).  A G without negative eigenvalue is
+// left as is.  O(k^3) (4/3 k^3 for the reduction) + O(k^2 m), O(k^2) memory, the same
+// bits on every ISA.  Returns true when G was changed.
 template <class T>
 bool psd_project(T* G, i64 k);
 

@@ -52,7 +52,7 @@ embedding::Rows<T> rows_of(const Side<T>& S, const i64* rows, i64 n) {
 
 template <class T>
 void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Config& cfg,
-                  const embedding::Step& st0, double* data_out, double* pen_out, int n_threads) {
+                  const embedding::Step& st0, double* data_out, double* pen_out, int n_threads, i64* n_proj) {
   const i64 k = cfg.k, b = cfg.b, n = cfg.n_pairs;
   const i64 n_steps = (n + b - 1) / b;
   const bool est = L.gids && R.gids;  // the estimates are updated (even when lam = 0)
@@ -66,6 +66,7 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
   std::exception_ptr error;
   std::atomic<bool> failed{false};
   const Side<T>* sides[2] = {&L, &R};
+  i64 proj[2] = {0, 0};  // SAGram: estimates changed by the projection, per side (each written by one thread)
   T* out[2] = {U.data(), V.data()};
   T* grad[2] = {dU.data(), dV.data()};
   T* ep[2] = {EpL.data(), EpR.data()};
@@ -75,7 +76,14 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
     if (est) {
       const i64* g = S.gids + step * cfg.gb;
       embedding::bag_forward<T>(rows_of(S, g, cfg.gb), S.E, k, ep[s], 1);
-      gramian::gram_update<T>(S.G, k, ep[s], cfg.gb, S.gw ? S.gw + step * cfg.gb : nullptr, cfg.w_all, cfg.decay);
+      if (cfg.sagram) {  // Alg. 1 line 8 from B' against the cache (SAGram::update)
+        gramian::sagram_estimate<T>(S.G, S.S, k, S.C, g, ep[s], cfg.gb, S.p, cfg.sagram == 1, nullptr, nullptr,
+                                    nullptr, 0);
+        if (cfg.sagram == 1 && cfg.project && gramian::psd_project<T>(S.G, k)) ++proj[s];
+      } else {
+        gramian::gram_update<T>(S.G, k, ep[s], cfg.gb, S.gw ? S.gw + step * cfg.gb : nullptr, cfg.w_all,
+                                cfg.decay);
+      }
     }
     embedding::bag_forward<T>(rows_of(S, S.rows + step * b, nb), S.E, k, out[s], 1);
   };
@@ -103,6 +111,11 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
   };
   std::vector<T> dEpL(static_cast<std::size_t>(cfg.gb * k)), dEpR(dEpL.size());
   T* dep[2] = {dEpL.data(), dEpR.data()};
+  auto refresh = [&](int s, i64 step, i64 nb) {  // SAGram's cache from the batch's outputs (SAGram::observe)
+    const Side<T>& S = *sides[s];
+    if (est && cfg.sagram)
+      gramian::sagram_refresh<T>(S.S, S.C, k, S.rows + step * b, out[s], nb, S.p, nullptr, nullptr, 0);
+  };
   auto side_c = [&](int s, i64 step, i64 nb, const embedding::Step& st) {
     const Side<T>& S = *sides[s];
     const Side<T>& O = *sides[1 - s];
@@ -137,6 +150,8 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
           pen_out[step] = scale_gramians();
           do_loss(0, step, nb);
           do_loss(1, step, nb);
+          refresh(0, step, nb);
+          refresh(1, step, nb);
           side_c(0, step, nb, st);
           if (!cfg.shared) side_c(1, step, nb, st);
         } else {
@@ -146,6 +161,7 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
           if (!bar.wait(failed)) break;
           do_loss(tid, step, nb);
           if (!bar.wait(failed)) break;
+          refresh(tid, step, nb);  // reads U or V only: neither half's step writes them
           if (!cfg.shared || tid == 0) side_c(tid, step, nb, st);
           if (cfg.shared && !bar.wait(failed)) break;
         }
@@ -164,12 +180,16 @@ void linear_epoch(const Side<T>& L, const Side<T>& R, const T* targets, const Co
     other.join();
   }
   if (error) std::rethrow_exception(error);
+  if (n_proj) {
+    n_proj[0] = proj[0];
+    n_proj[1] = proj[1];
+  }
 }
 
 template void linear_epoch<float>(const Side<float>&, const Side<float>&, const float*, const Config&,
-                                  const embedding::Step&, double*, double*, int);
+                                  const embedding::Step&, double*, double*, int, i64*);
 template void linear_epoch<double>(const Side<double>&, const Side<double>&, const double*, const Config&,
-                                   const embedding::Step&, double*, double*, int);
+                                   const embedding::Step&, double*, double*, int, i64*);
 
 }  // namespace twotower
 }  // namespace sl

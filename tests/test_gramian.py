@@ -108,6 +108,96 @@ def test_psd_projection(dt, sfx, tol):
         assert np.array_equal(G, G.T)
 
 
+def _with_spectrum(rng, lam):
+    """Q diag(lam) Q^T for a random orthogonal Q, exactly symmetric (float64)."""
+    k = len(lam)
+    Q = np.linalg.qr(rng.standard_normal((k, k)))[0]
+    A = (Q * np.asarray(lam, float)) @ Q.T
+    return (A + A.T) / 2
+
+
+@pytest.mark.parametrize("dt,sfx,tol", DTYPES)
+def test_psd_projection_edge_cases(dt, sfx, tol):
+    """csrc/psd.cpp against the eigh oracle where its branches turn: k = 0, 1, 2, 3 (no or one
+    Householder step), diagonal and tridiagonal input (reflectors H = I), a cluster of equal
+    negative eigenvalues (inverse iteration must span the cluster), eigenvalues straddling 0 at
+    1e-9, scales far from 1, PSD and zero matrices (left as they are)."""
+    proj = getattr(_core, "psd_project_" + sfx)
+    rng = np.random.default_rng(11)
+    G = np.zeros((0, 0), dt)
+    assert not proj(G)
+    cases = [np.array([[-2.0]]), np.array([[1.0, 3.0], [3.0, 1.0]]), _with_spectrum(rng, [2.0, -1.0, 0.5]),
+             np.diag([3.0, -1.0, 2.0, -0.5, 1.0, 0.0, -4.0]),  # diagonal: every reflector is the identity
+             np.diag(np.arange(1.0, 10.0)) + np.diag(np.full(8, -1.5), 1) + np.diag(np.full(8, -1.5), -1),
+             _with_spectrum(rng, [-1.0] * 5 + list(np.linspace(0.5, 3, 11))),  # a cluster of 5 at -1
+             _with_spectrum(rng, [-1e-9, 1e-9, -2e-9] + list(np.linspace(0.1, 1, 13))),
+             _with_spectrum(rng, list(-np.linspace(0.1, 1, 40)) + list(np.linspace(0.1, 1, 24)))]
+    if dt == np.float64:
+        cases += [1e-150 * _with_spectrum(rng, [-1.0, 2.0, 3.0, -0.5]), 1e150 * _with_spectrum(rng, [-1.0, 2.0, 3.0])]
+    for A in cases:
+        A = A.astype(dt)
+        G = A.copy()
+        assert proj(G)
+        ref = O.psd_project(A.astype(float))
+        assert np.max(np.abs(G - ref)) <= 10 * tol * np.max(np.abs(A)), A.shape
+        assert np.array_equal(G, G.T)
+        assert np.linalg.eigvalsh(G.astype(float)).min() >= -10 * tol * np.max(np.abs(A))
+    for A in (np.zeros((5, 5)), np.eye(4), _with_spectrum(rng, [0.0, 0.0, 1.0, 2.0, 3.0])):
+        A = A.astype(dt)
+        G = A.copy()
+        proj(G)  # PSD (the singular one up to rounding): unchanged beyond rounding
+        assert np.max(np.abs(G - A)) <= 10 * tol * max(1.0, np.max(np.abs(A)))
+    with pytest.raises(RuntimeError, match="NaN"):
+        proj(np.array([[1.0, np.nan], [np.nan, -1.0]], dt))
+
+
+ISA_SCRIPT = """
+import hashlib, sys
+import numpy as np
+from similearn import _core
+from similearn.datasets import make_interactions
+from similearn.gramian import TwoTower
+h = hashlib.sha256()
+rng = np.random.default_rng(5)
+for k in (1, 2, 13, 64, 70):
+    for dt, f in ((np.float32, _core.psd_project_f32), (np.float64, _core.psd_project_f64)):
+        A = rng.standard_normal((k, k + 3))
+        G = (A @ A.T / k - 0.9 * np.eye(k) * (k > 2)).astype(dt)
+        G = (G + G.T) / 2
+        f(G)
+        h.update(G.tobytes())
+d = make_interactions(n_left=300, n_right=200, n_pairs=4000, n_clusters=5, random_state=0)
+for kw in (dict(), dict(dtype="float64", sagram_variant="sag", gramian_weights="pairs")):
+    for nt in (1, 2):
+        m = TwoTower(penalty="sagram", n_components=16, n_epochs=2, validation=None, random_state=1, n_threads=nt,
+                     **kw).fit(d.left_features, d.right_features, d.pairs)
+        h.update(m.left_embedding_.tobytes()); h.update(m.gramian_right_.tobytes())
+print(h.hexdigest())
+"""
+
+
+def test_psd_projection_and_fused_sagram_same_bits_on_every_isa():
+    """The projection and a fused SAGram fit (saga float32 and sag float64, 1 and 2 threads) give
+    the same bytes with the dispatch capped at generic and AVX2 as uncapped (AVX-512 here)."""
+    import os
+    import subprocess
+    import sys
+
+    caps = [None, "generic"]
+    if "avx2+fma" in _kernels.build_info()["cpu_features"]:
+        caps.append("avx2")
+    digests = {}
+    for cap in caps:
+        env = {k: v for k, v in os.environ.items() if k != "SIMILEARN_ISA"}
+        if cap:
+            env["SIMILEARN_ISA"] = cap
+        out = subprocess.run([sys.executable, "-c", ISA_SCRIPT], env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        digests[cap] = out.stdout.strip()
+    assert len(set(digests.values())) == 1, digests
+
+
 @pytest.mark.parametrize("dt,sfx,tol", DTYPES)
 @pytest.mark.parametrize("b,k,kP", [(1, 1, 1), (7, 5, 2), (300, 16, 3), (0, 4, 1), (5000, 8, 2)])
 @pytest.mark.parametrize("with_prior", [False, True])

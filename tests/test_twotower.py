@@ -362,10 +362,17 @@ _FUSED_SUPPORTS = training.FusedEngine.supports
 @pytest.mark.parametrize("kw", [dict(penalty="sogram"), dict(penalty="sqrt", optimizer="adam"),
                                 dict(penalty="none", optimizer="sgd"), dict(shared_embeddings=True),
                                 dict(penalty="uniform", batch_size=100), dict(penalty="sogram", penalty_weight=0.0),
-                                dict(gramian_weights="items"), dict(gramian_weights="items", penalty="sqrt")])
+                                dict(gramian_weights="items"), dict(gramian_weights="items", penalty="sqrt"),
+                                dict(penalty="sagram"), dict(penalty="sagram", sagram_variant="sag"),
+                                dict(penalty="sagram", gramian_weights="pairs", batch_size=100),
+                                dict(penalty="sagram", gramian_weights="pairs", shared_embeddings=True,
+                                     optimizer="adam", gramian_batch_size=37),
+                                dict(penalty="sagram", dtype="float64", sagram_variant="sag", gramian_weights="pairs"),
+                                dict(penalty="sagram", dtype="float64", output_l2=0.0)])
 def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
     """The C++ loop of linear towers (csrc/twotower.cpp) takes exactly the steps of
-    training.python_step: same draws, same kernels, bitwise the same model, any thread count."""
+    training.python_step: same draws, same kernels, bitwise the same model, any thread count.
+    SAGram: the estimates, the cache and its Gramian too, and the projection count."""
     d, tr, te = planted
     pairs = tr[:7000]
     base = dict(n_components=8, n_epochs=2, random_state=3, **kw)
@@ -376,13 +383,23 @@ def test_fused_linear_loop_equals_the_python_step(planted, kw, monkeypatch):
                                                                           _FUSED_SUPPORTS(m)))
         for nt in (1, 2):
             m = TwoTower(validation=None, n_threads=nt, **base).fit(d.left_features, d.right_features, pairs)
+            assert (training.select_engine(m) is training.FusedEngine) == (fused and _FUSED_SUPPORTS(m))
+            assert _FUSED_SUPPORTS(m) or kw.get("penalty") != "sagram"  # every SAGram case here runs fused
+            state = [m.estimator_state_[side]["state"] for side in ("left", "right")] if m.estimator_state_ else []
+            sagram = [st[key] for st in state for key in ("cache_", "_S", "gramian_") if "cache_" in st]
+            counts = [(st["n_updates_"], st.get("n_projections_")) for st in state]
             out[fused, nt] = (m.params_["E_left"].copy(), m.params_["E_right"].copy(), m.gramian_left_.copy(),
-                              np.array(m.loss_history_))
+                              np.array(m.loss_history_), [a.copy() for a in sagram], counts)
     ref = out[False, 1]
+    if kw.get("penalty") == "sagram":
+        assert len(ref[4]) == 6 and ref[5][0][0] > 0
+        if kw.get("sagram_variant", "saga") == "saga":
+            assert ref[5][0][1] > 0  # the projection ran
     for key, val in out.items():
-        for a, b in zip(val[:3], ref[:3]):
+        for a, b in zip(val[:3] + tuple(val[4]), ref[:3] + tuple(ref[4])):
             assert np.array_equal(a, b), key
         assert np.allclose(val[3], ref[3], rtol=1e-5), key
+        assert val[5] == ref[5], key
 
 
 @pytest.mark.parametrize("kw", [dict(shared_embeddings=True), dict(shared_embeddings=True, hidden_sizes=(8,)),

@@ -147,10 +147,11 @@ linear_epoch = _typed("linear_epoch", 2, "targets")
 LinearConfig = _core.LinearConfig  # the fused epoch's settings (keyword arguments)
 
 
-def linear_side(*, X, E, state, rows, G, gids=None, gw=None):
-    """One tower's arguments of ``linear_epoch`` (``LinearSide_f32`` / ``_f64`` by E's dtype)."""
+def linear_side(*, X, E, state, rows, G, gids=None, gw=None, S=None, C=None, p=None):
+    """One tower's arguments of ``linear_epoch`` (``LinearSide_f32`` / ``_f64`` by E's dtype); S, C, p:
+    SAGram's cache Gramian, cache and item weights (updated in place)."""
     cls = _core.LinearSide_f32 if E.dtype == np.float32 else _core.LinearSide_f64
-    return cls(X=X, E=E, state=state, rows=rows, G=G, gids=gids, gw=gw)
+    return cls(X=X, E=E, state=state, rows=rows, G=G, gids=gids, gw=gw, S=S, C=C, p=p)
 gram_update = _typed("gram_update", 0, "G")
 cross_update = _typed("cross_update", 0, "H")
 sagram_estimate = _typed("sagram_estimate", 0, "G")

@@ -8,10 +8,11 @@ held constant (Eq. 7: its gradient w.r.t. u_i is 2 lam Ghat_v u_i, one GEMM per
 batch).  :func:`python_step` is its definition.  Two engines run it:
 
 - :class:`FusedEngine`: the whole epoch of *linear* towers in one C++ loop
-  (``linear_epoch`` in csrc/twotower.cpp): the same draws, kernels and roundings as
-  :func:`python_step`, without Python between steps; used when it supports the model;
-- :class:`PythonEngine`: :func:`python_step` batch after batch (hidden layers, SAGram,
-  the exact Gramians, the low-rank prior of App. B, the GOR of App. C).
+  (``linear_epoch`` in csrc/twotower.cpp; SOGram, SAGram, the sampling baselines): the
+  same draws, kernels and roundings as :func:`python_step`, without Python between
+  steps; used when it supports the model;
+- :class:`PythonEngine`: :func:`python_step` batch after batch (hidden layers, the
+  exact Gramians, the low-rank prior of App. B, the GOR of App. C).
 
 The result is bitwise the same whichever engine runs (tested).  The engine is chosen
 by capability: the first of :data:`ENGINES` whose ``supports`` says yes.
@@ -377,10 +378,10 @@ class FusedEngine:
 
     @staticmethod
     def supports(m):
-        """Linear towers with SOGram, a sampling baseline or no penalty, the Gramian
-        regularizer, no prior, and not the shared table with item weights."""
+        """Linear towers with SOGram, SAGram, a sampling baseline or no penalty, the
+        Gramian regularizer, no prior, and not the shared table with item weights."""
         return (not m.params_["W_left"] and m.regularizer == "gramian" and m._Q is None
-                and m.penalty in ("sogram", "uniform", "linear", "sqrt", "none")
+                and m.penalty in ("sogram", "sagram", "uniform", "linear", "sqrt", "none")
                 and not (m.gramian_weights == "items" and m.shared_embeddings))
 
     @classmethod
@@ -391,11 +392,14 @@ class FusedEngine:
         dt, gbs, bs = st.dtype, st.gramian_batch_size, st.batch_size
         Pm, ss = m.params_, m._opt_state
         lam, rho = (st.lam, st.rho) if estL is not None else (0.0, 0.0)
+        sagram = 0
         if estL is not None:
             GL, GR = estL.gramian_, estR.gramian_
             sogram = isinstance(estL, SOGram)
             a = float(estL.alpha) if sogram else 0.0
             w_all, decay = (a / gbs, 1.0 - a) if sogram else (0.0, 0.0)
+            if isinstance(estL, SAGram):  # Alg. 1: the estimate, its projection and the cache refresh in C++
+                sagram = 1 if estL.variant == "saga" else 2
         else:
             GL, GR = m.gramian_left_, m.gramian_right_
             w_all, decay = 0.0, 1.0
@@ -403,7 +407,10 @@ class FusedEngine:
         sR = sL if m.shared_embeddings else ss["E_right"]
         cfg = _kernels.LinearConfig(b=bs, gb=gbs, w_all=w_all, decay=decay, lam=lam, ridge=rho,
                                     shared=bool(m.shared_embeddings),
-                                    items=m.gramian_weights == "items")
+                                    items=m.gramian_weights == "items", sagram=sagram,
+                                    project=bool(sagram and estL.project))
+        cache = ({"S": estL._S, "C": estL.cache_, "p": estL._pw}, {"S": estR._S, "C": estR.cache_, "p": estR._pw}
+                 ) if sagram else ({}, {})
         n = st.PL.size
         tot_data = tot_pen = 0.0
         per = cls.STEPS_PER_CALL * bs
@@ -414,12 +421,14 @@ class FusedEngine:
             if estL is not None:  # the Gramian batches of every step, drawn in python_step's order
                 ids = [est.sample(rng, gbs) for _ in range(n_steps) for est in (estL, estR)]
                 gL, gR = np.concatenate(ids[0::2]), np.concatenate(ids[1::2])
-                if not sogram:
+                if not sogram and not sagram:
                     wL = np.ascontiguousarray(estL.p_[gL] / (estL.q_[gL] * gbs), dtype=dt)
                     wR = np.ascontiguousarray(estR.p_[gR] / (estR.q_[gR] * gbs), dtype=dt)
-            left = _kernels.linear_side(X=XL, E=Pm["E_left"], state=sL, rows=st.PL[c0:c1], G=GL, gids=gL, gw=wL)
-            right = _kernels.linear_side(X=XR, E=Pm["E_right"], state=sR, rows=st.PR[c0:c1], G=GR, gids=gR, gw=wR)
-            data, pen = _kernels.linear_epoch(left, right, st.S[c0:c1], cfg, st.opt.step(m.t_ + 1), nt)
+            left = _kernels.linear_side(X=XL, E=Pm["E_left"], state=sL, rows=st.PL[c0:c1], G=GL, gids=gL, gw=wL,
+                                        **cache[0])
+            right = _kernels.linear_side(X=XR, E=Pm["E_right"], state=sR, rows=st.PR[c0:c1], G=GR, gids=gR, gw=wR,
+                                         **cache[1])
+            data, pen, n_proj = _kernels.linear_epoch(left, right, st.S[c0:c1], cfg, st.opt.step(m.t_ + 1), nt)
             m.t_ += n_steps
             nb = np.full(n_steps, bs, dtype=np.float64)
             nb[-1] = (c1 - c0) - bs * (n_steps - 1)
@@ -428,6 +437,9 @@ class FusedEngine:
             if estL is not None:
                 estL.n_updates_ += n_steps
                 estR.n_updates_ += n_steps
+            if sagram:
+                estL.n_projections_ += int(n_proj[0])
+                estR.n_projections_ += int(n_proj[1])
         if estL is not None:
             m.gramian_left_, m.gramian_right_ = GL, GR
             m.cross_left_ = m.cross_right_ = None
