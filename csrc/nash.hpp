@@ -10,8 +10,9 @@
 //     term  rec_b = -sum_w c_bw log softmax_bw  and its gradient
 //     G = weight * (n_b softmax_b - c_b) (n_b = sum_w c_bw), then dE = G^T Z',
 //     deb = colsum(G), dZ' = G E;
-//   * Adam for the input layer (exact: rows of absent words take the g = 0 step;
-//     or lazy: they are skipped); the other parameters take embedding.hpp's
+//   * Adam for the input layer (dense: rows of absent words take the g = 0 step;
+//     exact row-sparse: the same steps, applied in closed form when a row is next
+//     read; or lazy: they are skipped); the other parameters take embedding.hpp's
 //     dense_step.
 //
 // X is CSR (indptr, indices, data) with 64-bit offsets; `rows` selects the batch.
@@ -49,13 +50,45 @@ struct AdamStep {
 // Adam on the input layer p (n_rows x H, one row per word) fused with its gradient
 // (diag(scale) X[rows])^T dA, which is non-zero only on the words of the batch:
 // each such row's gradient is summed in cache (batch order) and stepped at once,
-// so the V x H gradient is never stored.  lazy = false: every row takes its step
-// (exactly dense Adam; absent words take the g = 0 step); lazy = true: only the
-// batch's words (the "lazy"/sparse Adam variant).  O(n_rows + nnz(X[rows])) extra
-// memory, O(nnz(X[rows]) H + n_rows H) time.
+// so the V x H gradient is never stored.  Three modes:
+//   * last = null, lazy = false: every row takes its step (dense Adam; absent words
+//     take the g = 0 step).  O(n_rows H) time: the whole table is read and written.
+//   * last = null, lazy = true: only the batch's words step (the "lazy" / row-sparse
+//     Adam variant: absent rows keep p, m and v as they are).
+//   * last != null (exact, row-sparse): dense Adam computed lazily.  last[r] is the step
+//     through which row r is up to date; the batch's words must be up to date through
+//     s.t - 1 (adam_catch_up brings them there before the forward pass), take step s.t
+//     and get last = s.t.  Absent rows are left behind; adam_catch_up applies their
+//     g = 0 steps when they are next read.  lazy must be false.  Throws
+//     std::invalid_argument (nothing changed) if a batch word has last != s.t - 1.
+// O(n_rows + nnz(X[rows])) extra memory, O(nnz(X[rows]) H + n_rows) time plus the
+// table pass of the dense mode.
 template <class T>
 void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T* data, const i64* rows, i64 B,
-                      const T* scale, const T* dA, bool lazy, const AdamStep& s, int n_threads);
+                      const T* scale, const T* dA, bool lazy, i64* last, const AdamStep& s, int n_threads);
+
+// The g = 0 Adam steps a row skipped, in closed form (the "catch-up" of the exact
+// row-sparse mode above).  For each word r of the batch X[rows] (every row of the
+// table if X is null) with last[r] < s.t: the steps tau = last[r] + 1 .. s.t
+// with zero gradient, then last[r] = s.t.  Rows with last[r] >= s.t are left alone.
+// With k = s.t - t0 steps from t0 = last[r], per entry (Kingma & Ba, "Adam: A Method
+// for Stochastic Optimization", ICLR 2015, Algorithm 1, with g = 0):
+//   m' = b1^k m,   v' = b2^k v,
+//   p' = p - m sum_{j=1..k} a_j / (r c_j + eps),   r = sqrt(v),
+//   a_j = lr b1^j / (1 - b1^(t0+j)),   c_j = b2^(j/2) / sqrt(1 - b2^(t0+j)).
+// k <= 2: the dense recurrence itself (the same bits as dense Adam).  Otherwise the
+// sum, written (1/r) sum_j a_j / (c_j + x) with x = eps / r, is its Taylor series in x,
+// (1/r) sum_{n<N} (-x)^n G_n with G_n = sum_j a_j c_j^-(n+1) (N = 8 terms for float,
+// 16 for double; the G_n of every t0 come from one backward recursion over the steps,
+// O((s.t - min t0) N)), used where the remainder bound x^N G_N is below 2^-25 (float)
+// or 2^-54 (double) of G_0; other entries (r below ~10 eps) sum the terms directly in
+// double, j <= min(k, 250 or 450) (the rest weigh < 1e-9 / 1e-18 of the sum).  The
+// result is dense Adam's up to rounding (it differs from it where dense Adam's m would
+// have fallen below the flush threshold of optim.hpp, by less than that).  Time
+// O(nnz(X[rows]) + rows stepped x H (N + 2)); memory O(n_rows + s.t - min t0).
+template <class T>
+void adam_catch_up(T* p, T* m, T* v, i64* last, i64 n_rows, i64 H, const Csr* X, const i64* rows, i64 B,
+                   const AdamStep& s, int n_threads);
 
 // exp(x - shift) in place over n entries, returning the sum (vectorised for float).
 float exp_shift_sum(float* x, i64 n, float shift);
