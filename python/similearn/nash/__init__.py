@@ -34,6 +34,7 @@ gradient GEMMs) and Adam; the hidden layers are BLAS calls.  X is never densifie
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
 import time
 import warnings
@@ -123,10 +124,13 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     learning_rate : float, default=1e-3
         Adam step size (beta = (0.9, 0.999), eps = 1e-8).
     optimizer : {"adam", "lazy_adam"}, default="adam"
-        "adam": every parameter takes its Adam step every batch (as a dense
-        framework does).  "lazy_adam": rows of the input layer whose words do not
-        occur in the batch are left alone (sparse Adam); much faster for large V,
-        slightly different dynamics.
+        "adam": every parameter takes its Adam step every batch, as a dense
+        framework does.  The input layer's rows of words absent from a batch have a
+        zero gradient; their steps (m and v decay, p moves by momentum) are applied
+        in closed form when the row is next read or at the end of ``fit``, so a
+        batch costs O(its distinct words x H_1) instead of O(V H_1), with the
+        result of the dense steps up to rounding.  "lazy_adam": those rows are left
+        alone instead (row-sparse Adam, as torch's SparseAdam); different dynamics.
     dtype : {"float32", "float64"}, default="float32"
         Precision of the parameters and of training.
     random_state : int, RandomState, Generator or None
@@ -163,9 +167,10 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
 
     Cost per batch of B documents: O(nnz(X_batch) H_1) for the input layer and its
     gradient, O(B V l) for the decoder (three GEMMs and the softmax), O(B H^2) for
-    the hidden layers; Adam touches every parameter (O(V H_1 + V l)); with
-    ``optimizer="lazy_adam"`` the input layer's rows of absent words are skipped
-    (the decoder's E and b_E, V x l, always take dense steps).  Memory: the
+    the hidden layers; Adam: O(V l) for the decoder's E and b_E (dense steps) and
+    O(distinct words of the batch x H_1 (1 + N)) for the input layer, N = 8 (float32)
+    or 16 (float64) terms of the closed-form catch-up of its skipped steps (the dense
+    update of the whole input layer would be O(V H_1) a batch).  Memory: the
     parameters, two Adam moments, and a B x V decoder workspace.
 
     Tuning: ``n_bits`` sets the code length; ``noise_std`` 0.1-0.5; more
@@ -289,7 +294,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     # ------------------------------------------------------------------ one batch
     def _workspace(self, B):
         """Gradient, decoder and Adam buffers for batches of up to B rows (:mod:`similearn.nash._network`)."""
-        return _network.workspace(self._P, B, self.n_bits)
+        return _network.workspace(self._P, B, self.n_bits, row_sparse=self.optimizer == "adam")
 
     def _forward_backward(self, X, rows, scale, u, eps, yb, ws, nt):
         """Loss parts and gradients of one batch: :func:`similearn.nash._network.forward_backward`
@@ -369,11 +374,22 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         eps = st["rng"].standard_normal((B, l), dtype=dt)
         yb = None if st["Y"] is None else st["Y"][rows]
         scale = st["inv"][rows]
+        # the batch's words read current weights: their skipped g = 0 steps first (exact Adam)
+        _network.catch_up(self._P, st["X"], rows, st["ws"], st["t"], st["nt"], learning_rate=self.learning_rate)
         parts, dA = self._forward_backward(st["X"], rows, scale, u, eps, yb, st["ws"], st["nt"])
         st["t"] += 1
         _network.adam(self._P, st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"],
                            learning_rate=self.learning_rate, lazy=self.optimizer == "lazy_adam")
         return parts
+
+    @contextlib.contextmanager
+    def _up_to_date(self, st):
+        """On leaving (also by an exception): every row of the input layer takes the Adam
+        steps it has skipped, so the parameters are those of dense Adam after st["t"] steps."""
+        try:
+            yield
+        finally:
+            _network.catch_up(self._P, None, None, st["ws"], st["t"], st["nt"], learning_rate=self.learning_rate)
 
     def fit(self, X, y=None):
         """Train the encoder, decoder (and supervised head) on documents X.
@@ -400,7 +416,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         keep, bs = st["keep"], st["batch_size"]
         # blas_threads(1): the hidden-layer GEMMs are B x H x H, too small for BLAS threads (which
         # cost far more than they give on a loaded machine); the kernels use our own threads.
-        with blas_threads(1), progress(n_epochs, self.verbose, "NASH", unit="epoch") as bar:
+        with blas_threads(1), progress(n_epochs, self.verbose, "NASH", unit="epoch") as bar, \
+                self._up_to_date(st):
             for ep in range(n_epochs):
                 order = keep[st["rng"].permutation(keep.size)]
                 sums = {"rec": 0.0, "kl": 0.0, "nkl": 0.0, "ce": 0.0}

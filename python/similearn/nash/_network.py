@@ -13,7 +13,9 @@ The parameters (``NASH._P``): "W", "b" (lists, the hidden layers), "Wh", "bh" (t
 head: the l code logits, then l noise log-scales with noise="data"), "E", "eb" (the
 decoder, V x l and V), "Ws1", "bs1", "Ws2", "bs2" (the supervised head).  The sparse
 input layer, the fused decoder and Adam are C++ kernels (csrc/nash.cpp), the hidden
-layers BLAS calls.
+layers BLAS calls.  Adam on the input layer (V x H_1, the largest parameter) is dense
+Adam computed row-sparsely: a batch steps the rows of its words; the g = 0 steps of the
+other rows are applied in closed form when they are next read (:func:`catch_up`).
 """
 from __future__ import annotations
 
@@ -187,17 +189,43 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         dh = da @ P["W"][k].T
 
 
+def _input_key(P):
+    """(key, index) of the input layer's weight: the first hidden layer's, or the head's."""
+    return ("W", 0) if P["W"] else ("Wh", None)
+
+
+def _adam_step(learning_rate, t):
+    b1, b2, eps = _ADAM
+    return _kernels.OptimStep(2, float(learning_rate), b1, b2, eps, int(t), 0.0)  # opt 2: Adam
+
+
+def catch_up(P, X, rows, ws, t, nt, *, learning_rate):
+    """Bring the input layer's rows of the words of X[rows] (every row if X is None) up to
+    date through Adam step t: the g = 0 steps they skipped since they last moved, in closed
+    form (csrc/nash.hpp, adam_catch_up).  Only for a workspace of the exact row-sparse Adam
+    (``ws["last"]``, the step through which each row is up to date); a no-op before step 1."""
+    if "last" not in ws or t < 1:
+        return
+    key, idx = _input_key(P)
+    p = P[key] if idx is None else P[key][idx]
+    _kernels.nash_adam_catch_up(p, ws["m"][key, idx], ws["v"][key, idx], ws["last"], X, rows,
+                                _adam_step(learning_rate, t), nt)
+
+
 def adam(P, X, rows, scale, dA, ws, t, nt, *, learning_rate, lazy):
     """One Adam step on every parameter; the input layer's gradient comes from dA.
-    ``lazy``: the input layer's rows of words absent from the batch are left alone."""
+
+    The input layer: with ``ws["last"]`` (exact row-sparse Adam) only the batch's words
+    step, their rows brought up to date through step t - 1 by :func:`catch_up` before the
+    forward pass; the other rows catch up when next read.  Without it, every row steps
+    (``lazy=False``) or only the batch's words do and the others keep their state (``lazy``)."""
     gr, M, Vm = ws["grads"], ws["m"], ws["v"]
-    lr = float(learning_rate)
-    b1, b2, eps = _ADAM
-    step = _kernels.OptimStep(2, lr, b1, b2, eps, t, 0.0)  # opt 2: Adam (the shared optimiser kernels)
-    in_key = ("W", 0) if P["W"] else ("Wh", None)
+    step = _adam_step(learning_rate, t)
+    in_key = _input_key(P)
     for key, idx, p in iter_params(P):
         if (key, idx) == in_key:
-            _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA, lazy, step, nt)
+            _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA, lazy, step, nt,
+                                     last=ws.get("last"))
         else:
             g = gr[key] if idx is None else gr[key][idx]
             _kernels.dense_step(p, [M[key, idx], Vm[key, idx]], g, step, nt)
@@ -213,13 +241,19 @@ def iter_params(P):
             yield key, None, val
 
 
-def workspace(P, B, n_bits):
-    """Gradients, the decoder's buffers for batches of up to B rows, and the two Adam moments."""
+def workspace(P, B, n_bits, *, row_sparse=False):
+    """Gradients, the decoder's buffers for batches of up to B rows, and the two Adam moments;
+    ``row_sparse``: also ``last`` (int64, one per row of the input layer, all 0), the step through
+    which each row is up to date, for the exact row-sparse Adam (:func:`catch_up`, :func:`adam`)."""
     dt = P["E"].dtype
     V = P["E"].shape[0]
     grads = {k: ([np.zeros_like(a) for a in v] if isinstance(v, list) else np.zeros_like(v))
              for k, v in P.items()}
-    return {"grads": grads, "logits": np.empty(B * V, dt), "rec": np.empty(B, dt),
-            "dzp": np.empty((B, n_bits), dt),
-            "m": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)},
-            "v": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)}}
+    ws = {"grads": grads, "logits": np.empty(B * V, dt), "rec": np.empty(B, dt),
+          "dzp": np.empty((B, n_bits), dt),
+          "m": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)},
+          "v": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)}}
+    if row_sparse:
+        key, idx = _input_key(P)
+        ws["last"] = np.zeros((P[key] if idx is None else P[key][idx]).shape[0], np.int64)
+    return ws
