@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "blas.hpp"
+#include "gemm_kernel.hpp"
 #include "optim.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
@@ -347,44 +347,72 @@ double decoder(const T* zp, i64 B, i64 l, const T* E, const T* eb, i64 V, const 
     std::fill(deb, deb + V, T(0));
     return 0.0;
   }
-  // The three GEMMs are split over blocks of kCols words, each block a
-  // single-threaded BLAS call inside our threads (tiny GEMMs do badly with BLAS's
-  // own threading on a busy machine); dzp is reduced over blocks in block order,
-  // so the result does not depend on the thread count.
+  // The vocabulary in blocks of kCols words, each one task that keeps its B x w slice of
+  // the logits (stored block after block in `logits`) in cache, with the exact products
+  // of gemm_kernel.hpp (one FMA chain per entry) inside the task.  Per block c and row b:
+  // block maximum m_bc, P = exp(x - m_bc), s_bc = sum P, d_bc = sum_w c_bw x_bw (x:
+  // logits + eb).  Then per row, in double and block order: M_b = max_c m_bc,
+  // S_b = sum_c s_bc exp(m_bc - M_b), lse_b = M_b + log S_b, rec_b = n_b lse_b - sum_c d_bc.
+  // Then G = a_bc P - weight c_b with a_bc = weight n_b exp(m_bc - M_b) / S_b (the
+  // softmax of the whole row), dE = G^T Z', deb = colsum G, dZ' = G E, per block; dZ'
+  // is summed over blocks in block order: no result depends on the thread count or ISA.
   constexpr i64 kCols = 1024;
   const i64 n_blocks = (V + kCols - 1) / kCols;
-  parallel_for(n_blocks, n_threads, [&](i64 task, int) {
-    const i64 c0 = task * kCols, w = std::min(V, c0 + kCols) - c0;
-    blas::gemm_rm<T>(false, true, B, w, l, T(1), zp, l, E + c0 * l, l, T(0), logits + c0, V);
-  });
-  parallel_for(B, n_threads, [&](i64 r, int) {
-    T* x = logits + r * V;
-    const T mx = max_plus_bias<T>(x, eb, V);
-    const i64 row = rows[r], p0 = X.indptr[row], p1 = X.indptr[row + 1];
-    double n = 0, dot = 0;
-    for (i64 p = p0; p < p1; ++p) {
-      n += double(data[p]);
-      dot += double(data[p]) * double(x[X.indices[p]]);
+  std::vector<double> bmax(static_cast<std::size_t>(n_blocks * B)), bsum(bmax.size()), bdot(bmax.size());
+  std::vector<double> coef(bmax.size());
+  auto block_of = [&](i64 c) { return logits + c * kCols * B; };  // B x w, row stride w
+  auto for_entries = [&](i64 r, i64 c0, i64 c1, auto&& f) {          // CSR entries of batch row r in [c0, c1)
+    const i64 row = rows[r];
+    for (i64 q = X.indptr[row]; q < X.indptr[row + 1]; ++q) {
+      const i64 w = X.indices[q];
+      if (w >= c0 && w < c1) f(w - c0, double(data[q]));
     }
-    const double s = double(exp_shift_sum(x, V, mx));
-    const double lse = double(mx) + std::log(s);
-    rec[r] = T(n * lse - dot);
-    scale<T>(x, V, T(weight * n / s));
-    for (i64 p = p0; p < p1; ++p) x[X.indices[p]] -= T(weight * double(data[p]));
+  };
+  parallel_for(n_blocks, n_threads, [&](i64 c, int) {
+    const i64 c0 = c * kCols, w = std::min(V, c0 + kCols) - c0;
+    T* L = block_of(c);
+    gemmk::gemm_nt<T>(zp, B, l, E + c0 * l, w, L, 1);
+    for (i64 r = 0; r < B; ++r) {
+      T* x = L + r * w;
+      const T mx = max_plus_bias<T>(x, eb + c0, w);
+      double dot = 0;
+      for_entries(r, c0, c0 + w, [&](i64 j, double val) { dot += val * double(x[j]); });
+      bmax[c * B + r] = double(mx);
+      bsum[c * B + r] = double(exp_shift_sum(x, w, mx));
+      bdot[c * B + r] = dot;
+    }
   });
+  double total = 0;
+  for (i64 r = 0; r < B; ++r) {
+    const i64 row = rows[r];
+    double n = 0;
+    for (i64 q = X.indptr[row]; q < X.indptr[row + 1]; ++q) n += double(data[q]);
+    double M = -INFINITY, S = 0, dot = 0;
+    for (i64 c = 0; c < n_blocks; ++c) M = std::max(M, bmax[c * B + r]);
+    for (i64 c = 0; c < n_blocks; ++c) {
+      S += bsum[c * B + r] * std::exp(bmax[c * B + r] - M);
+      dot += bdot[c * B + r];
+    }
+    rec[r] = T(n * (M + std::log(S)) - dot);
+    total += double(rec[r]);
+    for (i64 c = 0; c < n_blocks; ++c) coef[c * B + r] = weight * n * std::exp(bmax[c * B + r] - M) / S;
+  }
   std::vector<T> part(static_cast<std::size_t>(n_blocks * B * l));
-  parallel_for(n_blocks, n_threads, [&](i64 task, int) {
-    const i64 c0 = task * kCols, w = std::min(V, c0 + kCols) - c0;
-    blas::gemm_rm<T>(true, false, w, l, B, T(1), logits + c0, V, zp, l, T(0), dE + c0 * l, l);
-    blas::gemm_rm<T>(false, false, B, l, w, T(1), logits + c0, V, E + c0 * l, l, T(0), part.data() + task * B * l,
-                     l);
-    std::copy(logits + c0, logits + c0 + w, deb + c0);
-    for (i64 r = 1; r < B; ++r) axpy<T>(w, T(1), logits + r * V + c0, deb + c0);
+  parallel_for(n_blocks, n_threads, [&](i64 c, int) {
+    const i64 c0 = c * kCols, w = std::min(V, c0 + kCols) - c0;
+    T* L = block_of(c);
+    for (i64 r = 0; r < B; ++r) {
+      T* g = L + r * w;
+      scale<T>(g, w, T(coef[c * B + r]));
+      for_entries(r, c0, c0 + w, [&](i64 j, double val) { g[j] -= T(weight * val); });
+    }
+    gemmk::gemm_tn<T>(L, B, w, zp, l, dE + c0 * l, 1);
+    gemmk::gemm_nn<T>(L, B, w, E + c0 * l, l, part.data() + c * B * l, 1);
+    std::copy(L, L + w, deb + c0);
+    for (i64 r = 1; r < B; ++r) axpy<T>(w, T(1), L + r * w, deb + c0);
   });
   std::copy(part.begin(), part.begin() + B * l, dzp);
-  for (i64 t = 1; t < n_blocks; ++t) axpy<T>(B * l, T(1), part.data() + t * B * l, dzp);
-  double total = 0;
-  for (i64 r = 0; r < B; ++r) total += double(rec[r]);
+  for (i64 c = 1; c < n_blocks; ++c) axpy<T>(B * l, T(1), part.data() + c * B * l, dzp);
   return total;
 }
 

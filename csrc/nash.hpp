@@ -1,7 +1,8 @@
 // NASH (Shen et al., "NASH: Toward End-to-End Neural Architecture for Generative
 // Semantic Hashing", ACL 2018: the decoder log q(x | z') of the lower bound, Eq. 4, and
-// Adam): the kernels of one training step whose cost grows with the vocabulary V.  The dense hidden layers are BLAS calls
-// made from Python; these are the parts a dense framework would pay V for:
+// Adam): the kernels of one training step whose cost grows with the vocabulary V.  The
+// dense hidden layers are the exact products of gemm_kernel.hpp called from Python;
+// these are the parts a dense framework would pay V for:
 //
 //   * the sparse input layer's weight gradient (diag(scale) X[rows])^T dA fused
 //     into its Adam step (its forward, A = diag(scale) X[rows] W + b, is the
@@ -9,7 +10,8 @@
 //   * the decoder: logits = Z' E^T + eb (B x V), the row softmax, the reconstruction
 //     term  rec_b = -sum_w c_bw log softmax_bw  and its gradient
 //     G = weight * (n_b softmax_b - c_b) (n_b = sum_w c_bw), then dE = G^T Z',
-//     deb = colsum(G), dZ' = G E;
+//     deb = colsum(G), dZ' = G E, by blocks of words with the exact products of
+//     gemm_kernel.hpp (the same bits for every thread count and ISA);
 //   * Adam for the input layer (dense: rows of absent words take the g = 0 step;
 //     exact row-sparse: the same steps, applied in closed form when a row is next
 //     read; or lazy: they are skipped); the other parameters take embedding.hpp's
@@ -32,9 +34,11 @@ struct Csr {  // the row structure; values are passed separately (the model's dt
   const i64* indices;
 };
 
-// Decoder loss and gradients (see above).  logits: workspace of B x V.  rec (B) gets
+// Decoder loss and gradients (see above).  logits: workspace of B x V (the logits, then
+// G, by blocks of 1024 words: block c at c * 1024 * B, B x w row-major).  rec (B) gets
 // the per-row reconstruction term; dE (V x l), deb (V), dzp (B x l) are overwritten
-// with the gradients of weight * sum_b rec_b.  Returns sum_b rec_b.
+// with the gradients of weight * sum_b rec_b.  Returns sum_b rec_b.  O(B V l) time
+// (three products), O(B V / 1024 + nnz(X[rows]) V / 1024) besides.
 template <class T>
 double decoder(const T* zp, i64 B, i64 l, const T* E, const T* eb, i64 V, const Csr& X, const T* data,
                const i64* rows, double weight, T* logits, T* rec, T* dE, T* deb, T* dzp, int n_threads);
