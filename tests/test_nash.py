@@ -538,6 +538,45 @@ def test_same_seed_same_model_and_threads(corpus):
     np.testing.assert_array_equal(a.params_["W"][0], d.params_["W"][0])  # kernels do not depend on threads
 
 
+_FIT_DIGEST = """
+import hashlib, numpy as np
+from similearn import NASH, _core
+from similearn.datasets import make_topic_documents
+X, y = make_topic_documents(300, 700, 6, 40, random_state=0)
+h = hashlib.sha256()
+for dt, nt, kw in (("float32", 1, {}), ("float32", 3, {}), ("float64", 2, {}),
+                   ("float32", 2, dict(hidden_sizes=(), noise="fixed", supervised=1.0))):
+    m = NASH(n_bits=8, **{"hidden_sizes": (24, 12), **kw}, n_epochs=2, batch_size=32, dtype=dt, random_state=0,
+             n_threads=nt).fit(X, y)
+    for k, a in sorted(m.params_.items()):
+        for b in (a if isinstance(a, list) else [a]):
+            h.update(np.ascontiguousarray(b).tobytes())
+print(_core._build_info()["dense_kernel"], h.hexdigest()[:16])
+"""
+
+
+def test_fit_is_the_same_bits_under_every_isa_cap():
+    """Every product and step of a fit (the exact GEMMs, the decoder, the catch-up, the
+    elementwise Adam) gives the same bits on the scalar, AVX2 and AVX-512 paths and for any
+    thread count: fits under each SIMILEARN_ISA cap the host supports agree."""
+    import os
+    import subprocess
+    import sys
+
+    caps = ["generic"] + (["avx2"] if "avx2+fma" in _core._build_info()["cpu_features"] else [])
+    got = {}
+    for cap in [None] + caps:
+        env = dict(os.environ)
+        env.pop("SIMILEARN_ISA", None)
+        if cap:
+            env["SIMILEARN_ISA"] = cap
+        out = subprocess.run([sys.executable, "-c", _FIT_DIGEST], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        got[cap] = out.stdout.split()
+    assert got["generic"][0] == "scalar"
+    assert len({d for _, d in got.values()}) == 1, got
+
+
 @pytest.mark.parametrize("kw", [dict(noise="none"), dict(noise="fixed", binarization="deterministic"),
                                 dict(optimizer="lazy_adam"), dict(hidden_sizes=()), dict(dtype="float64")])
 def test_variants_train_and_beat_lsh(corpus, kw):

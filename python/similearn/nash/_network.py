@@ -12,8 +12,9 @@ z, weighted by alpha (Eq. 7).  The model is spelled out in :mod:`similearn.nash`
 The parameters (``NASH._P``): "W", "b" (lists, the hidden layers), "Wh", "bh" (the
 head: the l code logits, then l noise log-scales with noise="data"), "E", "eb" (the
 decoder, V x l and V), "Ws1", "bs1", "Ws2", "bs2" (the supervised head).  The sparse
-input layer, the fused decoder and Adam are C++ kernels (csrc/nash.cpp), the hidden
-layers BLAS calls.  Adam on the input layer (V x H_1, the largest parameter) is dense
+input layer, the fused decoder and Adam are C++ kernels (csrc/nash.cpp), the dense
+layers the exact products of csrc/gemm_kernel.hpp (one FMA chain per entry), so a fit
+gives the same bits for every thread count and SIMD level.  Adam on the input layer (V x H_1, the largest parameter) is dense
 Adam computed row-sparsely: a batch steps the rows of its words; the g = 0 steps of the
 other rows are applied in closed form when they are next read (:func:`catch_up`).
 """
@@ -105,12 +106,12 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         h = np.maximum(a0, 0)
         hs.append(h)
         for k in range(1, L):
-            a = h @ P["W"][k]
+            a = _kernels.gemm_nn(h, P["W"][k], nt)
             a += P["b"][k]
             acts.append(a)
             h = np.maximum(a, 0)
             hs.append(h)
-        out = h @ P["Wh"]
+        out = _kernels.gemm_nn(h, P["Wh"], nt)
         out += P["bh"]
     else:
         out = a0
@@ -145,10 +146,10 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         dout[:, l:] = dzp * eps * sig + w * (r2 - 1.0)
     alpha = float(net.supervised)
     if alpha > 0:
-        a1 = z @ P["Ws1"]
+        a1 = _kernels.gemm_nn(z, P["Ws1"], nt)
         a1 += P["bs1"]
         r1 = np.maximum(a1, 0)
-        q = r1 @ P["Ws2"]
+        q = _kernels.gemm_nn(r1, P["Ws2"], nt)
         q += P["bs2"]
         m = q.max(axis=1, keepdims=True)
         e = np.exp(q - m)
@@ -164,29 +165,30 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
             dq -= yb
         dq = (dq * (alpha * w)).astype(dt, copy=False)
         parts["ce"] = float(ce) * w
-        gr["Ws2"][...] = r1.T @ dq
+        dq = np.ascontiguousarray(dq)
+        gr["Ws2"][...] = _kernels.gemm_tn(r1, dq, nt)
         gr["bs2"][...] = dq.sum(axis=0)
-        da1 = dq @ P["Ws2"].T
+        da1 = _kernels.gemm_nt(dq, P["Ws2"], nt)
         da1 *= a1 > 0
-        gr["Ws1"][...] = z.T @ da1
+        gr["Ws1"][...] = _kernels.gemm_tn(z, da1, nt)
         gr["bs1"][...] = da1.sum(axis=0)
-        dz += da1 @ P["Ws1"].T
+        dz += _kernels.gemm_nt(da1, P["Ws1"], nt)
     dout[:, :l] = s * (1 - s) * (dz + w * (g - lg))
     if L == 0:
         gr["bh"][...] = dout.sum(axis=0)
         return parts, dout
-    gr["Wh"][...] = hs[-1].T @ dout
+    gr["Wh"][...] = _kernels.gemm_tn(hs[-1], dout, nt)
     gr["bh"][...] = dout.sum(axis=0)
-    dh = dout @ P["Wh"].T
+    dh = _kernels.gemm_nt(dout, P["Wh"], nt)
     for k in range(L - 1, -1, -1):
         da = dh
         da *= acts[k] > 0
         if k == 0:
             gr["b"][0][...] = da.sum(axis=0)
             return parts, da
-        gr["W"][k][...] = hs[k - 1].T @ da
+        gr["W"][k][...] = _kernels.gemm_tn(hs[k - 1], da, nt)
         gr["b"][k][...] = da.sum(axis=0)
-        dh = da @ P["W"][k].T
+        dh = _kernels.gemm_nt(da, P["W"][k], nt)
 
 
 def _input_key(P):
