@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
@@ -13,6 +14,10 @@
 #include "optim.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
+
+#if SL_X86_DISPATCH
+#include <immintrin.h>
+#endif
 
 namespace sl {
 namespace nash {
@@ -161,9 +166,86 @@ SL_NASH_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
 #define SL_NASH_DISPATCH(name, targs, ...) return name##_generic targs(__VA_ARGS__)
 #endif
 
+#if SL_X86_DISPATCH
+// x += b and max(x) with explicit vectors: GCC leaves the compare-select reduction of
+// max_plus_bias_body scalar.  A maximum is exact, so every variant returns the same value
+// (up to the sign of a zero maximum, which changes no exp(x - max) and no later result).
+SL_TARGET("avx512f,avx2,fma") float max_plus_bias_v512(float* x, const float* b, i64 n) {
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  i64 i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(b + i));
+    _mm512_storeu_ps(x + i, v);
+    m = _mm512_max_ps(m, v);
+  }
+  float r = _mm512_reduce_max_ps(m);
+  for (; i < n; ++i) {
+    x[i] += b[i];
+    r = x[i] > r ? x[i] : r;
+  }
+  return r;
+}
+SL_TARGET("avx512f,avx2,fma") double max_plus_bias_v512(double* x, const double* b, i64 n) {
+  __m512d m = _mm512_set1_pd(-INFINITY);
+  i64 i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d v = _mm512_add_pd(_mm512_loadu_pd(x + i), _mm512_loadu_pd(b + i));
+    _mm512_storeu_pd(x + i, v);
+    m = _mm512_max_pd(m, v);
+  }
+  double r = _mm512_reduce_max_pd(m);
+  for (; i < n; ++i) {
+    x[i] += b[i];
+    r = x[i] > r ? x[i] : r;
+  }
+  return r;
+}
+SL_TARGET("avx2,fma") float max_plus_bias_v256(float* x, const float* b, i64 n) {
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  i64 i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(b + i));
+    _mm256_storeu_ps(x + i, v);
+    m = _mm256_max_ps(m, v);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float r = lanes[0];
+  for (int j = 1; j < 8; ++j) r = lanes[j] > r ? lanes[j] : r;
+  for (; i < n; ++i) {
+    x[i] += b[i];
+    r = x[i] > r ? x[i] : r;
+  }
+  return r;
+}
+SL_TARGET("avx2,fma") double max_plus_bias_v256(double* x, const double* b, i64 n) {
+  __m256d m = _mm256_set1_pd(-INFINITY);
+  i64 i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m256d v = _mm256_add_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(b + i));
+    _mm256_storeu_pd(x + i, v);
+    m = _mm256_max_pd(m, v);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes, m);
+  double r = lanes[0];
+  for (int j = 1; j < 4; ++j) r = lanes[j] > r ? lanes[j] : r;
+  for (; i < n; ++i) {
+    x[i] += b[i];
+    r = x[i] > r ? x[i] : r;
+  }
+  return r;
+}
+#endif
+
 template <class T>
 T max_plus_bias(T* x, const T* b, i64 n) {
-  SL_NASH_DISPATCH(max_plus_bias, <T>, x, b, n);
+#if SL_X86_DISPATCH
+  const int isa = cpu::vector_level();
+  if (isa == 2) return max_plus_bias_v512(x, b, n);
+  if (isa == 1) return max_plus_bias_v256(x, b, n);
+#endif
+  return max_plus_bias_generic<T>(x, b, n);
 }
 template <class T>
 void scale(T* x, i64 n, T f) {
@@ -188,7 +270,7 @@ i64 catch_up_series(T* p, T* m, T* v, i64 n, const T* G, T xlim, T b1k, T b2k, T
 }
 
 constexpr i64 kAdamChunk = 1 << 14;
-constexpr i64 kAhead = 4;  // rows prefetched ahead in the row-sparse passes
+constexpr i64 kAhead = 12;  // rows prefetched ahead in the row-sparse passes
 
 struct AdamCoef {
   double step, isb;
@@ -418,7 +500,8 @@ double decoder(const T* zp, i64 B, i64 l, const T* E, const T* eb, i64 V, const 
 
 template <class T>
 void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T* data, const i64* rows, i64 B,
-                      const T* sc, const T* dA, bool lazy, i64* last, const AdamStep& s, int n_threads) {
+                      const T* sc, const T* dA, bool lazy, i64* last, const i64* next, i64 n_next, const AdamStep& s,
+                      int n_threads) {
   if (last) {  // exact row-sparse: every word of the batch must be up to date through step t - 1
     if (lazy) throw std::invalid_argument("adam_input: lazy steps keep no step counts (last must be None)");
     for (i64 i = 0; i < B; ++i)
@@ -426,7 +509,13 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
         if (last[X.indices[q]] != s.t - 1)
           throw std::invalid_argument("adam_input: a word of the batch is not up to date through step t - 1 "
                                       "(bring it there with nash_adam_catch_up first)");
+    for (i64 i = 0; i < n_next; ++i)
+      for (i64 q = X.indptr[next[i]]; q < X.indptr[next[i] + 1]; ++q)
+        if (last[X.indices[q]] < 0 || last[X.indices[q]] >= s.t)
+          throw std::invalid_argument("adam_input: last must hold step numbers in [0, t - 1]");
     lazy = true;  // absent rows wait for their catch-up
+  } else {
+    n_next = 0;
   }
   const AdamCoef c = adam_coef(s);
   const T b1 = T(s.beta1), b2 = T(s.beta2), st = T(c.step), isb = T(c.isb), eps = T(s.eps);
@@ -457,13 +546,35 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
     if (last) last[r] = s.t;
   };
   if (lazy) {  // the batch's words only, in ascending order, a few rows fetched ahead (random rows wait on memory)
-    std::vector<i64> words;
+    // with `next`: in the same sweep, the words of the next batch that this one does not
+    // step are brought up to date through step t (catch-up), so that batch reads current rows
+    std::vector<unsigned char> ahead_word;
+    if (n_next > 0) {
+      ahead_word.assign(static_cast<std::size_t>(n_rows), 0);
+      for (i64 i = 0; i < n_next; ++i)
+        for (i64 q = X.indptr[next[i]]; q < X.indptr[next[i] + 1]; ++q) ahead_word[X.indices[q]] = 1;
+    }
+    std::vector<i64> words, behind;  // the sweep; the catch-up rows of it
     for (i64 r = 0; r < n_rows; ++r)
-      if (start[r + 1] > start[r]) words.push_back(r);
+      if (start[r + 1] > start[r]) {
+        words.push_back(r);
+      } else if (n_next > 0 && ahead_word[r] && last[r] < s.t) {
+        words.push_back(r);
+        behind.push_back(r);
+      }
+    std::unique_ptr<CatchUpPlan<T>> plan;
+    if (!behind.empty()) plan.reset(new CatchUpPlan<T>(s, last, behind));
     const i64 nw = static_cast<i64>(words.size());
     parallel_for((nw + per - 1) / per, n_threads, [&](i64 task, int) {
       std::vector<T> g(static_cast<std::size_t>(H));
+      std::vector<unsigned char> direct(plan ? static_cast<std::size_t>(H) : 0);
+      std::vector<double> a(plan ? CatchUpConst<T>::J : 0), cc(plan ? CatchUpConst<T>::J : 0);
       const i64 w1 = std::min(nw, task * per + per);
+      for (i64 w = task * per; w < std::min(w1, task * per + kAhead); ++w) {
+        prefetch_row(p + words[w] * H, H);
+        prefetch_row(m + words[w] * H, H);
+        prefetch_row(v + words[w] * H, H);
+      }
       for (i64 w = task * per; w < w1; ++w) {
         if (w + kAhead < w1) {
           const i64 ra = words[w + kAhead] * H;
@@ -471,7 +582,13 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
           prefetch_row(m + ra, H);
           prefetch_row(v + ra, H);
         }
-        word_step(words[w], g.data());
+        const i64 r = words[w];
+        if (start[r + 1] > start[r]) {
+          word_step(r, g.data());
+        } else {
+          plan->row(p + r * H, m + r * H, v + r * H, H, last[r], direct.data(), a.data(), cc.data());
+          last[r] = s.t;
+        }
       }
     });
     return;
@@ -523,6 +640,11 @@ void adam_catch_up(T* p, T* m, T* v, i64* last, i64 n_rows, i64 H, const Csr* X,
     std::vector<unsigned char> direct(static_cast<std::size_t>(H));
     std::vector<double> a(CatchUpConst<T>::J), c(CatchUpConst<T>::J);
     const i64 i1 = std::min(n, task * per + per);
+    for (i64 i = task * per; i < std::min(i1, task * per + kAhead); ++i) {
+      prefetch_row(p + todo[i] * H, H);
+      prefetch_row(m + todo[i] * H, H);
+      prefetch_row(v + todo[i] * H, H);
+    }
     for (i64 i = task * per; i < i1; ++i) {
       if (i + kAhead < i1) {
         const i64 ra = todo[i + kAhead] * H;
@@ -541,7 +663,7 @@ void adam_catch_up(T* p, T* m, T* v, i64* last, i64 n_rows, i64 H, const Csr* X,
   template double decoder<T>(const T*, i64, i64, const T*, const T*, i64, const Csr&, const T*, const i64*,    \
                              double, T*, T*, T*, T*, T*, int);                                                 \
   template void adam_input_layer<T>(T*, T*, T*, i64, i64, const Csr&, const T*, const i64*, i64, const T*,       \
-                                    const T*, bool, i64*, const AdamStep&, int);                               \
+                                    const T*, bool, i64*, const i64*, i64, const AdamStep&, int);              \
   template void adam_catch_up<T>(T*, T*, T*, i64*, i64, i64, const Csr*, const i64*, i64, const AdamStep&, int);
 
 SL_NASH_INSTANTIATE(float)

@@ -65,11 +65,15 @@ struct AdamStep {
 //     and get last = s.t.  Absent rows are left behind; adam_catch_up applies their
 //     g = 0 steps when they are next read.  lazy must be false.  Throws
 //     std::invalid_argument (nothing changed) if a batch word has last != s.t - 1.
+//     next (n_next rows of X, may be null): the next batch; its words that this batch
+//     does not step take their catch-up through s.t (adam_catch_up) in the same pass,
+//     one sweep over the rows in ascending order, so the next batch needs none.
 // O(n_rows + nnz(X[rows])) extra memory, O(nnz(X[rows]) H + n_rows) time plus the
 // table pass of the dense mode.
 template <class T>
 void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T* data, const i64* rows, i64 B,
-                      const T* scale, const T* dA, bool lazy, i64* last, const AdamStep& s, int n_threads);
+                      const T* scale, const T* dA, bool lazy, i64* last, const i64* next, i64 n_next,
+                      const AdamStep& s, int n_threads);
 
 // The g = 0 Adam steps a row skipped, in closed form (the "catch-up" of the exact
 // row-sparse mode above).  For each word r of the batch X[rows] (every row of the

@@ -253,9 +253,10 @@ def test_adam_catch_up_of_a_batch_touches_its_words_only(dt):
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(40, 60, 7, 6), (30, 3000, 33, 20)])
 def test_row_sparse_adam_is_dense_adam(dt, shape):
-    """A run of steps on random batches: catch-up + the row-sparse step (what NASH.fit does)
-    gives dense Adam's parameters and moments up to rounding, at every forward pass (the
-    batch's rows) and at the end (after catching every row up); the lazy Adam does not."""
+    """A run of steps on random batches: catch-up + the row-sparse step (what NASH.fit does;
+    every other step catching the next batch's words up in its own pass) gives dense Adam's
+    parameters and moments up to rounding, at every forward pass (the batch's rows) and at
+    the end (after catching every row up); the lazy Adam does not."""
     n, V, H, B = shape
     rng = np.random.default_rng(8)
     X = counts(n, V, 3.0 / np.sqrt(V), 9)
@@ -266,8 +267,9 @@ def test_row_sparse_adam_is_dense_adam(dt, shape):
     lazy = [p0.copy(), np.zeros_like(p0), np.zeros_like(p0)]
     last = np.zeros(V, np.int64)
     lr, steps = 3e-3, 60
+    batches = [rng.choice(n, B, replace=False).astype(np.int64) for _ in range(steps + 1)]
     for t in range(1, steps + 1):
-        rows = rng.choice(n, B, replace=False).astype(np.int64)
+        rows = batches[t - 1]
         sc = rng.uniform(0.5, 1.5, B).astype(dt)
         dA = (rng.standard_normal((B, H)) * 10.0 ** rng.uniform(-6, 0)).astype(dt)
         st = _core.OptimStep(2, lr, 0.9, 0.999, 1e-8, t, 0.0)
@@ -278,7 +280,12 @@ def test_row_sparse_adam_is_dense_adam(dt, shape):
         np.testing.assert_allclose(sparse[0][words], dense[0][words], rtol=1e-5 if dt == np.float32 else 1e-11,
                                    atol=1e-6 if dt == np.float32 else 1e-13)  # what the forward pass reads
         kern("adam_input", dt)(*dense, Xk, rows, sc, dA, False, st, 2)
-        kern("adam_input", dt)(*sparse, Xk, rows, sc, dA, False, st, 3, last=last)
+        # every other step also brings the next batch's words up to date in the same pass
+        kern("adam_input", dt)(*sparse, Xk, rows, sc, dA, False, st, 3, last=last,
+                               next_rows=batches[t] if t % 2 else None)
+        if t % 2:
+            nxt = np.unique(X[batches[t]].indices)
+            np.testing.assert_array_equal(last[nxt], t)
         kern("adam_input", dt)(*lazy, Xk, rows, sc, dA, True, st, 1)
     kern("adam_catch_up", dt)(*sparse, last, None, None, _core.OptimStep(2, lr, 0.9, 0.999, 1e-8, steps, 0.0), 1)
     np.testing.assert_array_equal(last, steps)
@@ -305,6 +312,10 @@ def test_row_sparse_adam_bad_input():
         _core.nash_adam_catch_up_f32(p, m, v, np.full(10, -1, np.int64), Xk, rows, st, 1)
     with pytest.raises(ValueError, match="lazy"):
         _core.nash_adam_input_f32(p, m, v, Xk, rows, sc, dA, True, st, 1, last=last)
+    with pytest.raises(ValueError, match="needs last"):
+        _core.nash_adam_input_f32(p, m, v, Xk, rows, sc, dA, False, st, 1, next_rows=rows)
+    with pytest.raises(IndexError):
+        _core.nash_adam_input_f32(p, m, v, Xk, rows, sc, dA, False, st, 1, last=last, next_rows=np.array([7]))
     stale = last.copy()
     stale[X[rows].indices[0]] = 2
     with pytest.raises(ValueError, match="not up to date"):

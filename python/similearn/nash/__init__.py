@@ -365,9 +365,10 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         return {"X": X, "inv": inv, "keep": keep, "Y": Y, "ws": ws, "rng": rng, "t": 0,
                 "nt": get_num_threads(self.n_threads), "batch_size": bs}
 
-    def _step(self, st, rows):
+    def _step(self, st, rows, next_rows=None):
         """One mini-batch of training (the rows of st["X"] given): draws u and eps,
-        forward-backward, one Adam step.  Returns the batch means of the loss terms."""
+        forward-backward, one Adam step.  ``next_rows``: the next batch, if known (its words
+        are brought up to date in the Adam pass).  Returns the batch means of the loss terms."""
         B, l = rows.shape[0], int(self.n_bits)
         dt = st["inv"].dtype
         u = st["rng"].random((B, l), dtype=dt)
@@ -379,7 +380,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         parts, dA = self._forward_backward(st["X"], rows, scale, u, eps, yb, st["ws"], st["nt"])
         st["t"] += 1
         _network.adam(self._P, st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"],
-                           learning_rate=self.learning_rate, lazy=self.optimizer == "lazy_adam")
+                      learning_rate=self.learning_rate, lazy=self.optimizer == "lazy_adam", next_rows=next_rows)
         return parts
 
     @contextlib.contextmanager
@@ -423,7 +424,8 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
                 sums = {"rec": 0.0, "kl": 0.0, "nkl": 0.0, "ce": 0.0}
                 for start in range(0, order.size, bs):
                     rows = np.ascontiguousarray(order[start:start + bs])
-                    parts = self._step(st, rows)
+                    nxt = np.ascontiguousarray(order[start + bs:start + 2 * bs]) if start + bs < order.size else None
+                    parts = self._step(st, rows, nxt)
                     for k in sums:
                         sums[k] += parts[k] * rows.shape[0]
                 means = {k: v / order.size for k, v in sums.items()}

@@ -214,20 +214,23 @@ def catch_up(P, X, rows, ws, t, nt, *, learning_rate):
                                 _adam_step(learning_rate, t), nt)
 
 
-def adam(P, X, rows, scale, dA, ws, t, nt, *, learning_rate, lazy):
+def adam(P, X, rows, scale, dA, ws, t, nt, *, learning_rate, lazy, next_rows=None):
     """One Adam step on every parameter; the input layer's gradient comes from dA.
 
     The input layer: with ``ws["last"]`` (exact row-sparse Adam) only the batch's words
     step, their rows brought up to date through step t - 1 by :func:`catch_up` before the
-    forward pass; the other rows catch up when next read.  Without it, every row steps
-    (``lazy=False``) or only the batch's words do and the others keep their state (``lazy``)."""
+    forward pass; the other rows catch up when next read: the words of ``next_rows`` (the
+    next batch, if known) in the same pass over the table.  Without ``ws["last"]``, every
+    row steps (``lazy=False``) or only the batch's words do and the others keep their state
+    (``lazy``)."""
     gr, M, Vm = ws["grads"], ws["m"], ws["v"]
     step = _adam_step(learning_rate, t)
     in_key = _input_key(P)
     for key, idx, p in iter_params(P):
         if (key, idx) == in_key:
-            _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA, lazy, step, nt,
-                                     last=ws.get("last"))
+            last = ws.get("last")
+            _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA, lazy, step, nt, last=last,
+                                     next_rows=None if last is None else next_rows)
         else:
             g = gr[key] if idx is None else gr[key][idx]
             _kernels.dense_step(p, [M[key, idx], Vm[key, idx]], g, step, nt)
