@@ -79,6 +79,18 @@ def init_params(V, hs, l, n_classes, counts, rng, dtype, *, data_noise):
     return P
 
 
+_SERIAL_PRODUCT = 1 << 25  # multiply-adds below which a dense product of the step runs on one thread
+
+
+def _dense(gemm, a, b, nt):
+    """An exact product of the step (gemm_nn / gemm_tn / gemm_nt of ``a`` and ``b``): on one
+    thread when it is small (a batch of 64 through a 500 x 500 layer is ~16M multiply-adds, a
+    fraction of a millisecond: starting threads for it costs more than it saves on a busy
+    machine).  The result does not depend on the thread count."""
+    work = a.shape[0] * a.shape[1] * (b.shape[0] if gemm is _kernels.gemm_nt else b.shape[1])
+    return gemm(a, b, nt if work >= _SERIAL_PRODUCT else 1)
+
+
 def input_layer(P, X, rows, scale, nt):
     """First affine map, applied to the sparse rows: (W[0], b[0]) or the head (Wh, bh)."""
     W, b = (P["W"][0], P["b"][0]) if P["W"] else (P["Wh"], P["bh"])
@@ -106,12 +118,12 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         h = np.maximum(a0, 0)
         hs.append(h)
         for k in range(1, L):
-            a = _kernels.gemm_nn(h, P["W"][k], nt)
+            a = _dense(_kernels.gemm_nn, h, P["W"][k], nt)
             a += P["b"][k]
             acts.append(a)
             h = np.maximum(a, 0)
             hs.append(h)
-        out = _kernels.gemm_nn(h, P["Wh"], nt)
+        out = _dense(_kernels.gemm_nn, h, P["Wh"], nt)
         out += P["bh"]
     else:
         out = a0
@@ -146,10 +158,10 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         dout[:, l:] = dzp * eps * sig + w * (r2 - 1.0)
     alpha = float(net.supervised)
     if alpha > 0:
-        a1 = _kernels.gemm_nn(z, P["Ws1"], nt)
+        a1 = _dense(_kernels.gemm_nn, z, P["Ws1"], nt)
         a1 += P["bs1"]
         r1 = np.maximum(a1, 0)
-        q = _kernels.gemm_nn(r1, P["Ws2"], nt)
+        q = _dense(_kernels.gemm_nn, r1, P["Ws2"], nt)
         q += P["bs2"]
         m = q.max(axis=1, keepdims=True)
         e = np.exp(q - m)
@@ -166,29 +178,29 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         dq = (dq * (alpha * w)).astype(dt, copy=False)
         parts["ce"] = float(ce) * w
         dq = np.ascontiguousarray(dq)
-        gr["Ws2"][...] = _kernels.gemm_tn(r1, dq, nt)
+        gr["Ws2"][...] = _dense(_kernels.gemm_tn, r1, dq, nt)
         gr["bs2"][...] = dq.sum(axis=0)
-        da1 = _kernels.gemm_nt(dq, P["Ws2"], nt)
+        da1 = _dense(_kernels.gemm_nt, dq, P["Ws2"], nt)
         da1 *= a1 > 0
-        gr["Ws1"][...] = _kernels.gemm_tn(z, da1, nt)
+        gr["Ws1"][...] = _dense(_kernels.gemm_tn, z, da1, nt)
         gr["bs1"][...] = da1.sum(axis=0)
-        dz += _kernels.gemm_nt(da1, P["Ws1"], nt)
+        dz += _dense(_kernels.gemm_nt, da1, P["Ws1"], nt)
     dout[:, :l] = s * (1 - s) * (dz + w * (g - lg))
     if L == 0:
         gr["bh"][...] = dout.sum(axis=0)
         return parts, dout
-    gr["Wh"][...] = _kernels.gemm_tn(hs[-1], dout, nt)
+    gr["Wh"][...] = _dense(_kernels.gemm_tn, hs[-1], dout, nt)
     gr["bh"][...] = dout.sum(axis=0)
-    dh = _kernels.gemm_nt(dout, P["Wh"], nt)
+    dh = _dense(_kernels.gemm_nt, dout, P["Wh"], nt)
     for k in range(L - 1, -1, -1):
         da = dh
         da *= acts[k] > 0
         if k == 0:
             gr["b"][0][...] = da.sum(axis=0)
             return parts, da
-        gr["W"][k][...] = _kernels.gemm_tn(hs[k - 1], da, nt)
+        gr["W"][k][...] = _dense(_kernels.gemm_tn, hs[k - 1], da, nt)
         gr["b"][k][...] = da.sum(axis=0)
-        dh = _kernels.gemm_nt(da, P["W"][k], nt)
+        dh = _dense(_kernels.gemm_nt, da, P["W"][k], nt)
 
 
 def _input_key(P):
