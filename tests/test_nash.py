@@ -295,6 +295,31 @@ def test_row_sparse_adam_is_dense_adam(dt, shape):
     assert np.abs(lazy[0] - dense[0]).max() > 1e3 * tol["atol"]  # the skipped steps matter here
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_row_sparse_adam_and_decoder_on_empty_batches(dt):
+    """Edge size 0: a batch of no rows changes no parameter, moment or step count; the
+    decoder of no rows returns 0 with zero gradients."""
+    X = counts(5, 30, 0.3, 3)
+    Xk = _csr(X, X.data.astype(dt))
+    rng = np.random.default_rng(2)
+    p, m, v = _states(rng, 30, 4, dt)
+    before = [a.copy() for a in (p, m, v)]
+    last = np.full(30, 6, np.int64)
+    none = np.empty(0, np.int64)
+    st = _core.OptimStep(2, 0.01, 0.9, 0.999, 1e-8, 7, 0.0)
+    kern("adam_input", dt)(p, m, v, Xk, none, np.empty(0, dt), np.empty((0, 4), dt), False, st, 2, last=last,
+                           next_rows=none)
+    kern("adam_catch_up", dt)(p, m, v, last, Xk, none, st, 2)
+    for a, b in zip((p, m, v), before):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(last, 6)
+    bufs = dict(logits=np.empty(0, dt), rec=np.empty(0, dt), dE=np.ones((30, 3), dt), deb=np.ones(30, dt),
+                dzp=np.empty((0, 3), dt))
+    tot = kern("decoder", dt)(np.empty((0, 3), dt), np.ones((30, 3), dt), np.zeros(30, dt), Xk, none, 1.0, **bufs,
+                              n_threads=2)
+    assert tot == 0 and not bufs["dE"].any() and not bufs["deb"].any()
+
+
 def test_row_sparse_adam_bad_input():
     X = counts(4, 10, 0.5, 0)
     Xk = _csr(X, X.data.astype(np.float32))
