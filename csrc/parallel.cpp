@@ -174,7 +174,7 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
       lk.lock();
     }
   }
-  if (interrupted) throw Interrupted{};
+  if (interrupted || sh->throw_after_.load()) throw Interrupted{};  // also a nested call's poll on a worker
   if (sh->error) std::rethrow_exception(sh->error);
 }
 
