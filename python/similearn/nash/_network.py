@@ -14,9 +14,10 @@ head: the l code logits, then l noise log-scales with noise="data"), "E", "eb" (
 decoder, V x l and V), "Ws1", "bs1", "Ws2", "bs2" (the supervised head).  The sparse
 input layer, the fused decoder and Adam are C++ kernels (csrc/nash.cpp), the dense
 layers the exact products of csrc/gemm_kernel.hpp (one FMA chain per entry), so a fit
-gives the same bits for every thread count and SIMD level.  Adam on the input layer (V x H_1, the largest parameter) is dense
-Adam computed row-sparsely: a batch steps the rows of its words; the g = 0 steps of the
-other rows are applied in closed form when they are next read (:func:`catch_up`).
+gives the same bits for every thread count and SIMD level.  Adam on the input layer
+(V x H_1, the largest parameter) is dense Adam computed row-sparsely: a batch steps the
+rows of its words; the g = 0 steps of the other rows are applied in closed form when
+they are next read (:func:`catch_up`, and :func:`adam` for the next batch's words).
 """
 from __future__ import annotations
 
