@@ -4,7 +4,7 @@ The paper's Table (unsupervised semantic hashing) on a generated corpus: documen
 from ``make_topic_documents`` (LDA-like, one dominant topic per document), TF-IDF
 weights fitted on the training split, precision of the 100 training documents
 nearest in Hamming distance to each test document (relevant = same topic).  Every
-model uses its default parameters (NASH: 30 epochs, hidden (500, 500), Adam 1e-3).
+model uses its default parameters (NASH: 15 epochs, hidden (500, 500), Adam 1e-3).
 
     python bench/compare_nash_bits.py [--n-train 10000] [--n-test 2000] [--vocab 5000] [--topics 20]
                                       [--methods LSH ITQ NASH NASH-N NASH-DN NASH-DN-sup] [--alpha 1.0]

@@ -37,6 +37,16 @@ What is timed, and what is not
   initialisation, 32 steps), V = 2,500 .. 20,000 (n = V).
 * ``nash-epoch-bits``: the same at V = 10,000 with n_bits = 8 .. 128
   (n = n_bits).
+* ``nash-20ng-epoch`` / ``nash-20ng-fit``: ``NASH(n_bits=32)`` with its
+  defaults (hidden (500, 500), noise "data", batch 64, Adam) on a corpus shaped
+  like 20 Newsgroups: ``make_topic_documents(13,314, 10,000 words, 20 topics,
+  80 tokens)``, TF-IDF fitted on the first 11,314 documents (the training set,
+  ~74 distinct words a document), the other 2,000 the queries.  The epoch
+  group times ``n_epochs=1`` (3 rounds), the fit group the default (15 epochs)
+  (1 round), each the whole ``fit`` (validation, initialisation, the epochs),
+  at ``n_threads=threads``; corpus generation is untimed.  The fit records
+  ``extra_info["p_at_100"]``: precision of the 100 training documents nearest
+  in Hamming distance to each query (relevant: same topic), checked > 0.85.
 * ``nash-encode``: ``transform`` of 20,000 documents (V = 10,000) by a NASH
   with hidden (500, 500) and 32 bits after a 1-epoch fit on them (fit once,
   outside the timed region), at ``n_threads=threads``; next to
@@ -183,6 +193,45 @@ def test_nash_epoch_bits(timed, n_bits):
     X = _documents(2_000, 10_000)
     est = timed(_fit_epoch, X, n_bits, rounds=5, n=n_bits, items=2_000, unit="docs", impl="similearn", threads=1)
     assert np.isfinite(est.loss_history_[-1])
+
+
+NG20_TRAIN, NG20_TEST, NG20_V = 11_314, 2_000, 10_000
+
+
+def _ng20():
+    """The 20-Newsgroups-shaped corpus (TF-IDF of generated topic documents), cached."""
+    if "ng20" not in _CACHE:
+        from sklearn.feature_extraction.text import TfidfTransformer
+        from similearn.datasets import make_topic_documents
+
+        X, y = make_topic_documents(NG20_TRAIN + NG20_TEST, NG20_V, 20, 80, random_state=0)
+        tf = TfidfTransformer().fit(X[:NG20_TRAIN])
+        _CACHE["ng20"] = (tf.transform(X[:NG20_TRAIN]).tocsr(), tf.transform(X[NG20_TRAIN:]).tocsr(),
+                          y[:NG20_TRAIN], y[NG20_TRAIN:])
+    return _CACHE["ng20"]
+
+
+def _ng20_fit(X, n_epochs, threads):
+    kw = {} if n_epochs is None else {"n_epochs": n_epochs}  # None: the default
+    return NASH(n_bits=32, random_state=0, n_threads=threads, **kw).fit(X)
+
+
+@pytest.mark.benchmark(group="nash-20ng-epoch")
+def test_nash_20ng_epoch(timed, threads):
+    Xtr = _ng20()[0]
+    est = timed(_ng20_fit, Xtr, 1, threads, rounds=3, n=NG20_V, items=NG20_TRAIN, unit="docs", impl="similearn",
+                threads=threads, description="one epoch of NASH(n_bits=32) defaults, 11,314 x 10,000 TF-IDF")
+    assert np.isfinite(est.loss_history_[-1])
+
+
+@pytest.mark.benchmark(group="nash-20ng-fit")
+def test_nash_20ng_fit(timed, benchmark, threads):
+    Xtr, Xte, ytr, yte = _ng20()
+    est = timed(_ng20_fit, Xtr, None, threads, rounds=1, n=NG20_V, items=NG20_TRAIN, unit="docs", impl="similearn",
+                threads=threads, description="NASH(n_bits=32) default fit, 11,314 x 10,000 TF-IDF")
+    p = float(est.retrieval_precision(Xte, Xtr, yte, ytr, k=100))
+    benchmark.extra_info["p_at_100"] = round(p, 4)
+    assert p > 0.85
 
 
 def _encoders():

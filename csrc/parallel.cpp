@@ -4,7 +4,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -51,12 +53,60 @@ int hardware_threads() {
 
 void checkpoint() {
   const TaskScope& s = tls_scope;
-  if (s.stop) {
-    if (s.stop->load(std::memory_order_relaxed)) throw Abandoned{};
-  } else if (s.poll) {
-    s.poll->tick();
-  }
+  if (s.stop && s.stop->load(std::memory_order_relaxed)) throw Abandoned{};
+  if (s.poll) s.poll->tick();
 }
+
+namespace {
+
+// What the threads of one parallel_for() call share.  It lives on the heap, owned by
+// the call and by each worker it started, so a worker the system starts late (after
+// the call has returned: every task was taken, or the call was stopped) finds no task
+// and leaves without touching anything else: fn is only called for a task taken
+// while the call still waits for it (in_flight counts the threads inside the loop).
+struct Shared {
+  std::int64_t n_tasks = 0;
+  const std::function<void(std::int64_t, int)>* fn = nullptr;
+  std::atomic<std::int64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::atomic<int> in_flight{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::exception_ptr error;
+
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lk(mu);
+    if (!error) error = e;
+    stop.store(true);
+  }
+  // One task, or false when none is left (or the call is being stopped).
+  bool run_one(int tid) {
+    in_flight.fetch_add(1);
+    std::int64_t t;
+    bool ran = false;
+    if (!stop.load() && (t = next.fetch_add(1)) < n_tasks) {
+      ran = true;
+      try {
+        (*fn)(t, tid);
+      } catch (const Abandoned&) {  // stop was set: whoever set it reports why
+      } catch (const Interrupted&) {  // a poll in the task (the caller's, or a nested call's) said stop
+        throw_after_.store(true);
+        stop.store(true);
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      in_flight.fetch_sub(1);
+    }
+    cv.notify_all();
+    return ran;
+  }
+  std::atomic<bool> throw_after_{false};  // an Interrupted was caught in a task: the call reports it
+};
+
+}  // namespace
 
 void parallel_for(std::int64_t n_tasks, int n_threads,
                   const std::function<void(std::int64_t, int)>& fn) {
@@ -75,56 +125,57 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
     }
     return;
   }
-  std::atomic<std::int64_t> next{0};
-  std::atomic<bool> stop{false};
-  std::atomic<int> running{nw};
-  std::mutex mu;
-  std::condition_variable cv;
-  std::exception_ptr error;
-
-  auto worker = [&](int tid) {
-    ScopeGuard scope({&stop, nullptr});
+  // nw - 1 new threads (indices 1..nw-1) and the calling thread (index 0) take tasks from
+  // one counter.  The caller starts at once, so a call never waits for the system to
+  // schedule a new thread (on a busy machine that can take milliseconds): it returns
+  // when every task has run, and a worker that starts after that finds none and leaves.
+  auto sh = std::make_shared<Shared>();
+  sh->n_tasks = n_tasks;
+  sh->fn = &fn;
+  for (int i = 1; i < nw; ++i) {
     try {
-      for (;;) {
-        if (stop.load(std::memory_order_relaxed)) break;
-        std::int64_t t = next.fetch_add(1, std::memory_order_relaxed);
-        if (t >= n_tasks) break;
-        fn(t, tid);
-      }
-    } catch (const Abandoned&) {  // stop was set: whoever set it reports why
-    } catch (...) {
-      std::lock_guard<std::mutex> lk(mu);
-      if (!error) error = std::current_exception();
-      stop.store(true);
+      std::thread([sh, i]() {
+        ScopeGuard scope({&sh->stop, nullptr});
+        while (sh->run_one(i)) {
+        }
+      }).detach();
+    } catch (const std::system_error&) {  // no more threads to be had: the others (and the caller) do the work
+      break;
     }
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      --running;
-    }
-    cv.notify_all();
-  };
-
-  std::vector<std::thread> threads;
-  threads.reserve(nw);
-  for (int i = 0; i < nw; ++i) threads.emplace_back(worker, i);
-
+  }
   bool interrupted = false;
   {
-    std::unique_lock<std::mutex> lk(mu);
-    while (running.load() > 0) {
-      cv.wait_for(lk, std::chrono::milliseconds(50));
-      if (running.load() == 0 || interrupted) continue;
+    SignalPoll poll;
+    ScopeGuard scope({&sh->stop, &poll});  // checkpoint() in the caller's tasks: stop flag and Ctrl-C poll
+    for (;;) {
+      if (!sh->run_one(0)) break;
+      if (sh->throw_after_.load()) break;
+      try {
+        poll.tick();
+      } catch (const Interrupted&) {
+        sh->throw_after_.store(true);
+        sh->stop.store(true);
+        break;
+      }
+    }
+    interrupted = sh->throw_after_.load();
+  }
+  // the tasks the workers still run (or none): wait for them, polling for Ctrl-C
+  {
+    std::unique_lock<std::mutex> lk(sh->mu);
+    while (sh->in_flight.load() > 0) {
+      sh->cv.wait_for(lk, std::chrono::milliseconds(50));
+      if (sh->in_flight.load() == 0 || interrupted) continue;
       lk.unlock();
       if (interrupt_requested()) {
         interrupted = true;
-        stop.store(true);
+        sh->stop.store(true);
       }
       lk.lock();
     }
   }
-  for (auto& t : threads) t.join();
-  if (interrupted) throw Interrupted{};
-  if (error) std::rethrow_exception(error);
+  if (interrupted || sh->throw_after_.load()) throw Interrupted{};  // also a nested call's poll on a worker
+  if (sh->error) std::rethrow_exception(sh->error);
 }
 
 void SignalPoll::check() {

@@ -1,13 +1,18 @@
 // Thread pool-free parallel loop with Ctrl-C support.
 //
-// Kernels are called with the GIL released.  parallel_for() runs the tasks on
-// `n_threads` std::threads (dynamic scheduling through an atomic counter, so the
-// assignment of tasks to threads never changes a result as long as each task is
-// independent), while the calling thread sleeps and, every few tens of
-// milliseconds, runs the host's interrupt check (set_interrupt_check: the Python
-// bindings install Python's Ctrl-C check; without a host nothing interrupts).  On an
-// interrupt the remaining tasks are skipped and sl::Interrupted is thrown (the
-// bindings turn it into the KeyboardInterrupt Python's handler raised).
+// Kernels are called with the GIL released.  parallel_for() runs the tasks on the
+// calling thread and `n_threads` - 1 new std::threads (dynamic scheduling through an
+// atomic counter, so the assignment of tasks to threads never changes a result as
+// long as each task is independent).  The calling thread starts on the tasks at once
+// and runs the host's interrupt check between them and at its checkpoint()s, at most
+// every 50 ms (set_interrupt_check: the Python bindings install Python's Ctrl-C
+// check; without a host nothing interrupts), then waits for the tasks still running
+// elsewhere, polling.  It never waits for a thread the system has not started yet: on
+// a busy machine that can take milliseconds, longer than most calls; such a thread
+// finds every task taken and leaves (the threads are detached; what they share lives
+// until the last one has left).  On an interrupt the remaining tasks are skipped and
+// sl::Interrupted is thrown (the bindings turn it into the KeyboardInterrupt Python's
+// handler raised).
 //
 // This file does not depend on Python: the C++ core runs without it.
 //
@@ -60,10 +65,10 @@ inline int n_workers(std::int64_t n_tasks, int n_threads) {
 
 // Interruption point for long parallel_for tasks: call it between blocks of a few
 // tens of microseconds or more of work (a thread-local read and a relaxed load, or
-// a clock read).  Inside a task run inline on the calling thread it polls for
-// an interrupt (at most every 50 ms) and throws sl::Interrupted; inside a task on a worker thread it throws an internal
-// exception that parallel_for() swallows once the call is being stopped; outside
-// parallel_for() it does nothing.
+// a clock read).  Inside a task on the calling thread it polls for an interrupt (at
+// most every 50 ms) and throws sl::Interrupted; inside a task of a call being stopped
+// (an interrupt, or another task's exception) it throws an internal exception that
+// parallel_for() swallows; outside parallel_for() it does nothing.
 void checkpoint();
 
 // For long serial loops: call tick() once per iteration (it is cheap); about every

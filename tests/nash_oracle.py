@@ -53,6 +53,30 @@ def adam(p, m, v, g, t, lr, b1=0.9, b2=0.999, eps=1e-8):
     return p, m, v
 
 
+def adam_skipped_steps(p, m, v, t0, t1, lr, b1=0.9, b2=0.999, eps=1e-8):
+    """The Adam steps t0 + 1 .. t1 of a row whose gradient is zero in all of them, one by one
+    (the definition the closed-form catch-up of the exact row-sparse Adam must meet)."""
+    p, m, v = (np.asarray(a, np.float64) for a in (p, m, v))
+    for t in range(t0 + 1, t1 + 1):
+        p, m, v = adam(p, m, v, np.zeros_like(p), t, lr, b1, b2, eps)
+    return p, m, v
+
+
+def adam_skipped_steps_sum(p, m, v, t0, t1, lr, b1=0.9, b2=0.999, eps=1e-8):
+    """The same in closed form, summed in extended precision (np.longdouble) term by term:
+    m' = b1^k m, v' = b2^k v, p' = p - sum_j lr/(1 - b1^(t0+j)) b1^j m / (sqrt(b2^j v) / sqrt(1 - b2^(t0+j)) + eps)."""
+    L = np.longdouble
+    p, m, v = (np.asarray(a, np.float64).astype(L) for a in (p, m, v))
+    acc = np.zeros_like(p)
+    for t in range(t0 + 1, t1 + 1):
+        j = t - t0
+        step = L(lr) / (1 - L(b1) ** t)
+        isb = 1 / np.sqrt(1 - L(b2) ** t)
+        acc += step * L(b1) ** j * m / (np.sqrt(L(b2) ** j * v) * isb + L(eps))
+    k = t1 - t0
+    return p - acc, m * L(b1) ** k, v * L(b2) ** k
+
+
 def forward_backward(params, C, u, eps, *, noise, sigma0, gamma, binarization, alpha=0.0, y=None, st_delta=None):
     """Loss (batch mean) and gradients of one mini-batch; C dense (B x V) counts.
 

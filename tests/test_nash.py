@@ -162,6 +162,194 @@ def test_adam_kernels_match_oracle(dt):
             np.testing.assert_allclose(a, b, **TOL[dt])
 
 
+# ---------------------------------------------------------------------------- exact row-sparse Adam
+
+def _states(rng, R, H, dt):
+    """Adam states over the ranges a fit meets: v from 0 and ~1e-17 (r below eps, beyond the
+    series' reach: the direct sum) to 1e-3, m of either sign, some entries at 0."""
+    lo = -16.5 if dt == np.float32 else -20
+    p = rng.standard_normal((R, H)).astype(dt)
+    v = (10.0 ** rng.uniform(lo, -3, (R, H))).astype(dt)
+    m = (np.sqrt(v) * rng.uniform(-3, 3, (R, H))).astype(dt)
+    if R > 4 and H > 2:
+        m[1, :2] = 0
+        v[1, :1] = 0             # m = v = 0: only v decays (it stays 0)
+        v[2, :2] = 0             # v = 0, m != 0: the step is lr m / eps at first
+        m[3] = 0
+    return p, m, v
+
+
+# tolerance of the catch-up against the skipped steps taken one by one in float64: a share of
+# the distance p moved, plus a few units in the last place of p (the steps' own rounding)
+CATCH_TOL = {np.float32: (2e-6, 2.0 ** -21), np.float64: (1e-11, 2e-13)}
+
+
+def _assert_caught_up(got, want, start, dt):
+    p, m, v = got
+    P, M, Vv = want
+    rt, at = CATCH_TOL[dt]
+    err = np.abs(p.astype(np.float64) - P)
+    bound = rt * np.abs(P - start.astype(np.float64)) + at * np.maximum(np.abs(P), np.abs(start))
+    assert (err <= bound).all(), (err - bound).max()
+    np.testing.assert_allclose(m, M, rtol=rt * 10, atol=1e-30 if dt == np.float64 else 2e-19)
+    np.testing.assert_allclose(v, Vv, rtol=rt * 10, atol=1e-30 if dt == np.float64 else 2e-19)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("H", [37, 1, 0])
+def test_adam_catch_up_matches_the_skipped_steps(dt, H):
+    """nash_adam_catch_up = the zero-gradient Adam steps last+1..t taken one by one (the oracle),
+    for gaps 0 (untouched), 1-2 (the dense recurrence), 3 and more (the series, and the direct
+    sum where r = sqrt(v) is below ~10 eps), up to 590 steps; the same bits for any thread count."""
+    rng = np.random.default_rng(5)
+    R, t1, lr = 12, 600, 0.01
+    last = np.array([600, 599, 598, 597, 590, 560, 480, 300, 10, 1, 0, 596], np.int64)
+    p0, m0, v0 = _states(rng, R, H, dt)
+    outs = []
+    for threads in (1, 2, 3):
+        p, m, v, lst = p0.copy(), m0.copy(), v0.copy(), last.copy()
+        kern("adam_catch_up", dt)(p, m, v, lst, None, None, _core.OptimStep(2, lr, 0.9, 0.999, 1e-8, t1, 0.0),
+                                  threads)
+        np.testing.assert_array_equal(lst, t1)
+        outs.append((p, m, v))
+    for o in outs[1:]:
+        for a, b in zip(o, outs[0]):
+            np.testing.assert_array_equal(a, b)
+    p, m, v = outs[0]
+    for r in range(R):
+        want = O.adam_skipped_steps(p0[r], m0[r], v0[r], last[r], t1, lr)
+        _assert_caught_up((p[r], m[r], v[r]), want, p0[r], dt)
+        if last[r] == t1:  # up to date: untouched
+            np.testing.assert_array_equal(p[r], p0[r])
+    # the oracle's closed form agrees with its definition
+    r = 6
+    for a, b in zip(O.adam_skipped_steps_sum(p0[r], m0[r], v0[r], last[r], t1, lr),
+                    O.adam_skipped_steps(p0[r], m0[r], v0[r], last[r], t1, lr)):
+        np.testing.assert_allclose(np.asarray(a, np.float64), b, rtol=1e-12, atol=1e-300)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_adam_catch_up_of_a_batch_touches_its_words_only(dt):
+    rng = np.random.default_rng(6)
+    n, V, H, t1 = 9, 50, 6, 40
+    X = counts(n, V, 0.1, 7, empty_rows=(2,))
+    p0, m0, v0 = _states(rng, V, H, dt)
+    last0 = rng.integers(0, t1 + 1, V).astype(np.int64)
+    step = _core.OptimStep(2, 0.01, 0.9, 0.999, 1e-8, t1, 0.0)
+    for rows in (np.array([4, 2, 0, 4], np.int64), np.empty(0, np.int64), np.array([2], np.int64)):
+        p, m, v, last = p0.copy(), m0.copy(), v0.copy(), last0.copy()
+        kern("adam_catch_up", dt)(p, m, v, last, _csr(X, X.data.astype(dt)), rows, step, 2)
+        words = np.unique(X[rows].indices) if rows.size else np.empty(0, np.int64)
+        others = np.setdiff1d(np.arange(V), words)
+        np.testing.assert_array_equal(last[words], t1)
+        np.testing.assert_array_equal(last[others], last0[others])
+        for a, b in ((p, p0), (m, m0), (v, v0)):
+            np.testing.assert_array_equal(a[others], b[others])
+        for w in words:
+            _assert_caught_up((p[w], m[w], v[w]), O.adam_skipped_steps(p0[w], m0[w], v0[w], last0[w], t1, 0.01),
+                              p0[w], dt)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(40, 60, 7, 6), (30, 3000, 33, 20)])
+def test_row_sparse_adam_is_dense_adam(dt, shape):
+    """A run of steps on random batches: catch-up + the row-sparse step (what NASH.fit does;
+    every other step catching the next batch's words up in its own pass) gives dense Adam's
+    parameters and moments up to rounding, at every forward pass (the batch's rows) and at
+    the end (after catching every row up); the lazy Adam does not."""
+    n, V, H, B = shape
+    rng = np.random.default_rng(8)
+    X = counts(n, V, 3.0 / np.sqrt(V), 9)
+    Xk = _csr(X, X.data.astype(dt))
+    p0 = (0.1 * rng.standard_normal((V, H))).astype(dt)
+    dense = [p0.copy(), np.zeros_like(p0), np.zeros_like(p0)]
+    sparse = [p0.copy(), np.zeros_like(p0), np.zeros_like(p0)]
+    lazy = [p0.copy(), np.zeros_like(p0), np.zeros_like(p0)]
+    last = np.zeros(V, np.int64)
+    lr, steps = 3e-3, 60
+    batches = [rng.choice(n, B, replace=False).astype(np.int64) for _ in range(steps + 1)]
+    for t in range(1, steps + 1):
+        rows = batches[t - 1]
+        sc = rng.uniform(0.5, 1.5, B).astype(dt)
+        dA = (rng.standard_normal((B, H)) * 10.0 ** rng.uniform(-6, 0)).astype(dt)
+        st = _core.OptimStep(2, lr, 0.9, 0.999, 1e-8, t, 0.0)
+        if t > 1:
+            kern("adam_catch_up", dt)(*sparse, last, Xk, rows, _core.OptimStep(2, lr, 0.9, 0.999, 1e-8, t - 1, 0.0),
+                                      2)
+        words = np.unique(X[rows].indices)
+        np.testing.assert_allclose(sparse[0][words], dense[0][words], rtol=1e-5 if dt == np.float32 else 1e-11,
+                                   atol=1e-6 if dt == np.float32 else 1e-13)  # what the forward pass reads
+        kern("adam_input", dt)(*dense, Xk, rows, sc, dA, False, st, 2)
+        # every other step also brings the next batch's words up to date in the same pass
+        kern("adam_input", dt)(*sparse, Xk, rows, sc, dA, False, st, 3, last=last,
+                               next_rows=batches[t] if t % 2 else None)
+        if t % 2:
+            nxt = np.unique(X[batches[t]].indices)
+            np.testing.assert_array_equal(last[nxt], t)
+        kern("adam_input", dt)(*lazy, Xk, rows, sc, dA, True, st, 1)
+    kern("adam_catch_up", dt)(*sparse, last, None, None, _core.OptimStep(2, lr, 0.9, 0.999, 1e-8, steps, 0.0), 1)
+    np.testing.assert_array_equal(last, steps)
+    tol = dict(rtol=1e-5, atol=1e-6) if dt == np.float32 else dict(rtol=1e-11, atol=1e-13)
+    for a, b in zip(sparse, dense):
+        np.testing.assert_allclose(a, b, **tol)
+    assert np.abs(lazy[0] - dense[0]).max() > 1e3 * tol["atol"]  # the skipped steps matter here
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_row_sparse_adam_and_decoder_on_empty_batches(dt):
+    """Edge size 0: a batch of no rows changes no parameter, moment or step count; the
+    decoder of no rows returns 0 with zero gradients."""
+    X = counts(5, 30, 0.3, 3)
+    Xk = _csr(X, X.data.astype(dt))
+    rng = np.random.default_rng(2)
+    p, m, v = _states(rng, 30, 4, dt)
+    before = [a.copy() for a in (p, m, v)]
+    last = np.full(30, 6, np.int64)
+    none = np.empty(0, np.int64)
+    st = _core.OptimStep(2, 0.01, 0.9, 0.999, 1e-8, 7, 0.0)
+    kern("adam_input", dt)(p, m, v, Xk, none, np.empty(0, dt), np.empty((0, 4), dt), False, st, 2, last=last,
+                           next_rows=none)
+    kern("adam_catch_up", dt)(p, m, v, last, Xk, none, st, 2)
+    for a, b in zip((p, m, v), before):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(last, 6)
+    bufs = dict(logits=np.empty(0, dt), rec=np.empty(0, dt), dE=np.ones((30, 3), dt), deb=np.ones(30, dt),
+                dzp=np.empty((0, 3), dt))
+    tot = kern("decoder", dt)(np.empty((0, 3), dt), np.ones((30, 3), dt), np.zeros(30, dt), Xk, none, 1.0, **bufs,
+                              n_threads=2)
+    assert tot == 0 and not bufs["dE"].any() and not bufs["deb"].any()
+
+
+def test_row_sparse_adam_bad_input():
+    X = counts(4, 10, 0.5, 0)
+    Xk = _csr(X, X.data.astype(np.float32))
+    p, m, v = (np.zeros((10, 3), np.float32) for _ in range(3))
+    rows, sc, dA = np.arange(4, dtype=np.int64), np.ones(4, np.float32), np.ones((4, 3), np.float32)
+    st = _core.OptimStep(2, 0.01, 0.9, 0.999, 1e-8, 5, 0.0)
+    last = np.full(10, 4, np.int64)
+    with pytest.raises(ValueError, match="one entry per row"):
+        _core.nash_adam_catch_up_f32(p, m, v, last[:9], Xk, rows, st, 1)
+    with pytest.raises(ValueError, match="both X and rows"):
+        _core.nash_adam_catch_up_f32(p, m, v, last, Xk, None, st, 1)
+    with pytest.raises(ValueError, match=r"in \[0, t\]"):
+        _core.nash_adam_catch_up_f32(p, m, v, np.full(10, 6, np.int64), None, None, st, 1)
+    with pytest.raises(ValueError, match=r"in \[0, t\]"):
+        _core.nash_adam_catch_up_f32(p, m, v, np.full(10, -1, np.int64), Xk, rows, st, 1)
+    with pytest.raises(ValueError, match="lazy"):
+        _core.nash_adam_input_f32(p, m, v, Xk, rows, sc, dA, True, st, 1, last=last)
+    with pytest.raises(ValueError, match="needs last"):
+        _core.nash_adam_input_f32(p, m, v, Xk, rows, sc, dA, False, st, 1, next_rows=rows)
+    with pytest.raises(IndexError):
+        _core.nash_adam_input_f32(p, m, v, Xk, rows, sc, dA, False, st, 1, last=last, next_rows=np.array([7]))
+    stale = last.copy()
+    stale[X[rows].indices[0]] = 2
+    with pytest.raises(ValueError, match="not up to date"):
+        _core.nash_adam_input_f32(p, m, v, Xk, rows, sc, dA, False, st, 1, last=stale)
+    assert not p.any() and (stale[X[rows].indices[1:]] == 4).all()  # nothing was stepped
+    with pytest.raises(TypeError):
+        _core.nash_adam_catch_up_f32(p, m, v, last.astype(np.int32), None, None, st, 1)
+
+
 # ---------------------------------------------------------------------------- oracle gradients
 
 def random_params(rng, V, hs, l, noise, n_classes=0, scale=0.5):
@@ -384,6 +572,45 @@ def test_same_seed_same_model_and_threads(corpus):
     assert not np.array_equal(a.params_["E"], c.params_["E"])
     d = NASH(n_bits=8, hidden_sizes=(16,), n_epochs=2, random_state=3, n_threads=2).fit(Xtr)
     np.testing.assert_array_equal(a.params_["W"][0], d.params_["W"][0])  # kernels do not depend on threads
+
+
+_FIT_DIGEST = """
+import hashlib, numpy as np
+from similearn import NASH, _core
+from similearn.datasets import make_topic_documents
+X, y = make_topic_documents(300, 700, 6, 40, random_state=0)
+h = hashlib.sha256()
+for dt, nt, kw in (("float32", 1, {}), ("float32", 3, {}), ("float64", 2, {}),
+                   ("float32", 2, dict(hidden_sizes=(), noise="fixed", supervised=1.0))):
+    m = NASH(n_bits=8, **{"hidden_sizes": (24, 12), **kw}, n_epochs=2, batch_size=32, dtype=dt, random_state=0,
+             n_threads=nt).fit(X, y)
+    for k, a in sorted(m.params_.items()):
+        for b in (a if isinstance(a, list) else [a]):
+            h.update(np.ascontiguousarray(b).tobytes())
+print(_core._build_info()["dense_kernel"], h.hexdigest()[:16])
+"""
+
+
+def test_fit_is_the_same_bits_under_every_isa_cap():
+    """Every product and step of a fit (the exact GEMMs, the decoder, the catch-up, the
+    elementwise Adam) gives the same bits on the scalar, AVX2 and AVX-512 paths and for any
+    thread count: fits under each SIMILEARN_ISA cap the host supports agree."""
+    import os
+    import subprocess
+    import sys
+
+    caps = ["generic"] + (["avx2"] if "avx2+fma" in _core._build_info()["cpu_features"] else [])
+    got = {}
+    for cap in [None] + caps:
+        env = dict(os.environ)
+        env.pop("SIMILEARN_ISA", None)
+        if cap:
+            env["SIMILEARN_ISA"] = cap
+        out = subprocess.run([sys.executable, "-c", _FIT_DIGEST], env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        got[cap] = out.stdout.split()
+    assert got["generic"][0] == "scalar"
+    assert len({d for _, d in got.values()}) == 1, got
 
 
 @pytest.mark.parametrize("kw", [dict(noise="none"), dict(noise="fixed", binarization="deterministic"),

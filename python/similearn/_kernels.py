@@ -135,6 +135,7 @@ ssne_transform = _typed("ssne_transform", 0, "X")
 nash_csr_matmul = _typed("nash_csr_matmul", 3, "W")
 nash_decoder = _typed("nash_decoder", 0, "zp")
 nash_adam_input = _typed("nash_adam_input", 0, "p")
+nash_adam_catch_up = _typed("nash_adam_catch_up", 0, "p")
 
 # ---- embedding tables and their optimisers (csrc/embedding.cpp): shared by TwoTower and NASH ------------
 bag_forward = _typed("bag_forward", 2, "E")
@@ -173,6 +174,7 @@ __all__ = ["csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", 
            "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
            "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",
-           "nash_csr_matmul", "nash_decoder", "nash_adam_input", "bag_forward", "sparse_step", "dense_step",
+           "nash_csr_matmul", "nash_decoder", "nash_adam_input", "nash_adam_catch_up", "bag_forward", "sparse_step",
+           "dense_step",
            "fill_uniform", "linear_epoch", "LinearConfig", "linear_side", "gram_update", "cross_update",
            "sagram_estimate", "sagram_refresh", "psd_project", "pair_loss", "build_info"]

@@ -12,8 +12,12 @@ z, weighted by alpha (Eq. 7).  The model is spelled out in :mod:`similearn.nash`
 The parameters (``NASH._P``): "W", "b" (lists, the hidden layers), "Wh", "bh" (the
 head: the l code logits, then l noise log-scales with noise="data"), "E", "eb" (the
 decoder, V x l and V), "Ws1", "bs1", "Ws2", "bs2" (the supervised head).  The sparse
-input layer, the fused decoder and Adam are C++ kernels (csrc/nash.cpp), the hidden
-layers BLAS calls.
+input layer, the fused decoder and Adam are C++ kernels (csrc/nash.cpp), the dense
+layers the exact products of csrc/gemm_kernel.hpp (one FMA chain per entry), so a fit
+gives the same bits for every thread count and SIMD level.  Adam on the input layer
+(V x H_1, the largest parameter) is dense Adam computed row-sparsely: a batch steps the
+rows of its words; the g = 0 steps of the other rows are applied in closed form when
+they are next read (:func:`catch_up`, and :func:`adam` for the next batch's words).
 """
 from __future__ import annotations
 
@@ -76,6 +80,18 @@ def init_params(V, hs, l, n_classes, counts, rng, dtype, *, data_noise):
     return P
 
 
+_SERIAL_PRODUCT = 1 << 25  # multiply-adds below which a dense product of the step runs on one thread
+
+
+def _dense(gemm, a, b, nt):
+    """An exact product of the step (gemm_nn / gemm_tn / gemm_nt of ``a`` and ``b``): on one
+    thread when it is small (a batch of 64 through a 500 x 500 layer is ~16M multiply-adds, a
+    fraction of a millisecond: starting threads for it costs more than it saves on a busy
+    machine).  The result does not depend on the thread count."""
+    work = a.shape[0] * a.shape[1] * (b.shape[0] if gemm is _kernels.gemm_nt else b.shape[1])
+    return gemm(a, b, nt if work >= _SERIAL_PRODUCT else 1)
+
+
 def input_layer(P, X, rows, scale, nt):
     """First affine map, applied to the sparse rows: (W[0], b[0]) or the head (Wh, bh)."""
     W, b = (P["W"][0], P["b"][0]) if P["W"] else (P["Wh"], P["bh"])
@@ -103,12 +119,12 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         h = np.maximum(a0, 0)
         hs.append(h)
         for k in range(1, L):
-            a = h @ P["W"][k]
+            a = _dense(_kernels.gemm_nn, h, P["W"][k], nt)
             a += P["b"][k]
             acts.append(a)
             h = np.maximum(a, 0)
             hs.append(h)
-        out = h @ P["Wh"]
+        out = _dense(_kernels.gemm_nn, h, P["Wh"], nt)
         out += P["bh"]
     else:
         out = a0
@@ -143,10 +159,10 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
         dout[:, l:] = dzp * eps * sig + w * (r2 - 1.0)
     alpha = float(net.supervised)
     if alpha > 0:
-        a1 = z @ P["Ws1"]
+        a1 = _dense(_kernels.gemm_nn, z, P["Ws1"], nt)
         a1 += P["bs1"]
         r1 = np.maximum(a1, 0)
-        q = r1 @ P["Ws2"]
+        q = _dense(_kernels.gemm_nn, r1, P["Ws2"], nt)
         q += P["bs2"]
         m = q.max(axis=1, keepdims=True)
         e = np.exp(q - m)
@@ -162,42 +178,72 @@ def forward_backward(P, X, rows, scale, u, eps, yb, ws, nt, net):
             dq -= yb
         dq = (dq * (alpha * w)).astype(dt, copy=False)
         parts["ce"] = float(ce) * w
-        gr["Ws2"][...] = r1.T @ dq
+        dq = np.ascontiguousarray(dq)
+        gr["Ws2"][...] = _dense(_kernels.gemm_tn, r1, dq, nt)
         gr["bs2"][...] = dq.sum(axis=0)
-        da1 = dq @ P["Ws2"].T
+        da1 = _dense(_kernels.gemm_nt, dq, P["Ws2"], nt)
         da1 *= a1 > 0
-        gr["Ws1"][...] = z.T @ da1
+        gr["Ws1"][...] = _dense(_kernels.gemm_tn, z, da1, nt)
         gr["bs1"][...] = da1.sum(axis=0)
-        dz += da1 @ P["Ws1"].T
+        dz += _dense(_kernels.gemm_nt, da1, P["Ws1"], nt)
     dout[:, :l] = s * (1 - s) * (dz + w * (g - lg))
     if L == 0:
         gr["bh"][...] = dout.sum(axis=0)
         return parts, dout
-    gr["Wh"][...] = hs[-1].T @ dout
+    gr["Wh"][...] = _dense(_kernels.gemm_tn, hs[-1], dout, nt)
     gr["bh"][...] = dout.sum(axis=0)
-    dh = dout @ P["Wh"].T
+    dh = _dense(_kernels.gemm_nt, dout, P["Wh"], nt)
     for k in range(L - 1, -1, -1):
         da = dh
         da *= acts[k] > 0
         if k == 0:
             gr["b"][0][...] = da.sum(axis=0)
             return parts, da
-        gr["W"][k][...] = hs[k - 1].T @ da
+        gr["W"][k][...] = _dense(_kernels.gemm_tn, hs[k - 1], da, nt)
         gr["b"][k][...] = da.sum(axis=0)
-        dh = da @ P["W"][k].T
+        dh = _dense(_kernels.gemm_nt, da, P["W"][k], nt)
 
 
-def adam(P, X, rows, scale, dA, ws, t, nt, *, learning_rate, lazy):
-    """One Adam step on every parameter; the input layer's gradient comes from dA.
-    ``lazy``: the input layer's rows of words absent from the batch are left alone."""
-    gr, M, Vm = ws["grads"], ws["m"], ws["v"]
-    lr = float(learning_rate)
+def _input_key(P):
+    """(key, index) of the input layer's weight: the first hidden layer's, or the head's."""
+    return ("W", 0) if P["W"] else ("Wh", None)
+
+
+def _adam_step(learning_rate, t):
     b1, b2, eps = _ADAM
-    step = _kernels.OptimStep(2, lr, b1, b2, eps, t, 0.0)  # opt 2: Adam (the shared optimiser kernels)
-    in_key = ("W", 0) if P["W"] else ("Wh", None)
+    return _kernels.OptimStep(2, float(learning_rate), b1, b2, eps, int(t), 0.0)  # opt 2: Adam
+
+
+def catch_up(P, X, rows, ws, t, nt, *, learning_rate):
+    """Bring the input layer's rows of the words of X[rows] (every row if X is None) up to
+    date through Adam step t: the g = 0 steps they skipped since they last moved, in closed
+    form (csrc/nash.hpp, adam_catch_up).  Only for a workspace of the exact row-sparse Adam
+    (``ws["last"]``, the step through which each row is up to date); a no-op before step 1."""
+    if "last" not in ws or t < 1:
+        return
+    key, idx = _input_key(P)
+    p = P[key] if idx is None else P[key][idx]
+    _kernels.nash_adam_catch_up(p, ws["m"][key, idx], ws["v"][key, idx], ws["last"], X, rows,
+                                _adam_step(learning_rate, t), nt)
+
+
+def adam(P, X, rows, scale, dA, ws, t, nt, *, learning_rate, lazy, next_rows=None):
+    """One Adam step on every parameter; the input layer's gradient comes from dA.
+
+    The input layer: with ``ws["last"]`` (exact row-sparse Adam) only the batch's words
+    step, their rows brought up to date through step t - 1 by :func:`catch_up` before the
+    forward pass; the other rows catch up when next read: the words of ``next_rows`` (the
+    next batch, if known) in the same pass over the table.  Without ``ws["last"]``, every
+    row steps (``lazy=False``) or only the batch's words do and the others keep their state
+    (``lazy``)."""
+    gr, M, Vm = ws["grads"], ws["m"], ws["v"]
+    step = _adam_step(learning_rate, t)
+    in_key = _input_key(P)
     for key, idx, p in iter_params(P):
         if (key, idx) == in_key:
-            _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA, lazy, step, nt)
+            last = ws.get("last")
+            _kernels.nash_adam_input(p, M[key, idx], Vm[key, idx], X, rows, scale, dA, lazy, step, nt, last=last,
+                                     next_rows=None if last is None else next_rows)
         else:
             g = gr[key] if idx is None else gr[key][idx]
             _kernels.dense_step(p, [M[key, idx], Vm[key, idx]], g, step, nt)
@@ -213,13 +259,19 @@ def iter_params(P):
             yield key, None, val
 
 
-def workspace(P, B, n_bits):
-    """Gradients, the decoder's buffers for batches of up to B rows, and the two Adam moments."""
+def workspace(P, B, n_bits, *, row_sparse=False):
+    """Gradients, the decoder's buffers for batches of up to B rows, and the two Adam moments;
+    ``row_sparse``: also ``last`` (int64, one per row of the input layer, all 0), the step through
+    which each row is up to date, for the exact row-sparse Adam (:func:`catch_up`, :func:`adam`)."""
     dt = P["E"].dtype
     V = P["E"].shape[0]
     grads = {k: ([np.zeros_like(a) for a in v] if isinstance(v, list) else np.zeros_like(v))
              for k, v in P.items()}
-    return {"grads": grads, "logits": np.empty(B * V, dt), "rec": np.empty(B, dt),
-            "dzp": np.empty((B, n_bits), dt),
-            "m": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)},
-            "v": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)}}
+    ws = {"grads": grads, "logits": np.empty(B * V, dt), "rec": np.empty(B, dt),
+          "dzp": np.empty((B, n_bits), dt),
+          "m": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)},
+          "v": {(k, i): np.zeros_like(a) for k, i, a in iter_params(P)}}
+    if row_sparse:
+        key, idx = _input_key(P)
+        ws["last"] = np.zeros((P[key] if idx is None else P[key][idx]).shape[0], np.int64)
+    return ws
