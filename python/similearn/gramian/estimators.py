@@ -247,7 +247,7 @@ class SAGram(_GramianEstimator):
 
     The gradient batch's embeddings refresh the cache (``observe``, Alg. 1 lines
     11-12: S += p_j (u u^T - c c^T), c_j <- u over the batch's distinct items).  Cost
-    per step: O(|B'| k^2) for the estimate, O(|B| k^2) for the refresh, O(k^3) for the
+    per step: ``O(|B'| k^2)`` for the estimate, ``O(|B| k^2)`` for the refresh, O(k^3) for the
     projection when the estimate is indefinite; O(N k) memory.  The cache is per
     item rather than per training pair as in the paper: the same estimator with
     fresher entries and O(N k) instead of O(n k) memory.
@@ -257,7 +257,7 @@ class SAGram(_GramianEstimator):
     along its eigenvector, and the estimate is rebuilt from S at every step (a
     projection is not carried over: the next estimate starts from S again), so each
     one that the step uses is projected.  Indefinite estimates are the rule there:
-    95 % of the steps on the demo's problem (k = 64, |B'| = 256), with a median of 3
+    95 % of the steps on the demo's problem (k = 64, ``|B'| = 256``), with a median of 3
     negative eigenvalues.  Linear towers run the
     whole step loop, estimate, projection and refresh included, in C++
     (``training.FusedEngine``); the result is the Python step's, bit for bit.

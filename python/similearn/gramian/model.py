@@ -238,7 +238,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     -----
     Cost per step: ``O(nnz(B) d + |B| (d h + h^2 + h k))`` for the towers,
     ``O((|B| + |B'|) k^2)`` for the penalty (a rank-``|B'|`` update and one GEMM per side;
-    SAGram adds its cache refresh, O(|B| k^2), and with ``sagram_variant="saga"`` the
+    SAGram adds its cache refresh, ``O(|B| k^2)``, and with ``sagram_variant="saga"`` the
     PSD projection of an indefinite estimate, O(k^3));
     memory O(F d + k^2) plus SAGram's O(N k) cache.  No n x n array is formed.
     Linear towers with SOGram, SAGram, a sampling baseline or no penalty run the whole
