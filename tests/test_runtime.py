@@ -237,8 +237,8 @@ def _expected_hamming_isa(cap):
 @pytest.mark.parametrize("isa", ["generic", "popcnt", "avx2"])
 @pytest.mark.slow
 def test_portable_code_paths_match_oracles(isa):
-    """Re-run the top-k/codes/FRML oracle tests (exclude= too) with the SIMD dispatch capped, so the
-    scalar / AVX2 dense kernels, the SSE2/AVX2 scans, the skinny-product loops and the
+    """Re-run the top-k/codes/FRML/SSNE-epoch oracle tests (exclude= too) with the SIMD dispatch capped, so the
+    scalar / AVX2 dense kernels, SSNE's per-ISA epoch, the SSE2/AVX2 scans, the skinny-product loops and the
     AVX2/POPCNT/generic popcounts of the Hamming search are exercised on a machine that would
     otherwise pick AVX-512; each cap must select the dense and Hamming paths it allows on this CPU."""
     import pathlib
@@ -250,9 +250,13 @@ def test_portable_code_paths_match_oracles(isa):
     assert info.stdout.split()[0] == {"generic": "scalar", "popcnt": "scalar", "avx2": "avx2"}[isa], info.stdout
     assert "avx512" not in info.stdout
     assert info.stdout.split()[-1] == _expected_hamming_isa(isa), info.stdout
+    if isa == "popcnt":  # the dense paths are generic's (run above); only the popcount differs
+        run_pytest_capped(isa, [here / "test_neighbors.py", here / "test_exclude.py", "-k", "hamming"], here)
+        return
     run_pytest_capped(isa, [here / "test_neighbors.py", here / "test_exclude.py", here / "test_blas.py",
-                            here / "test_film.py", here / "test_frml.py",
-                            "-k", "oracle or ties or exclude or full_ranking or gemm or kernels or explicit_K or retract"],
+                            here / "test_film.py", here / "test_frml.py", here / "test_ssne.py",
+                            "-k", "oracle or ties or exclude or full_ranking or gemm or kernels or explicit_K or retract "
+                                  "or epoch_kernel or activation or zeroed_unit"],
                       here, timeout=600)
 
 
