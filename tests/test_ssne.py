@@ -507,7 +507,7 @@ def test_fallback_keeps_identity_weights_or_the_learned_ones(rng, monkeypatch):
     assert learned.selection_scores_ is None and learned.fallback_ is False
     # the check never changes the learned weights (its own random stream)
     def check(learned_acc, identity_acc, se):
-        monkeypatch.setattr(SSNE, "_cross_validate", lambda self, Xs, g, r: {
+        monkeypatch.setattr(SSNE, "_cross_validate", lambda self, Xs, g, r, stop=None: {
             "learned": learned_acc, "identity": identity_acc, "standard_error": se})
         return SSNE(n_epochs=4, random_state=0).fit(X, y)
 
@@ -563,3 +563,16 @@ def test_knn_cv_accuracy_matches_a_manual_protocol(rng):
         knn_cv_accuracy(X, np.r_[np.zeros(149), 1])
     with pytest.raises(ValueError, match="metric"):
         knn_cv_accuracy(X, y, metric="manhattan")
+
+
+def test_fallback_check_beside_the_final_fit_gives_the_same_model(rng):
+    """n_threads > 1 runs the fallback check's inner fits on a second thread while the
+    final weights are learned: the same model, scores and choice as one thread."""
+    X = rng.standard_normal((90, 6))
+    y = (X[:, 0] + 0.5 * rng.standard_normal(90) > 0).astype(int)
+    fits = [SSNE(n_components=8, n_epochs=15, random_state=3, n_threads=nt).fit(X, y) for nt in (1, 2)]
+    assert fits[0].selection_scores_ is not None
+    assert fits[0].selection_scores_ == fits[1].selection_scores_
+    assert fits[0].fallback_ == fits[1].fallback_
+    np.testing.assert_array_equal(fits[0].coef_, fits[1].coef_)
+    np.testing.assert_array_equal(fits[0].intercept_, fits[1].intercept_)

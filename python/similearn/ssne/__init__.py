@@ -25,19 +25,23 @@ eta / lam); the batch's embeddings are refreshed after each column, so the next
 column sees the update (Gauss-Seidel).  The chain rule runs through the
 normalisation: dH/dh = (I - H H^T) / ||h||, dh/da = -(1 - h^2) / 2.  The epoch loop
 is one C++ kernel (csrc/ssne.cpp): per batch of P pairs over U distinct points,
-O(U D M + P M) time, BLAS for the dense products, no n x n array.
+O(U D M + P M) time, no BLAS (the exact products and fixed-order loops of the
+kernels: the same bits on every CPU), no n x n array.
 
-Threads.  The epoch kernel is single-threaded, its BLAS calls included: the batches
-are sequential (SGD) and so are the column steps inside a batch (Gauss-Seidel), and a
-column step (a GEMV of U x (D + 1), U <= 2 batch_size, plus O(P) loops) costs less
-than handing work to another thread.  ``n_threads`` is the
-thread count of ``transform`` (rows in parallel over fixed chunks); no result depends
-on it.
+Threads.  The epoch kernel is single-threaded: the batches are sequential (SGD) and
+so are the column steps inside a batch (Gauss-Seidel), and a column step (two
+products of U x (D + 1), U <= 2 batch_size, plus O(P) loops) costs less than handing
+work to another thread.  With ``n_threads`` > 1 the fallback check's inner fits run
+on a second thread while the main thread learns the final weights (each has its own
+random stream, so the result is the same); ``transform`` splits rows over fixed
+chunks.  No result depends on ``n_threads``.
 """
 from __future__ import annotations
 
+import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -45,7 +49,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _kernels
-from .._config import blas_threads, get_num_threads
+from .._config import get_num_threads
 from .._dask import dask_rows
 from ..triplets._group_sampling import PairDrawer
 from .._utils.params import ArrayLike, Bool, Int, Options, RandomState, Real, Threads, Verbose, validate_params
@@ -60,6 +64,10 @@ __all__ = ["SSNE"]
 _SCHEDULES = ("invscaling", "constant")
 _BETA = 0.99  # decay of the per-unit mean squared gradient of the adaptive steps
 SELECTION_MAX_SAMPLES = 1000  # fallback="auto" checks the learned weights up to this many samples
+
+
+class _Stopped(Exception):
+    """The fallback check's run on a helper thread was told to stop (the final fit failed or was interrupted)."""
 
 
 class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
@@ -175,11 +183,12 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         folds of the fallback check.
     verbose : int, default=0
     n_threads : int or None
-        Threads of ``transform`` (default :func:`similearn.get_num_threads`).
-        ``fit`` runs single-threaded, BLAS included: its mini-batch block-coordinate
-        descent is sequential and its per-column products are too small to split
-        (module docstring).  Results depend on ``random_state`` only, never on
-        ``n_threads``.
+        Threads of ``transform`` (default :func:`similearn.get_num_threads`), and
+        of ``fit``'s fallback check, whose inner fits run beside the final one
+        when ``n_threads`` > 1.  Each training run is single-threaded: its
+        mini-batch block-coordinate descent is sequential and its per-column
+        products are too small to split (module docstring).  Results depend on
+        ``random_state`` only, never on ``n_threads``.
 
     Attributes
     ----------
@@ -381,9 +390,24 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             mean, scale = np.zeros(D), np.ones(D)
         Xs = np.ascontiguousarray((X - mean) / scale, dtype=X.dtype)
         self.selection_scores_, self.fallback_ = None, False
+        learn = lambda: self._learn(Xs, groups, P, S, np.random.default_rng(seed), self.verbose)  # noqa: E731
+        learned = None
         if groups is not None and self._checks_fallback(n):
-            # its own random stream: the learned weights do not depend on the check
-            scores = self._cross_validate(Xs, groups, np.random.default_rng([seed, 1]))
+            # its own random stream: the learned weights do not depend on the check, so with
+            # threads to spare the check runs beside the final fit, with the same results
+            check = lambda stop: self._cross_validate(Xs, groups, np.random.default_rng([seed, 1]), stop)  # noqa: E731
+            if get_num_threads(self.n_threads) > 1:
+                stop = threading.Event()
+                with ThreadPoolExecutor(1) as pool:
+                    future = pool.submit(check, stop)
+                    try:
+                        learned = learn()
+                    finally:  # Ctrl-C or an error in the final fit: the check stops at its next epoch
+                        if learned is None:
+                            stop.set()
+                    scores = future.result()
+            else:
+                scores = check(None)
             if scores is not None:
                 self.selection_scores_ = scores
                 # one-sided: identity only when better by more than one standard error
@@ -391,8 +415,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         if self.fallback_:
             W, self.loss_history_, self.objective_history_, self.n_iter_ = identity_weights(Xs, Mi), [], [], 0
         else:
-            W, self.loss_history_, self.objective_history_, self.n_iter_ = self._learn(
-                Xs, groups, P, S, np.random.default_rng(seed), self.verbose)
+            W, self.loss_history_, self.objective_history_, self.n_iter_ = learned if learned is not None else learn()
         self.mean_, self.scale_ = mean, scale
         self.coef_ = np.ascontiguousarray(W[:D] / scale[:, None])
         self.intercept_ = np.ascontiguousarray(W[D] - mean @ self.coef_)
@@ -418,11 +441,13 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             return NeighborPairDrawer(groups, tp)
         return PairDrawer(groups, self.pair_sampling)
 
-    def _learn(self, Xs, groups, P, S, rng, verbose):
+    def _learn(self, Xs, groups, P, S, rng, verbose, stop=None):
         """Batch-stochastic block-coordinate descent (paper Eq. 3) on standardised Xs,
         from labels ``groups`` (pairs drawn every epoch as ``pair_sampling`` says) or
         from fixed pairs P with targets S.  Returns (W of shape (D + 1, M) float64 in
-        standardised units, loss history, objective history, epochs run)."""
+        standardised units, loss history, objective history, epochs run).  ``stop``: a
+        threading.Event checked before every epoch (a run on a helper thread, which
+        receives no signal, ends with _Stopped once it is set)."""
         D, M = Xs.shape[1], int(self.n_components)
         dis_target = float(self.dissimilar_target)
         if groups is not None:
@@ -435,40 +460,42 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         ep = 0
         v = np.zeros(M)  # per-unit mean squared gradient (adaptive steps)
         t_batches = 0
-        with blas_threads(1):  # the epoch kernel is single-threaded (module docstring)
-            for ep in range(1, int(self.n_epochs) + 1):
-                if groups is None:
-                    Pe, Se = P, S
-                else:
-                    Pe, lab = drawer(n_draw, rng)
-                    Se = np.where(lab == 1, 1.0, dis_target)
-                order = rng.permutation(Se.shape[0])
-                Pe, Se = Pe[order], Se[order]  # fancy indexing: fresh C-contiguous arrays
-                n_batches = -(-Se.shape[0] // bs)
-                col_perm = rng.permuted(np.tile(np.arange(M, dtype=np.int64), (n_batches, 1)), axis=1)
-                eta = float(self.learning_rate)
-                if self.schedule == "invscaling":
-                    eta /= np.sqrt(ep)
-                loss_sum, nb = epoch(Xs, Pe, Se, col_perm, Wt, v, batch_size=bs, block_size=blk, eta=eta,
-                                     inv_lam=1.0 / lam, adaptive=bool(self.adaptive), beta=_BETA, t0=t_batches)
-                t_batches += nb
-                if not np.isfinite(Wt).all():
-                    raise FloatingPointError("SSNE diverged (non-finite weights); lower learning_rate")
-                mean_loss = loss_sum / Pe.shape[0]
-                obj = mean_loss + np.linalg.norm(Wt, axis=1).sum() / lam
-                loss_history.append(float(mean_loss))
-                objective_history.append(float(obj))
-                if verbose:
-                    act = int(np.count_nonzero(np.any(Wt != 0, axis=1)))
-                    print(f"[SSNE] epoch {ep}: pair loss {mean_loss:.5f} objective {obj:.5f} "
-                          f"active units {act}/{M} eta {eta:.3g}")
-                if w is not None and ep >= 2 * w:  # windowed: the epoch objective is noisy (fresh pairs, one pass)
-                    before, recent = np.mean(objective_history[-2 * w:-w]), np.mean(objective_history[-w:])
-                    if before - recent < self.tol * before:
-                        break
+        # the epoch kernel is single-threaded and calls no BLAS (module docstring)
+        for ep in range(1, int(self.n_epochs) + 1):
+            if stop is not None and stop.is_set():
+                raise _Stopped
+            if groups is None:
+                Pe, Se = P, S
+            else:
+                Pe, lab = drawer(n_draw, rng)
+                Se = np.where(lab == 1, 1.0, dis_target)
+            order = rng.permutation(Se.shape[0])
+            Pe, Se = Pe[order], Se[order]  # fancy indexing: fresh C-contiguous arrays
+            n_batches = -(-Se.shape[0] // bs)
+            col_perm = rng.permuted(np.tile(np.arange(M, dtype=np.int64), (n_batches, 1)), axis=1)
+            eta = float(self.learning_rate)
+            if self.schedule == "invscaling":
+                eta /= np.sqrt(ep)
+            loss_sum, nb = epoch(Xs, Pe, Se, col_perm, Wt, v, batch_size=bs, block_size=blk, eta=eta,
+                                 inv_lam=1.0 / lam, adaptive=bool(self.adaptive), beta=_BETA, t0=t_batches)
+            t_batches += nb
+            if not np.isfinite(Wt).all():
+                raise FloatingPointError("SSNE diverged (non-finite weights); lower learning_rate")
+            mean_loss = loss_sum / Pe.shape[0]
+            obj = mean_loss + np.linalg.norm(Wt, axis=1).sum() / lam
+            loss_history.append(float(mean_loss))
+            objective_history.append(float(obj))
+            if verbose:
+                act = int(np.count_nonzero(np.any(Wt != 0, axis=1)))
+                print(f"[SSNE] epoch {ep}: pair loss {mean_loss:.5f} objective {obj:.5f} "
+                      f"active units {act}/{M} eta {eta:.3g}")
+            if w is not None and ep >= 2 * w:  # windowed: the epoch objective is noisy (fresh pairs, one pass)
+                before, recent = np.mean(objective_history[-2 * w:-w]), np.mean(objective_history[-w:])
+                if before - recent < self.tol * before:
+                    break
         return Wt.T.astype(np.float64), loss_history, objective_history, ep
 
-    def _cross_validate(self, Xs, groups, rng):
+    def _cross_validate(self, Xs, groups, rng, stop=None):
         """The fallback check: an inner stratified ``selection_cv``-fold
         cross-validation of the training set.  For every fold, fit the learned
         weights on the other folds (this estimator's settings) and take the
@@ -494,10 +521,9 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
             Xtr, Xva = np.ascontiguousarray(Xs[tr]), np.ascontiguousarray(Xs[va])
             for name in correct:
                 W = (identity_weights(Xtr, M) if name == "identity"
-                     else self._learn(Xtr, groups[tr], None, None, rng, False)[0])
+                     else self._learn(Xtr, groups[tr], None, None, rng, False, stop)[0])
                 Wt = np.ascontiguousarray(W.T, dtype=Xs.dtype)
-                with blas_threads(1):
-                    Htr, Hva = _kernels.ssne_transform(Xtr, Wt, nt)[0], _kernels.ssne_transform(Xva, Wt, nt)[0]
+                Htr, Hva = _kernels.ssne_transform(Xtr, Wt, nt)[0], _kernels.ssne_transform(Xva, Wt, nt)[0]
                 correct[name][va] = knn_correct(Htr, groups[tr], Hva, groups[va], nt)
         d = correct["identity"] - correct["learned"]
         return {"learned": float(correct["learned"].mean()), "identity": float(correct["identity"].mean()),
@@ -507,10 +533,7 @@ class SSNE(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     def _embed(self, X):
         """Validated X -> (H, ||h||) through the C++ kernel, in X's dtype."""
         Wt = np.ascontiguousarray(np.vstack([self.coef_, self.intercept_[None, :]]).T, dtype=X.dtype)
-        fn = _kernels.ssne_transform
-        nt = get_num_threads(self.n_threads)
-        with blas_threads(1):
-            return fn(X, Wt, nt)
+        return _kernels.ssne_transform(X, Wt, get_num_threads(self.n_threads))
 
     @dask_rows("X")
     def transform(self, X):
