@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 GENERATED = DOCS / "generated"
 
-pytestmark = pytest.mark.skipif(not (DOCS / "conf.py").is_file(), reason="not a source checkout (no docs/conf.py)")
+pytestmark = [pytest.mark.skipif(not (DOCS / "conf.py").is_file(), reason="not a source checkout (no docs/conf.py)"),
+              pytest.mark.slow]  # one Sphinx build (~10 s): left out of the -m "not slow" edit-test loop
 
 # modules documented besides the top-level ones: the PyTorch adapter
 EXTRA_MODULES = ["similearn.gramian.torch"]

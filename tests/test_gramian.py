@@ -176,6 +176,7 @@ print(h.hexdigest())
 """
 
 
+@pytest.mark.slow  # subprocesses under every ISA cap
 def test_psd_projection_and_fused_sagram_same_bits_on_every_isa():
     """The projection and a fused SAGram fit (saga float32 and sag float64, 1 and 2 threads) give
     the same bytes with the dispatch capped at generic and AVX2 as uncapped (AVX-512 here)."""

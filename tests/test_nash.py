@@ -591,6 +591,7 @@ print(_core._build_info()["dense_kernel"], h.hexdigest()[:16])
 """
 
 
+@pytest.mark.slow  # subprocesses under every ISA cap
 def test_fit_is_the_same_bits_under_every_isa_cap():
     """Every product and step of a fit (the exact GEMMs, the decoder, the catch-up, the
     elementwise Adam) gives the same bits on the scalar, AVX2 and AVX-512 paths and for any
