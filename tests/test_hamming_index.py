@@ -179,7 +179,7 @@ def test_threads_give_the_same_result(rng):
 
 
 def test_default_m_follows_the_paper_rule():
-    from similearn._hamming_index import _default_m
+    from similearn.neighbors._hamming_index import _default_m
 
     assert _default_m(10_000_000, 64) == 3       # 64 / log2(1e7) = 2.75
     assert _default_m(10_000_000, 128) == 6      # 5.5 -> 6
@@ -337,3 +337,28 @@ def test_dask_bad_input(rng):
         index.search(x, 101)
     with pytest.raises(ValueError, match="words per code"):
         index.search(pack_bits(_codes(rng, 3, 128)), 1)
+
+
+def test_files_saved_before_the_move_to_neighbors_load_with_equal_results(tmp_path):
+    """tests/data/saved_models/hamming_index_v0.1.0.npz was written by similearn 0.1.0
+    when HammingIndex lived in similearn._hamming_index (the file names that class); it
+    loads through the serializer's table of moved classes and searches as it did then.
+    New files name the public path, which later moves inside the package do not change."""
+    import json
+    import os
+
+    data = os.path.join(os.path.dirname(__file__), "data", "saved_models")
+    with np.load(os.path.join(data, "hamming_index_v0.1.0.npz")) as z:
+        assert json.loads(bytes(z["__similearn_meta__"]))["class"] == "similearn._hamming_index.HammingIndex"
+    expected = np.load(os.path.join(data, "hamming_index_v0.1.0_expected.npz"))
+    for kw in ({}, {"cls": HammingIndex}):
+        idx = similearn.load(os.path.join(data, "hamming_index_v0.1.0.npz"), **kw)
+        assert type(idx) is HammingIndex
+        i, d = idx.search(expected["queries"], 5)
+        np.testing.assert_array_equal(i, expected["indices"])
+        np.testing.assert_array_equal(d, expected["distances"])
+    path = tmp_path / "index.npz"
+    similearn.save(idx, path)
+    with np.load(path) as z:
+        assert json.loads(bytes(z["__similearn_meta__"]))["class"] == "similearn.neighbors.HammingIndex"
+    np.testing.assert_array_equal(similearn.load(path).search(expected["queries"], 5)[0], expected["indices"])

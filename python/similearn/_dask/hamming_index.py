@@ -33,7 +33,7 @@ __all__ = ["build_shards", "sharded_search", "sharded_radius_search"]
 # --------------------------------------------------------------------------- tasks
 
 def _build_shard(block, params):
-    from .._hamming_index import HammingIndex
+    from ..neighbors import HammingIndex
 
     return HammingIndex(**params).fit(np.ascontiguousarray(block))
 

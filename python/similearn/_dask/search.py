@@ -233,7 +233,7 @@ class _Plan:
     def settings(self, k, exclude_self, exclude, split_every, n_threads):
         """The search's validated settings: (k, exclude_self, exclude, split_every, kernel threads).
         ``exclude`` validated against the global shape: None or (indptr, indices)."""
-        from .._search_checks import check_exclude
+        from ..neighbors._checks import check_exclude
 
         self_excl = bool(exclude_self)
         if self_excl and not (self.q_is_dask and self.queries.name == self.database.name):
@@ -353,7 +353,7 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
     MAP and AUC rank the whole database per query and are not computed here."""
     from ..metrics._ranking import check_ks, topk_metrics
     from ..metrics._relevance import MEMORY_BUDGET
-    from .._search_checks import check_metric
+    from ..neighbors._checks import check_metric
 
     code = check_metric(metric)
     plan_n = int(database_X.shape[0]) - (1 if exclude_self else 0)

@@ -60,6 +60,7 @@ import importlib
 import json
 import os
 import re
+import sys
 import tempfile
 import warnings
 
@@ -93,7 +94,24 @@ def _version():
 
 
 def _class_path(cls):
-    return f"{cls.__module__}.{cls.__qualname__}"
+    """The dotted name a file records for ``cls``: its module, less the trailing private
+    modules whose package re-exports the class (``similearn.neighbors._hamming_index``
+    -> ``similearn.neighbors.HammingIndex``), so that moving a class between private
+    modules of its package does not change the files."""
+    parts = cls.__module__.split(".")
+    while len(parts) > 1 and parts[-1].startswith("_"):
+        parent = sys.modules.get(".".join(parts[:-1]))
+        if getattr(parent, cls.__qualname__, None) is not cls:
+            break
+        parts.pop()
+    return f"{'.'.join(parts)}.{cls.__qualname__}"
+
+
+# Classes that files of earlier versions name by a module that no longer holds them:
+# the recorded name -> the name it reads as now.
+_MOVED_CLASSES = {
+    "similearn._hamming_index.HammingIndex": "similearn.neighbors.HammingIndex",  # 0.1.0, before neighbors/
+}
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -386,7 +404,7 @@ def _resolve_class(dotted):
     if not isinstance(dotted, str) or not _CLASS_PATH.match(dotted):
         raise ValueError(f"refusing to load: the file names class {dotted!r}, but only estimator classes of the "
                          "similearn package are loaded (pass cls=... to load another class explicitly)")
-    module_name, _, name = dotted.rpartition(".")
+    module_name, _, name = _MOVED_CLASSES.get(dotted, dotted).rpartition(".")
     try:
         module = importlib.import_module(module_name)
     except ImportError:

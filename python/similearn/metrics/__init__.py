@@ -58,7 +58,7 @@ from .._config import get_num_threads
 from .._utils.memory import check_memory
 from ._ranking import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
 from ._relevance import DENSE_LABELS_MAX, MEMORY_BUDGET, Relevance
-from .._search_checks import check_metric, check_self, topk_raw
+from ..neighbors._checks import check_metric, check_self, topk_raw
 from .._utils.validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 from .._dask import is_dask_array
 

@@ -13,11 +13,11 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels
-from ._config import get_num_threads
-from ._dask import is_dask_array
-from ._utils.params import Int, Threads, validate_params
-from ._utils.validation import check_codes, check_int, check_k
+from .. import _kernels
+from .._config import get_num_threads
+from .._dask import is_dask_array
+from .._utils.params import Int, Threads, validate_params
+from .._utils.validation import check_codes, check_int, check_k
 
 __all__ = ["HammingIndex"]
 
@@ -212,7 +212,7 @@ class HammingIndex(BaseEstimator):
         return {"n_bits": self.n_bits_, "m": self.m, "n_threads": 1 if self.n_threads is None else self.n_threads}
 
     def _fit_dask(self, codes):
-        from ._dask.hamming_index import build_shards
+        from .._dask.hamming_index import build_shards
 
         if codes.shape[1] != -(-self.n_bits_ // 64):
             raise ValueError(f"codes have {codes.shape[1]} words per code but n_bits={self.n_bits_} needs "
@@ -248,7 +248,7 @@ class HammingIndex(BaseEstimator):
         return self
 
     def _add_shards(self, codes):
-        from ._dask.hamming_index import add_shard, build_shards
+        from .._dask.hamming_index import add_shard, build_shards
 
         if is_dask_array(codes):
             if codes.ndim != 2 or codes.shape[1] != self.n_words_:
@@ -327,7 +327,7 @@ class HammingIndex(BaseEstimator):
         return _kernels.mih_search(*self._tables(), q, k, get_num_threads(self.n_threads), **extra)
 
     def _search_dask(self, queries, k):
-        from ._dask.hamming_index import sharded_search
+        from .._dask.hamming_index import sharded_search
 
         check_is_fitted(self, "n_codes_")
         if hasattr(self, "shards_"):
@@ -366,7 +366,7 @@ class HammingIndex(BaseEstimator):
         r = check_int(r, "r", low=0)
         r = min(r, self.n_bits_)
         if hasattr(self, "shards_"):
-            from ._dask.hamming_index import sharded_radius_search
+            from .._dask.hamming_index import sharded_radius_search
 
             return sharded_radius_search(self.shards_, self.shard_sizes_, q, r)
         extra = {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}

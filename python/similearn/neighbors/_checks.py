@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from . import _kernels
-from ._config import blas_threads
-from ._utils.validation import check_bool, check_csr_structure, check_indices
+from .. import _kernels
+from .._config import blas_threads
+from .._utils.validation import check_bool, check_csr_structure, check_indices
 
 #: The metric names of the dense search (``topk``'s ``metric``, also that of
 #: the k-NN estimators); each maps to the code the C++ kernels take.

@@ -18,15 +18,15 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from . import _kernels
-from ._config import get_num_threads
-from ._dask import is_dask_array
+from .. import _kernels
+from .._config import get_num_threads
+from .._dask import is_dask_array
 from ._hamming_index import HammingIndex
-from ._utils.params import Int, Options, Threads, validate_params
-from ._utils.memory import check_memory
-from ._search_checks import METRICS, check_exclude, check_metric, check_self, topk_raw
-from ._utils.targets import check_labels
-from ._utils.validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
+from .._utils.params import Int, Options, Threads, validate_params
+from .._utils.memory import check_memory
+from ._checks import METRICS, check_exclude, check_metric, check_self, topk_raw
+from .._utils.targets import check_labels
+from .._utils.validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries, row_slices)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "KNeighborsClassifier", "METRICS"]
@@ -118,7 +118,7 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     """
     code = check_metric(metric)
     if is_dask_array(queries) or is_dask_array(database):
-        from ._dask.search import dask_topk
+        from .._dask.search import dask_topk
 
         return dask_topk(queries, database, k, code, exclude_self, n_threads, exclude=exclude)
     queries = check_dense(queries, "queries", min_rows=0)
@@ -213,7 +213,7 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     result is the in-memory one exactly, as for :func:`topk` (``exclude`` too).
     """
     if is_dask_array(query_codes) or is_dask_array(database_codes):
-        from ._dask.search import dask_hamming_topk
+        from .._dask.search import dask_hamming_topk
 
         return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, exclude=exclude)
     q = check_codes(query_codes, "query_codes", min_rows=0)
