@@ -15,10 +15,6 @@
 #include "parallel.hpp"
 #include "simd.hpp"
 
-#if SL_X86_DISPATCH
-#include <immintrin.h>
-#endif
-
 namespace sl {
 namespace nash {
 
@@ -68,25 +64,30 @@ SL_ALWAYS_INLINE float exp_shift_sum_body(float* x, i64 n, float shift) {
   return s;
 }
 
+// x += b; returns max(x).  The running maxima are one vector of 64 bytes (GCC/Clang vector
+// extension), so each compiled variant keeps them in registers of its ISA (as 16 scalars GCC
+// left the compare-select scalar); a maximum is exact, so every variant returns the same value.
 template <class T>
-SL_ALWAYS_INLINE T max_plus_bias_body(T* x, const T* b, i64 n) {  // x += b; returns max(x)
-  constexpr int L = 16;
-  T mx[L];
+SL_ALWAYS_INLINE T max_plus_bias_body(T* x, const T* b, i64 n) {
+  constexpr int L = 64 / int(sizeof(T));
+  typedef T VL __attribute__((vector_size(64)));
+  VL mx;
   for (int j = 0; j < L; ++j) mx[j] = -INFINITY;
   i64 i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; ++j) {
-      const T v = x[i + j] + b[i + j];
-      x[i + j] = v;
-      mx[j] = v > mx[j] ? v : mx[j];
-    }
-  for (; i < n; ++i) {
-    const T v = x[i] + b[i];
-    x[i] = v;
-    mx[0] = v > mx[0] ? v : mx[0];
+  for (; i + L <= n; i += L) {
+    VL xv, bv;
+    std::memcpy(&xv, x + i, sizeof xv);
+    std::memcpy(&bv, b + i, sizeof bv);
+    const VL v = xv + bv;
+    std::memcpy(x + i, &v, sizeof v);
+    mx = v > mx ? v : mx;
   }
   T m = mx[0];
   for (int j = 1; j < L; ++j) m = mx[j] > m ? mx[j] : m;
+  for (; i < n; ++i) {
+    x[i] += b[i];
+    m = x[i] > m ? x[i] : m;
+  }
   return m;
 }
 
@@ -166,86 +167,10 @@ SL_NASH_VARIANT(avx512, SL_TARGET("avx512f,avx2,fma"))
 #define SL_NASH_DISPATCH(name, targs, ...) return name##_generic targs(__VA_ARGS__)
 #endif
 
-#if SL_X86_DISPATCH
-// x += b and max(x) with explicit vectors: GCC leaves the compare-select reduction of
-// max_plus_bias_body scalar.  A maximum is exact, so every variant returns the same value
-// (up to the sign of a zero maximum, which changes no exp(x - max) and no later result).
-SL_TARGET("avx512f,avx2,fma") float max_plus_bias_v512(float* x, const float* b, i64 n) {
-  __m512 m = _mm512_set1_ps(-INFINITY);
-  i64 i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(b + i));
-    _mm512_storeu_ps(x + i, v);
-    m = _mm512_max_ps(m, v);
-  }
-  float r = _mm512_reduce_max_ps(m);
-  for (; i < n; ++i) {
-    x[i] += b[i];
-    r = x[i] > r ? x[i] : r;
-  }
-  return r;
-}
-SL_TARGET("avx512f,avx2,fma") double max_plus_bias_v512(double* x, const double* b, i64 n) {
-  __m512d m = _mm512_set1_pd(-INFINITY);
-  i64 i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m512d v = _mm512_add_pd(_mm512_loadu_pd(x + i), _mm512_loadu_pd(b + i));
-    _mm512_storeu_pd(x + i, v);
-    m = _mm512_max_pd(m, v);
-  }
-  double r = _mm512_reduce_max_pd(m);
-  for (; i < n; ++i) {
-    x[i] += b[i];
-    r = x[i] > r ? x[i] : r;
-  }
-  return r;
-}
-SL_TARGET("avx2,fma") float max_plus_bias_v256(float* x, const float* b, i64 n) {
-  __m256 m = _mm256_set1_ps(-INFINITY);
-  i64 i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(b + i));
-    _mm256_storeu_ps(x + i, v);
-    m = _mm256_max_ps(m, v);
-  }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, m);
-  float r = lanes[0];
-  for (int j = 1; j < 8; ++j) r = lanes[j] > r ? lanes[j] : r;
-  for (; i < n; ++i) {
-    x[i] += b[i];
-    r = x[i] > r ? x[i] : r;
-  }
-  return r;
-}
-SL_TARGET("avx2,fma") double max_plus_bias_v256(double* x, const double* b, i64 n) {
-  __m256d m = _mm256_set1_pd(-INFINITY);
-  i64 i = 0;
-  for (; i + 4 <= n; i += 4) {
-    const __m256d v = _mm256_add_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(b + i));
-    _mm256_storeu_pd(x + i, v);
-    m = _mm256_max_pd(m, v);
-  }
-  alignas(32) double lanes[4];
-  _mm256_store_pd(lanes, m);
-  double r = lanes[0];
-  for (int j = 1; j < 4; ++j) r = lanes[j] > r ? lanes[j] : r;
-  for (; i < n; ++i) {
-    x[i] += b[i];
-    r = x[i] > r ? x[i] : r;
-  }
-  return r;
-}
-#endif
 
 template <class T>
 T max_plus_bias(T* x, const T* b, i64 n) {
-#if SL_X86_DISPATCH
-  const int isa = cpu::vector_level();
-  if (isa == 2) return max_plus_bias_v512(x, b, n);
-  if (isa == 1) return max_plus_bias_v256(x, b, n);
-#endif
-  return max_plus_bias_generic<T>(x, b, n);
+  SL_NASH_DISPATCH(max_plus_bias, <T>, x, b, n);
 }
 template <class T>
 void scale(T* x, i64 n, T f) {
