@@ -4,9 +4,9 @@
 // Why: libm's tanh/expm1 differ between glibc's FMA and non-FMA variants (chosen at
 // run time by CPUID), between glibc and other C libraries, and between x86-64 and
 // aarch64; and a call per element keeps the loops around them scalar.  These
-// functions are branch-free straight-line code on doubles and 64-bit integers (the
-// exponent is assembled with integer additions and shifts, no int <-> double
-// conversion), so the compiler vectorises loops over them at any ISA level, and
+// functions are branch-free straight-line code (the exponent is assembled in the
+// bits with integer additions and shifts), always inlined, so the compiler
+// vectorises loops over them at any ISA level, and
 // with -ffp-contract=off (CMakeLists.txt) every lane computes exactly what the
 // scalar code computes.
 #pragma once
@@ -14,8 +14,33 @@
 #include <cstdint>
 #include <cstring>
 
+#include "simd.hpp"  // SL_ALWAYS_INLINE: callers vectorise loops over these functions
+
 namespace sl {
 namespace detm {
+
+// exp(x) in float for x <= 0, NASH's softmax (below -87.3 it gives exp(-87.3) ~ 1e-38): Cody-Waite
+// reduction x = k ln2 + r, |r| <= ln2 / 2, degree-6 Taylor polynomial for exp(r)
+// (relative error < 2e-7), 2^k built in the exponent bits.  Branch-free, so loops
+// over it vectorise.
+SL_ALWAYS_INLINE float exp_nonpos(float x) {
+  x = x < -87.3f ? -87.3f : x;
+  const float t = x * 1.44269504088896341f;
+  const float k = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22)
+  float r = x - k * 0.693359375f;
+  r = r + k * 2.12194440e-4f;
+  float p = 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const std::int32_t bits = (static_cast<std::int32_t>(k) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
 
 inline double bits_to_double(std::uint64_t u) {
   double d;
@@ -38,7 +63,7 @@ inline std::uint64_t double_to_bits(double d) {
 // |r| <= 0.347), evaluated by Horner; expm1(y) = 2^k expm1(r) + (2^k - 1), exact
 // scaling; tanh(x) = expm1(y) / (expm1(y) + 2).  For k = 0 that is the series
 // itself, so small x keeps full relative accuracy (no 1 - e^-y cancellation).
-inline double tanh_nonneg(double x) {
+SL_ALWAYS_INLINE double tanh_nonneg(double x) {
   constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52
   constexpr double kInvLn2 = 1.4426950408889634;
   constexpr double kLn2Hi = 6.93147180369123816490e-01;  // 0x3fe62e42fee00000: 32 trailing zero bits
@@ -81,7 +106,7 @@ inline double pow_uint(double x, std::uint64_t n) {
 }
 
 // -tanh(a / 2) = 2 / (1 + e^a) - 1, SSNE's unit (Batra & Shakhnarovich, Eq. 1), odd.
-inline double neg_tanh_half(double a) {
+SL_ALWAYS_INLINE double neg_tanh_half(double a) {
   const double m = tanh_nonneg(0.5 * (a < 0 ? -a : a));
   return a > 0 ? -m : m;
 }

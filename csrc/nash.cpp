@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "det_math.hpp"
 #include "gemm_kernel.hpp"
 #include "optim.hpp"
 #include "parallel.hpp"
@@ -20,42 +21,19 @@ namespace nash {
 
 namespace {
 
-// exp(x) for x <= 0 (inputs below -87.3 give exp(-87.3) ~ 1e-38): Cody-Waite
-// reduction x = k ln2 + r, |r| <= ln2 / 2, degree-6 Taylor polynomial for exp(r)
-// (relative error < 2e-7), 2^k built in the exponent bits.  Branch-free, so loops
-// over it vectorise.
-SL_ALWAYS_INLINE float exp_nonpos(float x) {
-  x = x < -87.3f ? -87.3f : x;
-  const float t = x * 1.44269504088896341f;
-  const float k = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22)
-  float r = x - k * 0.693359375f;
-  r = r + k * 2.12194440e-4f;
-  float p = 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const std::int32_t bits = (static_cast<std::int32_t>(k) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
-}
-
 SL_ALWAYS_INLINE float exp_shift_sum_body(float* x, i64 n, float shift) {
   constexpr int L = 16;
   float acc[L] = {0};
   i64 i = 0;
   for (; i + L <= n; i += L) {
     for (int j = 0; j < L; ++j) {
-      const float e = exp_nonpos(x[i + j] - shift);
+      const float e = detm::exp_nonpos(x[i + j] - shift);
       x[i + j] = e;
       acc[j] += e;
     }
   }
   for (; i < n; ++i) {
-    const float e = exp_nonpos(x[i] - shift);
+    const float e = detm::exp_nonpos(x[i] - shift);
     x[i] = e;
     acc[0] += e;
   }
