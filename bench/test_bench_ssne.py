@@ -69,9 +69,8 @@ def _epoch_args(n, D, M, P, B=64, seed=0):
 def _kernel(X, pairs, s, cp, W, B=64, C=1):
     Wt = np.array(W.T, order="C")
     v = np.zeros(W.shape[1])
-    with blas_threads(1):
-        return _kernels.ssne_epoch(X, pairs, s, cp, Wt, v, batch_size=B, block_size=C, eta=0.05, inv_lam=1e-4,
-                                   adaptive=True, beta=0.99, t0=0)
+    return _kernels.ssne_epoch(X, pairs, s, cp, Wt, v, batch_size=B, block_size=C, eta=0.05, inv_lam=1e-4,
+                               adaptive=True, beta=0.99, t0=0)  # single-threaded, no BLAS
 
 
 @pytest.mark.benchmark(group="ssne epoch growth pairs")
