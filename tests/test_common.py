@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import io
 import math
+import os
 import pickle
 import warnings
 
@@ -168,6 +169,22 @@ def test_save_load_round_trip_gives_identical_outputs(case, dtype):
     again = similearn.load(buf)
     assert type(again) is type(est)
     _assert_identical(_outputs(case, est, fit), _outputs(case, again, fit))
+
+
+_SAVED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "saved_models")
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_file_saved_by_0_1_0_loads_with_equal_outputs(case):
+    """A file written by similearn 0.1.0 (tests/data/saved_models/write_fixtures.py; its
+    files name the defining module, e.g. similearn.gramian.model.TwoTower) loads as the
+    same class and gives the outputs recorded when it was written."""
+    _, fit = _fit(case, "float64")
+    est = similearn.load(os.path.join(_SAVED, f"{case.name}_v0.1.0.npz"))
+    assert type(est) is type(case.make())
+    with np.load(os.path.join(_SAVED, f"{case.name}_v0.1.0_expected.npz")) as z:
+        expected = tuple(z[f"arr_{i}"] for i in range(len(z.files)))
+    _assert_identical(expected, _outputs(case, est, fit))
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.seeded], ids=repr)
