@@ -630,7 +630,44 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         self.n_iter_ += 1
         return self
 
-    # ------------------------------------------------------------------ study
+    # ------------------------------------------------------------------ studies
+    def start_training(self, left_features, right_features, pairs, targets=None, *, random_state=None):
+        """Set the model to step 0 of a fit and return the training run, for studies that drive
+        the steps themselves (:func:`similearn.gramian.gramian_error_trajectory`).
+
+        The inputs are checked and the parameters drawn exactly as :meth:`fit` does (from the
+        ``random_state`` parameter); the pairs are counted and the Gramian estimators
+        initialised as at the start of :meth:`fit`'s first epoch.  The run's own draws (order
+        of the pairs, Gramian batches) come from the ``random_state`` argument.  Step it with
+        ``run.shuffle()`` and :func:`similearn.gramian.training.python_step` ``(self, run,
+        batch)``, and ``run.close()`` it at the end.  No epoch is recorded, and the model does
+        not serve (``recommend``, ``left_embedding_``) until it is fitted.
+
+        Parameters
+        ----------
+        left_features : int or matrix of shape (n_left, F_left)
+            As in :meth:`fit`.
+        right_features : int or matrix of shape (n_right, F_right)
+            As in :meth:`fit`.
+        pairs : int array of shape (n_pairs, 2)
+            As in :meth:`fit`.
+        targets : array of shape (n_pairs,), optional
+            As in :meth:`fit`.
+        random_state : int, RandomState, Generator or None
+            The seed of the run's draws.
+
+        Returns
+        -------
+        run : similearn.gramian.training.TrainState
+            The run at step 0 over ``pairs``.
+        """
+        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, None, True)
+        self._seed = seed_from_random_state(self.random_state)
+        nt = get_num_threads(self.n_threads)
+        self._start(XL, XR, P, Q, R, k, hs, d, dt, np.random.default_rng(self._seed), nt)
+        rng = np.random.default_rng(seed_from_random_state(random_state))
+        return training.start(self, XL, XR, P, s, rng, nt, True)
+
     def estimation_error(self, left_features, right_features):
         """||Ghat - G||_F / ||G||_F for each side (Sec. 4.2), G the exact Gramian of
         the current towers over the catalogues, with the item weights of

@@ -2,9 +2,11 @@
 corpora via Gramian estimation" (ICLR 2019), Sec. 4.2 / Fig. 2: the estimation error
 of several Gramian estimators along one common training trajectory.
 
-It drives a :class:`~similearn.gramian.TwoTower` through the training module's
-public step (:func:`similearn.gramian.training.python_step`) and the estimators'
-public ``sample`` / ``update`` / ``observe``.
+It drives a :class:`~similearn.gramian.TwoTower` through its hook
+:meth:`~similearn.gramian.TwoTower.start_training` (the model at step 0 and its
+training run), the training module's public step
+(:func:`similearn.gramian.training.python_step`) and the estimators' public
+``sample`` / ``update`` / ``observe``.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import time
 import numpy as np
 from sklearn.base import clone
 
-from .._config import blas_threads, get_num_threads
-from .._utils.validation import check_int, seed_from_random_state
+from .._config import blas_threads
+from .._utils.validation import check_int
 from . import towers, training
 from .estimators import exact_gramian, gramian_error
 from .model import TwoTower
@@ -53,12 +55,7 @@ def gramian_error_trajectory(model, left_features, right_features, pairs, estima
     if not isinstance(estimators, dict) or not estimators:
         raise ValueError("estimators must be a non-empty dict name -> (left, right)")
     m = clone(model)
-    k, hs, d, dt, XL, XR, P, s, Q, R = m._setup(left_features, right_features, pairs, targets, None, True)
-    m._seed = seed_from_random_state(m.random_state)
-    nt = get_num_threads(m.n_threads)
-    m._start(XL, XR, P, Q, R, k, hs, d, dt, np.random.default_rng(m._seed), nt)  # the model at step 0
-    rng = np.random.default_rng(seed_from_random_state(random_state))
-    st = training.start(m, XL, XR, P, s, rng, nt, True)
+    st = m.start_training(left_features, right_features, pairs, targets, random_state=random_state)
     try:
         return _trajectory(m, st, estimators, n_steps, eval_every)
     finally:
