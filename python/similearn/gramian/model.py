@@ -50,7 +50,6 @@ Choices the paper leaves open (see also :mod:`similearn.gramian.estimators`):
 """
 from __future__ import annotations
 
-import numbers
 import time
 
 import numpy as np
@@ -398,8 +397,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         hidden sizes as a tuple, embedding dim, dtype)."""
         validate_params(self)
         k = self.n_components
-        hs = self.hidden_sizes
-        hs = tuple(int(h) for h in ((hs,) if isinstance(hs, numbers.Integral) else hs))
+        hs = towers.hidden_sizes(self.hidden_sizes)
         d = (k if not hs else 64) if self.embedding_dim is None else self.embedding_dim
         if not hs and d != k:
             raise ValueError(f"without hidden layers the output is the embedding bag: embedding_dim ({d}) must "

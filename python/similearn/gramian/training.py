@@ -352,6 +352,7 @@ class PythonEngine:
     """:func:`python_step` batch after batch: every model."""
 
     name = "python"
+    takes_prior = True  # the low-rank prior of App. B
 
     @staticmethod
     def supports(m):
@@ -374,13 +375,15 @@ class FusedEngine:
     """The epoch of linear towers in one C++ loop (``linear_epoch``)."""
 
     name = "fused"
+    takes_prior = False
     STEPS_PER_CALL = 64  # steps per call of the C++ loop (Ctrl-C is also checked between calls)
 
     @staticmethod
     def supports(m):
         """Linear towers with SOGram, SAGram, a sampling baseline or no penalty, the
-        Gramian regularizer, no prior, and not the shared table with item weights."""
-        return (not m.params_["W_left"] and m.regularizer == "gramian" and m._Q is None
+        Gramian regularizer, and not the shared table with item weights (the
+        hyper-parameters of model ``m``); no prior (:attr:`takes_prior`)."""
+        return (not towers.hidden_sizes(m.hidden_sizes) and m.regularizer == "gramian"
                 and m.penalty in ("sogram", "sagram", "uniform", "linear", "sqrt", "none")
                 and not (m.gramian_weights == "items" and m.shared_embeddings))
 
@@ -449,9 +452,10 @@ class FusedEngine:
 ENGINES = (FusedEngine, PythonEngine)  # by preference; the first that supports the model runs
 
 
-def select_engine(m):
-    """The first engine of :data:`ENGINES` that supports model ``m``."""
-    return next(e for e in ENGINES if e.supports(m))
+def select_engine(m, prior=False):
+    """The first engine of :data:`ENGINES` that supports model ``m`` (its hyper-parameters),
+    and takes the low-rank prior of App. B when ``prior`` (a run with a prior)."""
+    return next(e for e in ENGINES if e.supports(m) and (e.takes_prior or not prior))
 
 
 def run_epochs(m, st, n_epochs, monitor=None):
@@ -460,7 +464,7 @@ def run_epochs(m, st, n_epochs, monitor=None):
     ``monitor`` (optional, :class:`similearn.gramian.validation.Monitor`) is called after
     each epoch with (epoch, st) and stops the loop when it returns True; ``monitor.finish(st)``
     runs after the loop (it may put back the best epoch's state)."""
-    engine = select_engine(m)
+    engine = select_engine(m, prior=m._Q is not None)
     n = st.P.shape[0]
     with progress(n_epochs, m.verbose, "TwoTower", unit="epoch") as bar:
         for epoch in range(1, n_epochs + 1):
