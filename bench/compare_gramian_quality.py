@@ -129,7 +129,7 @@ def _md_table(head, rows):
 
 
 def _adagrad_mass(model):
-    st = getattr(model, "_opt_state", {})
+    st = getattr(model, "_state", {}).get("opt_state", {})  # the optimiser's state in the training state
     return float(sum(float(np.sum(v[0], dtype=np.float64)) for v in st.values() if v))
 
 

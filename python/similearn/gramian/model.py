@@ -23,7 +23,10 @@ or none.  ``regularizer="gor"`` uses the same estimates for the Global Orthogona
 Regularizer of App. C instead: lam [max(<G_u, G_u>, 1/k) + max(<G_v, G_v>, 1/k)].
 
 The step is defined once in :mod:`similearn.gramian.training` (two engines: a fused
-C++ loop for linear towers, Python steps otherwise); the towers in
+C++ loop for linear towers, Python steps otherwise), which owns the training state
+(:mod:`similearn.gramian._state`: parameters, optimiser state, step count, pair counts,
+item weights, prior, Gramian estimates) that the estimator holds and shows as
+``params_``, ``t_``, ``gramian_left_`` ...; the towers in
 :mod:`similearn.gramian.towers`; the early stopping on held-out pairs in
 :mod:`similearn.gramian.validation`; the serving methods (outputs, scores,
 recommendations) in :mod:`similearn.gramian.outputs`.
@@ -51,6 +54,7 @@ Choices the paper leaves open (see also :mod:`similearn.gramian.estimators`):
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -65,12 +69,79 @@ from .._utils.validation import n_entries, seed_from_random_state
 from ..base import SaveLoadMixin
 from . import towers, training, validation
 from ._inputs import check_features, check_prior, check_targets, n_columns
+from ._state import LEGACY_ATTRIBUTES, TrainingState, legacy_path
 from .estimators import exact_gramian, gramian_error
 from .outputs import TowerOutputs
 
 __all__ = ["TwoTower"]
 
+
 _PENALTIES = ("sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none")
+
+# shapes of the training state (TwoTower._state, a TrainingState) by key path, checked by similearn.load
+# (terms: similearn._utils.integrity); =left / =right: the towers' layer widths (embedding_dim,
+# hidden_sizes..., n_components), =rank: the rank of the low-rank prior
+_TRAINING_STATE_SHAPES = {
+    "params.E_left": ("n_features_left_", ("structure_.embedding_dim", "=left[0]")),
+    "params.W_left[i]": ("=left[i]", "=left[i+1]"),
+    "params.b_left[i]": ("=left[i+1]",),
+    "params.E_right": ("n_features_right_", ("structure_.embedding_dim", "=right[0]")),
+    "params.W_right[i]": ("=right[i]", "=right[i+1]"),
+    "params.b_right[i]": ("=right[i+1]",),
+    "gramians.left": (("structure_.n_components", "=left[-1]"), "structure_.n_components"),
+    "gramians.right": (("structure_.n_components", "=right[-1]"), "structure_.n_components"),
+    "opt_state.E_left[i]": ("n_features_left_", "structure_.embedding_dim"),
+    "opt_state.E_right[i]": ("n_features_right_", "structure_.embedding_dim"),
+    "counts.left": ("n_left_",),
+    "counts.right": ("n_right_",),
+    "weights.left": ("n_left_",),
+    "weights.right": ("n_right_",),
+    "prior.left": ("n_left_", "=rank"),
+    "prior.right": ("n_right_", "=rank"),
+    "crosses.left": ("structure_.n_components", "=rank"),
+    "crosses.right": ("structure_.n_components", "=rank"),
+    "estimators.left.state.p_": ("n_left_",),
+    "estimators.left.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+    "estimators.left.state.cache_": ("n_left_", "structure_.n_components"),
+    "estimators.left.state.prior_": ("n_left_", "=rank"),
+    "estimators.right.state.p_": ("n_right_",),
+    "estimators.right.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+    "estimators.right.state.cache_": ("n_right_", "structure_.n_components"),
+    "estimators.right.state.prior_": ("n_right_", "=rank"),
+}
+
+
+class _FitInputs(NamedTuple):
+    """The checked inputs of a fit: the catalogues as the kernels read them (CSR, rows normalised
+    per ``normalize``), the pairs (n, 2) int64, their targets (n,) and the prior rows Q (n_left, kP),
+    R (n_right, kP) or None, all in the model's dtype; ``shape``: (k, hidden sizes, d, dtype)."""
+
+    XL: object
+    XR: object
+    P: np.ndarray
+    s: np.ndarray
+    Q: object
+    R: object
+    shape: tuple
+
+    @property
+    def prior(self):
+        """(Q, R), or None without a prior."""
+        return None if self.Q is None else (self.Q, self.R)
+
+    @property
+    def dtype(self):
+        """The model's dtype."""
+        return self.shape[3]
+
+
+def _state_view(key, side=None, doc=None):
+    """A read-only fitted attribute of :class:`TwoTower`: item ``key`` of its training state (of
+    ``side`` for a per-side item)."""
+    def get(self):
+        value = self._training_state()[key]
+        return value if side is None else value[side]
+    return property(get, doc=doc)
 
 
 class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
@@ -290,41 +361,16 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     (2, 5)
     """
 
-    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity);
-    # =left / =right: the towers' layer widths (embedding_dim, hidden_sizes..., n_components),
-    # =rank: the rank of the low-rank prior
+    # shapes of the fitted state, checked by similearn.load: the training state, also where the files of
+    # similearn 0.1.0 hold its parts (legacy_path), and the serving state
     _state_shapes = {
-        "params_.E_left": ("n_features_left_", ("structure_.embedding_dim", "=left[0]")),
-        "params_.W_left[i]": ("=left[i]", "=left[i+1]"),
-        "params_.b_left[i]": ("=left[i+1]",),
-        "params_.E_right": ("n_features_right_", ("structure_.embedding_dim", "=right[0]")),
-        "params_.W_right[i]": ("=right[i]", "=right[i+1]"),
-        "params_.b_right[i]": ("=right[i+1]",),
-        "gramian_left_": (("structure_.n_components", "=left[-1]"), "structure_.n_components"),
-        "gramian_right_": (("structure_.n_components", "=right[-1]"), "structure_.n_components"),
-        "_opt_state.E_left[i]": ("n_features_left_", "structure_.embedding_dim"),
-        "_opt_state.E_right[i]": ("n_features_right_", "structure_.embedding_dim"),
-        "_counts_left": ("n_left_",),
-        "_counts_right": ("n_right_",),
-        "_p_left": ("n_left_",),
-        "_p_right": ("n_right_",),
+        **{f"_state.{path}": shape for path, shape in _TRAINING_STATE_SHAPES.items()},
+        **{legacy_path(path): shape for path, shape in _TRAINING_STATE_SHAPES.items()},
         "_interactions": ("n_left_", "n_right_"),
         "_catalogue.left": ("n_left_", "n_features_left_"),
         "_catalogue.right": ("n_right_", "n_features_right_"),
         "_embedding_cache.left": ("n_left_", "structure_.n_components"),
         "_embedding_cache.right": ("n_right_", "structure_.n_components"),
-        "_Q": ("n_left_", "=rank"),
-        "_R": ("n_right_", "=rank"),
-        "cross_left_": ("structure_.n_components", "=rank"),
-        "cross_right_": ("structure_.n_components", "=rank"),
-        "estimator_state_.left.state.p_": ("n_left_",),
-        "estimator_state_.left.state.gramian_": ("structure_.n_components", "structure_.n_components"),
-        "estimator_state_.left.state.cache_": ("n_left_", "structure_.n_components"),
-        "estimator_state_.left.state.prior_": ("n_left_", "=rank"),
-        "estimator_state_.right.state.p_": ("n_right_",),
-        "estimator_state_.right.state.gramian_": ("structure_.n_components", "structure_.n_components"),
-        "estimator_state_.right.state.cache_": ("n_right_", "structure_.n_components"),
-        "estimator_state_.right.state.prior_": ("n_right_", "=rank"),
     }
 
     def __init__(self, n_components=64, *, hidden_sizes=(), embedding_dim=None, shared_embeddings=False,
@@ -404,37 +450,44 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
                              f"equal n_components ({k})")
         return k, hs, d, np.dtype(self.dtype)
 
-    # ------------------------------------------------------------------ parameters
+    # ------------------------------------------------------------------ the training state
+    def _training_state(self):
+        """The :class:`~similearn.gramian._state.TrainingState` of the fitted model (AttributeError
+        before the first fit).  A model file stores it as a plain dict, wrapped again here; a file
+        or pickle of similearn 0.1.0 holds its parts as attributes of their own (``params_``,
+        ``_opt_state``, ...), moved into the state here on first use."""
+        attrs = vars(self)
+        state = attrs.get("_state")
+        if type(state) is TrainingState:
+            return state
+        if state is None:
+            if "params_" not in attrs:
+                raise AttributeError(f"{type(self).__name__!r} object has no training state: it is not fitted")
+            state = TrainingState.from_legacy(attrs)
+        self._set_state(TrainingState.of(state))
+        return self._state
 
-    def _learning_rate(self):
-        """The step size; "auto": per optimiser, smaller with hidden layers (dense ReLU
-        layers take larger effective steps than embedding rows)."""
-        if not isinstance(self.learning_rate, str):
-            return float(self.learning_rate)
-        deep = bool(self.params_["W_left"])
-        return {"adagrad": (0.1, 0.03), "sgd": (1.0, 0.1), "adam": (0.01, 0.001)}[self.optimizer][deep]
+    def _set_state(self, state):
+        """Hold ``state``; the attributes a model of similearn 0.1.0 kept its parts in are dropped."""
+        for name in LEGACY_ATTRIBUTES.values():
+            vars(self).pop(name, None)
+        self._state = state
 
-    def _output_l2(self):
-        """rho of the output L2 rho (tr G_u + tr G_v); "auto": 0.5 (sqrt(N_L) + sqrt(N_R)) / sqrt(n), n the
-        pairs trained on so far (the singular-value threshold at half the noise level of a
-        random N_L x N_R binary matrix with n ones; see the class docstring)."""
-        if not isinstance(self.output_l2, str):
-            return float(self.output_l2)
-        n = max(1, int(self._counts_left.sum()))
-        return 0.5 * (np.sqrt(self.n_left_) + np.sqrt(self.n_right_)) / np.sqrt(n)
-
-    def _init_opt_state(self):
-        n_state = training.OPTIMIZERS[self.optimizer]  # 0 sgd, 1 adagrad, 2 adam
-        st = {}
-        for name, arr in towers.named_params(self.params_, self.shared_embeddings):
-            st[name] = [np.zeros(arr.shape, dtype=arr.dtype) for _ in range(n_state)]  # lazily paged in
-        return st
+    params_ = _state_view("params", doc="The towers' parameters (see the class docstring).")
+    t_ = _state_view("t", doc="Optimiser steps taken.")
+    gramian_left_ = _state_view("gramians", "left", doc="Ghat_u, the current estimate of the left Gramian (k, k).")
+    gramian_right_ = _state_view("gramians", "right", doc="Ghat_v, the current estimate of the right Gramian (k, k).")
+    cross_left_ = _state_view("crosses", "left", doc="Hhat_u (k, kP) with a low-rank prior (App. B), else None.")
+    cross_right_ = _state_view("crosses", "right", doc="Hhat_v (k, kP) with a low-rank prior (App. B), else None.")
+    estimator_state_ = _state_view("estimators", doc="The Gramian estimators (class, parameters, state) after "
+                                                     "the last training call, or None.")
 
     def _embed_all(self, side, X, nt):
         return towers.embed_all(self.params_, side, X, nt, int(self.n_components))
 
     # ------------------------------------------------------------------ fit
     def _setup(self, left_features, right_features, pairs, targets, prior, first):
+        """The checked inputs of a fit (``first``) or of a later ``partial_fit`` call (:class:`_FitInputs`)."""
         k, hs, d, dt = self._check_params()
         norm = self.normalize
         # the parameter tables refused before any pass over the inputs when their shapes tell the
@@ -464,7 +517,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
             raise ValueError("a low-rank prior is part of the penalty: it needs penalty != 'none'")
         if first and not early:
             self._check_memory(k, hs, d, dt, XL.shape[1], XR.shape[1], P.shape[0])
-        return k, hs, d, dt, XL, XR, P, s, Q, R
+        return _FitInputs(XL, XR, P, s, Q, R, (k, hs, d, dt))
 
     def _check_memory(self, k, hs, d, dt, FL, FR, n_pairs):
         """Refuse, before any work, the parameter tables and step buffers a fit would
@@ -499,37 +552,37 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
                 raise ValueError(f"partial_fit: {key} changed from {old!r} to {now[key]!r} since the model was "
                                  "fitted; fit a new model instead")
         if self.shared_embeddings:  # one table (a loaded model has two equal arrays: tie them again)
-            self.params_["E_right"] = self.params_["E_left"]
+            self._training_state().tie_shared_table()
 
-    def _start(self, XL, XR, P, Q, R, k, hs, d, dt, rng, nt):
+    def _start(self, inputs, rng, nt):
+        """The model at step 0 on the catalogues of ``inputs``: new parameters drawn from ``rng``, no
+        pair seen, empty histories."""
+        XL, XR = inputs.XL, inputs.XR
         self.n_left_, self.n_right_ = XL.shape[0], XR.shape[0]
         self.n_features_left_, self.n_features_right_ = XL.shape[1], XR.shape[1]
-        self.params_ = towers.init_params(XL.shape[1], XR.shape[1], k, hs, d, dt, rng, nt,
-                                         shared=self.shared_embeddings, init_std=self.init_std)
-        self.structure_ = self._structure(k, hs, d, dt)
-        self._opt_state = self._init_opt_state()
-        self.t_ = 0
-        self._counts_left = np.zeros(self.n_left_, dtype=np.int64)
-        self._counts_right = np.zeros(self.n_right_, dtype=np.int64)
-        self.gramian_left_ = np.zeros((k, k), dtype=dt)
-        self.gramian_right_ = np.zeros((k, k), dtype=dt)
-        self.estimator_state_ = None
-        self._Q, self._R = Q, R
+        self._set_state(training.initial_state(self, (XL.shape[1], XR.shape[1]), (XL.shape[0], XR.shape[0]),
+                                               inputs.shape, rng, nt, inputs.prior))
+        self.structure_ = self._structure(*inputs.shape)
         self.loss_history_ = []
         self.loss_parts_history_ = {"data": [], "penalty": []}
         self.epoch_times_ = []
         self._interactions = sp.csr_matrix((self.n_left_, self.n_right_), dtype=np.int8)
 
-
     def _train(self, XL, XR, P, s, n_epochs, rng, nt, pool, monitor=None):
         """At most ``n_epochs`` passes over the pairs (:func:`training.run_epochs`; the
         ``monitor`` may stop them), then the bookkeeping ``recommend`` and the embeddings need."""
-        st = training.start(self, XL, XR, P, s, rng, nt, pool)
+        run = training.start(self, self._training_state(), XL, XR, P, s, rng, nt, pool)
+        self.output_l2_ = run.rho
         try:
             with blas_threads(1):
-                training.run_epochs(self, st, n_epochs, monitor)
+                training.run_epochs(self, run, n_epochs, monitor)
         finally:
-            st.close()
+            run.close()
+            for seconds, loss, data, penalty in run.epochs:
+                self.epoch_times_.append(seconds)
+                self.loss_history_.append(loss)
+                self.loss_parts_history_["data"].append(data)
+                self.loss_parts_history_["penalty"].append(penalty)
         seen = pair_matrix(P, self.n_left_, self.n_right_)
         self._interactions = ((self._interactions + seen) > 0).astype(np.int8).tocsr()
         # the catalogues' outputs are computed on first use (left_embedding_ etc.): for
@@ -560,14 +613,15 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         self
         """
         t0 = time.perf_counter()
-        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, prior, True)
+        inputs = self._setup(left_features, right_features, pairs, targets, prior, True)
+        P, s = inputs.P, inputs.s
         n_epochs = int(self.n_epochs)
-        val = validation.check_validation(self.validation, XL.shape[0], XR.shape[0], dt) if n_epochs else None
+        val = (validation.check_validation(self.validation, inputs.XL.shape[0], inputs.XR.shape[0], inputs.dtype)
+               if n_epochs else None)
         self._seed = seed_from_random_state(self.random_state)
         nt = get_num_threads(self.n_threads)
-        shape = (XL, XR, Q, R, k, hs, d, dt)
         if val is None:
-            self._fit_pairs(shape, P, s, n_epochs, nt)
+            self._fit_pairs(inputs, P, s, n_epochs, nt)
             self.n_iter_ = self.best_epoch_ = n_epochs
             self.validation_scores_ = self.validation_times_ = None
         else:
@@ -582,13 +636,13 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
                 relevant = Pv if sv is None else Pv[sv > 0]
             monitor = lambda m: validation.Monitor(m, relevant, P_fit, vrng,  # noqa: E731
                                                    keep_best=val[0] == "pairs")
-            self._fit_pairs(shape, P_fit, s_fit, n_epochs, nt, monitor)
+            self._fit_pairs(inputs, P_fit, s_fit, n_epochs, nt, monitor)
             self.n_iter_ = len(self.validation_scores_)
             if val[0] == "fraction":  # the best epoch count, on all the pairs (see the class docstring)
                 kept = {name: getattr(self, name) for name in ("validation_scores_", "validation_times_",
                                                                "best_epoch_", "epoch_times_", "loss_history_",
                                                                "loss_parts_history_")}
-                self._fit_pairs(shape, P, s, self.best_epoch_, nt)
+                self._fit_pairs(inputs, P, s, self.best_epoch_, nt)
                 for name in ("epoch_times_", "loss_history_"):
                     setattr(self, name, kept.pop(name) + getattr(self, name))
                 parts = kept.pop("loss_parts_history_")
@@ -597,13 +651,13 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         self.fit_time_ = time.perf_counter() - t0
         return self
 
-    def _fit_pairs(self, shape, P, s, n_epochs, nt, monitor=None):
-        """A new model trained on the pairs P (targets s) for at most n_epochs epochs; ``monitor``
-        builds the validation monitor of the model once its catalogues are set."""
-        XL, XR, Q, R, k, hs, d, dt = shape
+    def _fit_pairs(self, inputs, P, s, n_epochs, nt, monitor=None):
+        """A new model on the catalogues of ``inputs`` trained on the pairs P (targets s) for at most
+        n_epochs epochs; ``monitor`` builds the validation monitor of the model once its catalogues are set."""
         rng = np.random.default_rng(self._seed)
-        self._start(XL, XR, P, Q, R, k, hs, d, dt, rng, nt)
-        self._train(XL, XR, P, s, n_epochs, rng, nt, pool=True, monitor=None if monitor is None else monitor(self))
+        self._start(inputs, rng, nt)
+        self._train(inputs.XL, inputs.XR, P, s, n_epochs, rng, nt, pool=True,
+                    monitor=None if monitor is None else monitor(self))
 
     def partial_fit(self, left_features, right_features, pairs, targets=None, *, prior=None):
         """One pass over a new chunk of pairs (streaming).  The first call
@@ -611,20 +665,20 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         matrices of the same shapes).  Item weights of the estimators accumulate
         over all pairs seen so far; SOGram keeps its running estimates."""
         first = not hasattr(self, "params_")
-        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, prior, first)
+        inputs = self._setup(left_features, right_features, pairs, targets, prior, first)
         nt = get_num_threads(self.n_threads)
         if first:
             self._seed = seed_from_random_state(self.random_state)
-            self._start(XL, XR, P, Q, R, k, hs, d, dt, np.random.default_rng(self._seed), nt)
+            self._start(inputs, np.random.default_rng(self._seed), nt)
             self.n_iter_ = 0
         else:
-            if self.params_["E_left"].dtype != dt:
+            if self.params_["E_left"].dtype != inputs.dtype:
                 raise ValueError("partial_fit: dtype differs from the first call")
-            if Q is not None:
-                self._Q, self._R = Q, R
+            if inputs.prior is not None:
+                self._training_state().set_prior(*inputs.prior)
         # one stream per call, a function of (seed, call number): reproducible and serialisable
         rng = np.random.default_rng([self._seed, self.n_iter_ + 1])
-        self._train(XL, XR, P, s, 1, rng, nt, pool=first)
+        self._train(inputs.XL, inputs.XR, inputs.P, inputs.s, 1, rng, nt, pool=first)
         self.n_iter_ += 1
         return self
 
@@ -638,8 +692,10 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         initialised as at the start of :meth:`fit`'s first epoch.  The run's own draws (order
         of the pairs, Gramian batches) come from the ``random_state`` argument.  Step it with
         ``run.shuffle()`` and :func:`similearn.gramian.training.python_step` ``(self, run,
-        batch)``, and ``run.close()`` it at the end.  No epoch is recorded, and the model does
-        not serve (``recommend``, ``left_embedding_``) until it is fitted.
+        batch)``, read the towers and estimates in ``run.state`` (the model's training state,
+        :class:`~similearn.gramian._state.TrainingState`), and ``run.close()`` it at the end.
+        No epoch is recorded, and the model does not serve (``recommend``, ``left_embedding_``)
+        until it is fitted.
 
         Parameters
         ----------
@@ -656,15 +712,15 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
 
         Returns
         -------
-        run : similearn.gramian.training.TrainState
+        run : similearn.gramian.training.Run
             The run at step 0 over ``pairs``.
         """
-        k, hs, d, dt, XL, XR, P, s, Q, R = self._setup(left_features, right_features, pairs, targets, None, True)
+        inputs = self._setup(left_features, right_features, pairs, targets, None, True)
         self._seed = seed_from_random_state(self.random_state)
         nt = get_num_threads(self.n_threads)
-        self._start(XL, XR, P, Q, R, k, hs, d, dt, np.random.default_rng(self._seed), nt)
+        self._start(inputs, np.random.default_rng(self._seed), nt)
         rng = np.random.default_rng(seed_from_random_state(random_state))
-        return training.start(self, XL, XR, P, s, rng, nt, True)
+        return training.start(self, self._state, inputs.XL, inputs.XR, inputs.P, inputs.s, rng, nt, True)
 
     def estimation_error(self, left_features, right_features):
         """||Ghat - G||_F / ||G||_F for each side (Sec. 4.2), G the exact Gramian of
@@ -676,8 +732,9 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         XL = check_features(left_features, "left_features", dt, self.normalize, self.n_features_left_)
         XR = check_features(right_features, "right_features", dt, self.normalize, self.n_features_right_)
         with blas_threads(nt):  # the Gramians the penalty is about (item weights per gramian_weights)
-            GL = exact_gramian(self._embed_all("left", XL, nt), self._p_left)
-            GR = exact_gramian(self._embed_all("right", XR, nt), self._p_right)
+            p = self._training_state().weights
+            GL = exact_gramian(self._embed_all("left", XL, nt), p["left"])
+            GR = exact_gramian(self._embed_all("right", XR, nt), p["right"])
         return gramian_error(self.gramian_left_, GL), gramian_error(self.gramian_right_, GR)
 
 

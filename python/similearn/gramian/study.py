@@ -6,7 +6,8 @@ It drives a :class:`~similearn.gramian.TwoTower` through its hook
 :meth:`~similearn.gramian.TwoTower.start_training` (the model at step 0 and its
 training run), the training module's public step
 (:func:`similearn.gramian.training.python_step`) and the estimators' public
-``sample`` / ``update`` / ``observe``.
+``sample`` / ``update`` / ``observe``; the towers and item weights are read in the
+run's training state.
 """
 from __future__ import annotations
 
@@ -55,17 +56,18 @@ def gramian_error_trajectory(model, left_features, right_features, pairs, estima
     if not isinstance(estimators, dict) or not estimators:
         raise ValueError("estimators must be a non-empty dict name -> (left, right)")
     m = clone(model)
-    st = m.start_training(left_features, right_features, pairs, targets, random_state=random_state)
+    run = m.start_training(left_features, right_features, pairs, targets, random_state=random_state)
     try:
-        return _trajectory(m, st, estimators, n_steps, eval_every)
+        return _trajectory(m, run, estimators, n_steps, eval_every)
     finally:
-        st.close()
+        run.close()
 
 
-def _trajectory(m, st, estimators, n_steps, eval_every):
-    k, dt, nt = st.k, st.dtype, st.n_threads
-    XL, XR, P = st.XL, st.XR, st.P
-    pl, pr = m._p_left, m._p_right
+def _trajectory(m, run, estimators, n_steps, eval_every):
+    k, dt, nt = run.k, run.dtype, run.n_threads
+    XL, XR, P = run.XL, run.XR, run.P
+    params = run.state.params  # updated in place by the steps
+    pl, pr = run.state.weights["left"], run.state.weights["right"]
     ests, ids_seen = {}, set()
     for name, pair in estimators.items():
         if not isinstance(pair, (tuple, list)) or len(pair) != 2:
@@ -74,39 +76,39 @@ def _trajectory(m, st, estimators, n_steps, eval_every):
             raise ValueError(f"estimators[{name!r}]: every side needs its own estimator object")
         ids_seen.update((id(pair[0]), id(pair[1])))
         for est, side, X, p, col in ((pair[0], "left", XL, pl, 0), (pair[1], "right", XR, pr, 1)):
-            emb = towers.embed_all(m.params_, side, X, nt, k) if est.needs_embeddings else None
+            emb = towers.embed_all(params, side, X, nt, k) if est.needs_embeddings else None
             est.initialize(p, k, embeddings=emb, dtype=dt, pool=P[:, col])
         ests[name] = pair
     out = {"step": [], "time": []}
     for name in ests:
         out[name] = []
-    n, bs = P.shape[0], st.batch_size
-    st.shuffle()
+    n, bs = P.shape[0], run.batch_size
+    run.shuffle()
     pos, t_train = 0, 0.0
     with blas_threads(1):
         for step in range(1, n_steps + 1):
             for left, right in ests.values():
                 for est, side, X in ((left, "left", XL), (right, "right", XR)):
-                    ids = est.sample(st.rng, st.gramian_batch_size)
-                    est.update(ids, towers.forward(m.params_, side, X, ids, nt))
+                    ids = est.sample(run.rng, run.gramian_batch_size)
+                    est.update(ids, towers.forward(params, side, X, ids, nt))
             if pos + bs > n:
-                st.shuffle()
+                run.shuffle()
                 pos = 0
             seen = []  # SAGram's cache sees the gradient batch's (pre-step) embeddings, as in training
             for left, right in ests.values():
-                for est, side, X, rows in ((left, "left", XL, st.PL), (right, "right", XR, st.PR)):
+                for est, side, X, rows in ((left, "left", XL, run.PL), (right, "right", XR, run.PR)):
                     if est.needs_embeddings:
                         r = rows[pos:pos + bs]
-                        seen.append((est, r, towers.forward(m.params_, side, X, r, nt)))
+                        seen.append((est, r, towers.forward(params, side, X, r, nt)))
             t0 = time.perf_counter()
-            training.python_step(m, st, slice(pos, pos + bs))
+            training.python_step(m, run, slice(pos, pos + bs))
             t_train += time.perf_counter() - t0
             for est, r, E in seen:
                 est.observe(r, E)
             pos += bs
             if step % eval_every == 0 or step == n_steps:
-                GL = exact_gramian(towers.embed_all(m.params_, "left", XL, nt, k), pl)
-                GR = exact_gramian(towers.embed_all(m.params_, "right", XR, nt, k), pr)
+                GL = exact_gramian(towers.embed_all(params, "left", XL, nt, k), pl)
+                GR = exact_gramian(towers.embed_all(params, "right", XR, nt, k), pr)
                 out["step"].append(step)
                 out["time"].append(t_train)
                 for name, (left, right) in ests.items():

@@ -2,10 +2,11 @@
 large corpora via Gramian estimation", ICLR 2019, Fig. 1): an embedding bag over a
 row's sparse features, then zero or more ReLU layers, to a k-dimensional output.
 
-The parameters live in one dict (``TwoTower.params_``): "E_left", "E_right" (the
-input embedding tables, F x d; one array when shared), "W_left", "b_left",
-"W_right", "b_right" (lists, one entry per dense layer).  The functions here read
-and write that dict; the bags are C++ kernels, the dense layers BLAS GEMMs.
+The parameters live in one dict (the training state's ``params``, read as
+``TwoTower.params_``): "E_left", "E_right" (the input embedding tables, F x d; one
+array when shared), "W_left", "b_left", "W_right", "b_right" (lists, one entry per
+dense layer).  The functions here read and write that dict; the bags are C++
+kernels, the dense layers BLAS GEMMs.
 
 Cost of a forward pass over b rows: O(nnz d + b (d h + h^2 + h k)); backward the same.
 """

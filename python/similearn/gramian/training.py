@@ -17,9 +17,13 @@ batch).  :func:`python_step` is its definition.  Two engines run it:
 The result is bitwise the same whichever engine runs (tested).  The engine is chosen
 by capability: the first of :data:`ENGINES` whose ``supports`` says yes.
 
-The training state (:class:`TrainState`) lives for one ``fit`` / ``partial_fit``
-call; what persists between calls (parameters, optimiser state, estimates) lives on
-the model.
+What training changes and later calls continue from (parameters, optimiser state,
+step count, pair counts, item weights, prior, Gramian estimates) is one
+:class:`~similearn.gramian._state.TrainingState`, created by :func:`initial_state` and
+held by the estimator; a :class:`Run` holds one ``fit`` / ``partial_fit`` call's inputs,
+estimators and buffers around it.  Training reads the estimator ``m`` passed to its
+functions for its hyper-parameters only (its constructor parameters), and returns the
+per-epoch losses and times in the run (``Run.epochs``) for the estimator to record.
 """
 from __future__ import annotations
 
@@ -31,10 +35,12 @@ import numpy as np
 from .. import _kernels
 from ..base import progress
 from . import towers
+from ._state import TrainingState
 from .estimators import SAGram, SampledGramian, SOGram, exact_gramian
 
-__all__ = ["OPTIMIZERS", "OptimizerSettings", "TrainState", "python_step", "PythonEngine", "FusedEngine",
-           "ENGINES", "select_engine", "start", "run_epochs", "estimator_state", "estimator_from_state"]
+__all__ = ["OPTIMIZERS", "OptimizerSettings", "TrainingState", "Run", "initial_state", "learning_rate",
+           "output_l2", "python_step", "PythonEngine", "FusedEngine", "ENGINES", "select_engine", "start",
+           "run_epochs", "estimator_state", "estimator_from_state"]
 
 OPTIMIZERS = {"sgd": 0, "adagrad": 1, "adam": 2}
 
@@ -64,9 +70,11 @@ class OptimizerSettings:
 
 
 @dataclass
-class TrainState:
-    """Everything one training call needs besides the model's persistent state."""
+class Run:
+    """One training call (``fit``'s run, a ``partial_fit`` call, a study's steps): the
+    :class:`TrainingState` it changes, its inputs, its Gramian estimators and buffers."""
 
+    state: TrainingState  # what the call changes (parameters, optimiser state, estimates, ...)
     XL: object  # the catalogues, CSR as the kernels read them
     XR: object
     P: np.ndarray  # (n_pairs, 2) observed pairs
@@ -93,6 +101,8 @@ class TrainState:
     Mv: np.ndarray = field(default=None, repr=False)
     empty_rows: np.ndarray = field(default=None, repr=False)
     empty_d: np.ndarray = field(default=None, repr=False)
+    # (seconds, loss, mean data loss, mean penalty) of each epoch run so far
+    epochs: list = field(default_factory=list)
 
     def shuffle(self):
         """A new epoch's order of the pairs."""
@@ -141,27 +151,28 @@ def estimator_from_state(d):
     return est
 
 
-def start_estimators(m, XL, XR, P, n_threads, pool):
-    """(Re)initialise the estimators of ``m`` with the item weights of all pairs seen so far."""
-    m._counts_left += np.bincount(P[:, 0], minlength=m.n_left_)
-    m._counts_right += np.bincount(P[:, 1], minlength=m.n_right_)
+def start_estimators(m, state, XL, XR, P, n_threads, pool):
+    """Count the pairs ``P`` as seen, set the item weights of ``state`` and (re)initialise the
+    Gramian estimators of model ``m`` with them -> (left, right), or (None, None)."""
+    state.add_pairs(P)
     k = int(m.n_components)
-    dt = m.params_["E_left"].dtype
+    dt = state.dtype
+    cl, cr = state.counts["left"], state.counts["right"]
     if m.gramian_weights == "items":  # every catalogue item equally
-        pl, pr = np.full(m.n_left_, 1.0 / m.n_left_), np.full(m.n_right_, 1.0 / m.n_right_)
+        pl, pr = np.full(cl.size, 1.0 / cl.size), np.full(cr.size, 1.0 / cr.size)
         pool = False
     else:
-        pl = m._counts_left / m._counts_left.sum()
-        pr = m._counts_right / m._counts_right.sum()
-    m._p_left, m._p_right = pl, pr
+        pl = cl / cl.sum()
+        pr = cr / cr.sum()
+    state.weights = {"left": pl, "right": pr}
     if m.penalty in ("none", "exact"):
         return None, None
-    old = m.estimator_state_
+    old = state.estimators
     ests = []
-    for col, (side, X, p, Qs) in enumerate((("left", XL, pl, m._Q), ("right", XR, pr, m._R))):
+    for col, (side, X, p) in enumerate((("left", XL, pl), ("right", XR, pr))):
         est = make_estimator(m)
-        emb = towers.embed_all(m.params_, side, X, n_threads, k) if est.needs_embeddings else None
-        est.initialize(p, k, prior=Qs, embeddings=emb, dtype=dt, pool=P[:, col] if pool else None)
+        emb = towers.embed_all(state.params, side, X, n_threads, k) if est.needs_embeddings else None
+        est.initialize(p, k, prior=state.prior[side], embeddings=emb, dtype=dt, pool=P[:, col] if pool else None)
         if old is not None:  # keep the running estimates across partial_fit calls
             prev = estimator_from_state(old[side])
             if type(prev) is type(est) and prev.gramian_.shape == est.gramian_.shape:
@@ -174,42 +185,83 @@ def start_estimators(m, XL, XR, P, n_threads, pool):
     return ests[0], ests[1]
 
 
-def start(m, XL, XR, P, s, rng, n_threads, pool):
-    """The state of one training call of model ``m`` (estimators initialised)."""
+def initial_state(m, n_features, n_items, shape, rng, n_threads, prior=None):
+    """The :class:`TrainingState` of model ``m`` at step 0: new parameters drawn from ``rng``
+    (:func:`similearn.gramian.towers.init_params`), zero optimiser state and counts.
+
+    n_features, n_items : (left, right) feature and item counts of the catalogues
+    shape : (k, hidden sizes, d, dtype), the checked hyper-parameters of the towers
+    prior : (Q, R) of App. B, or None
+    """
+    k, hs, d, dt = shape
+    params = towers.init_params(n_features[0], n_features[1], k, hs, d, dt, rng, n_threads,
+                                shared=m.shared_embeddings, init_std=m.init_std)
+    n_state = OPTIMIZERS[m.optimizer]  # 0 sgd, 1 adagrad, 2 adam
+    opt_state = {name: [np.zeros(arr.shape, dtype=arr.dtype) for _ in range(n_state)]  # lazily paged in
+                 for name, arr in towers.named_params(params, m.shared_embeddings)}
+    return TrainingState.new(params, opt_state, n_items[0], n_items[1], k, prior)
+
+
+def learning_rate(m, state):
+    """The step size of model ``m``; "auto": per optimiser, smaller with hidden layers (dense
+    ReLU layers take larger effective steps than embedding rows)."""
+    if not isinstance(m.learning_rate, str):
+        return float(m.learning_rate)
+    deep = bool(state.params["W_left"])
+    return {"adagrad": (0.1, 0.03), "sgd": (1.0, 0.1), "adam": (0.01, 0.001)}[m.optimizer][deep]
+
+
+def output_l2(m, state):
+    """rho of the output L2 rho (tr G_u + tr G_v); "auto": 0.5 (sqrt(N_L) + sqrt(N_R)) / sqrt(n), n the
+    pairs trained on so far (the singular-value threshold at half the noise level of a random
+    N_L x N_R binary matrix with n ones; see the TwoTower docstring); 0 without a penalty."""
+    if m.penalty == "none":
+        return 0.0
+    if not isinstance(m.output_l2, str):
+        return float(m.output_l2)
+    cl, cr = state.counts["left"], state.counts["right"]
+    n = max(1, int(cl.sum()))
+    return 0.5 * (np.sqrt(cl.size) + np.sqrt(cr.size)) / np.sqrt(n)
+
+
+def start(m, state, XL, XR, P, s, rng, n_threads, pool):
+    """The :class:`Run` of one training call of model ``m`` on the pairs ``P`` (targets ``s``)
+    from ``state``: the pairs counted, the estimators initialised.  ``pool``: the estimators
+    draw B' from the pairs ``P`` (with ``gramian_weights="pairs"``; a call on all the pairs)."""
     k = int(m.n_components)
-    dt = m.params_["E_left"].dtype
-    est = start_estimators(m, XL, XR, P, n_threads, pool)
+    dt = state.dtype
+    est = start_estimators(m, state, XL, XR, P, n_threads, pool)
     lam = float(m.penalty_weight)
-    rho = m.output_l2_ = m._output_l2() if m.penalty != "none" else 0.0
-    st = TrainState(
-        XL=XL, XR=XR, P=P, s=s, rng=rng, n_threads=n_threads, lam=lam, rho=rho, k=k, est=est,
+    rho = output_l2(m, state)
+    E = state.params["E_left"]
+    run = Run(
+        state=state, XL=XL, XR=XR, P=P, s=s, rng=rng, n_threads=n_threads, lam=lam, rho=rho, k=k, est=est,
         batch_size=int(min(m.batch_size, P.shape[0])),
         gramian_batch_size=int(m.gramian_batch_size) if m.gramian_batch_size is not None else int(m.batch_size),
-        opt=OptimizerSettings.of(m.optimizer, m._learning_rate(), m.l2), dtype=dt,
+        opt=OptimizerSettings.of(m.optimizer, learning_rate(m, state), m.l2), dtype=dt,
         items=m.gramian_weights == "items" and m.penalty != "none" and (lam != 0 or rho != 0),
         side_threads=n_threads, Mu=np.empty((k, k), dtype=dt), Mv=np.empty((k, k), dtype=dt),
-        empty_rows=np.empty(0, dtype=np.int64), empty_d=np.empty((0, m.params_["E_left"].shape[1]), dtype=dt))
-    if n_threads >= 2 and m.params_["W_left"]:  # hidden layers: the two towers' work on two threads
+        empty_rows=np.empty(0, dtype=np.int64), empty_d=np.empty((0, E.shape[1]), dtype=dt))
+    if n_threads >= 2 and state.params["W_left"]:  # hidden layers: the two towers' work on two threads
         from concurrent.futures import ThreadPoolExecutor
 
-        st.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="similearn-tower")
-        st.side_threads = max(1, n_threads // 2)
-    if m.penalty == "none":
-        m.cross_left_ = m.cross_right_ = None
-    return st
+        run.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="similearn-tower")
+        run.side_threads = max(1, n_threads // 2)
+    return run
 
 
 # ---------------------------------------------------------------------- the penalty
-def penalty_mats(m, st):
+def penalty_mats(m, run):
     """(Mu, Mv, Nu, Nv) for the pair_loss kernel from the current estimates
     (Mu = 2 lam Ghat_v + 2 rho I: the batch's penalty gradient is the GEMM U Mu; App. B
     adds Nu = 2 lam Hhat_v; App. C's GOR uses 4 lam Ghat_u where <G_u, G_u> > 1/k)."""
-    lam, rho, k = st.lam, st.rho, st.k
+    lam, rho, k = run.lam, run.rho, run.k
     if m.penalty == "none" or (lam == 0 and rho == 0):
         return None, None, None, None
-    Gu, Gv = m.gramian_left_, m.gramian_right_
+    state = run.state
+    Gu, Gv = state.gramians["left"], state.gramians["right"]
     dt = Gu.dtype
-    Mu, Mv = st.Mu, st.Mv
+    Mu, Mv = run.Mu, run.Mv
     if m.regularizer == "gor":
         au = float(Gu.ravel() @ Gu.ravel()) > 1.0 / k
         av = float(Gv.ravel() @ Gv.ravel()) > 1.0 / k
@@ -220,38 +272,40 @@ def penalty_mats(m, st):
         np.multiply(Gu, dt.type(2 * lam), out=Mv)
     for M in (Mu, Mv):  # the output L2 rho (tr G_u + tr G_v): 2 rho u per row (the fused loop's roundings)
         M.flat[::k + 1] += dt.type(2 * rho)
-    if m.regularizer == "gor" or m._Q is None:
+    if m.regularizer == "gor" or not state.has_prior:
         return Mu, Mv, None, None
-    return (Mu, Mv, np.ascontiguousarray(2 * lam * m.cross_right_, dtype=dt),
-            np.ascontiguousarray(2 * lam * m.cross_left_, dtype=dt))
+    return (Mu, Mv, np.ascontiguousarray(2 * lam * state.crosses["right"], dtype=dt),
+            np.ascontiguousarray(2 * lam * state.crosses["left"], dtype=dt))
 
 
-def penalty_value(m, st):
+def penalty_value(m, run):
     """The penalty's current estimate: lam <Ghat_u, Ghat_v> (- 2 lam <Hhat_u, Hhat_v>), or the GOR's,
     plus the output L2 rho (tr Ghat_u + tr Ghat_v)."""
-    lam, rho, k = st.lam, st.rho, st.k
+    lam, rho, k = run.lam, run.rho, run.k
     if m.penalty == "none" or (lam == 0 and rho == 0):
         return 0.0
-    tr = rho * (float(np.trace(m.gramian_left_, dtype=np.float64)) + float(np.trace(m.gramian_right_,
-                                                                                      dtype=np.float64)))
-    Gu, Gv = m.gramian_left_.ravel(), m.gramian_right_.ravel()
+    state = run.state
+    GL, GR = state.gramians["left"], state.gramians["right"]
+    tr = rho * (float(np.trace(GL, dtype=np.float64)) + float(np.trace(GR, dtype=np.float64)))
+    Gu, Gv = GL.ravel(), GR.ravel()
     if m.regularizer == "gor":
         return lam * (max(float(Gu @ Gu), 1.0 / k) + max(float(Gv @ Gv), 1.0 / k)) + tr
     v = lam * float(Gu @ Gv)
-    if m._Q is not None:
-        v -= 2 * lam * float(m.cross_left_.ravel() @ m.cross_right_.ravel())
+    if state.has_prior:
+        v -= 2 * lam * float(state.crosses["left"].ravel() @ state.crosses["right"].ravel())
     return v + tr
 
 
 # ---------------------------------------------------------------------- the step
-def _gramian_step(m, st, gb):
+def _gramian_step(m, run, gb):
     """The Gramian half of a step: B' per side, the estimates' update (or the exact Gramians)."""
-    P, nts = m.params_, st.side_threads
-    X = {"left": st.XL, "right": st.XR}
-    est = dict(zip(("left", "right"), st.est))
-    items = st.items
+    state = run.state
+    P, nts = state.params, run.side_threads
+    X = {"left": run.XL, "right": run.XR}
+    est = dict(zip(("left", "right"), run.est))
+    items = run.items
     if est["left"] is not None:
-        ids = {side: est[side].sample(st.rng, st.gramian_batch_size) for side in ("left", "right")}  # draw order
+        ids = {side: est[side].sample(run.rng, run.gramian_batch_size) for side in ("left", "right")}  # draw order
 
         def update(side):
             out = towers.forward(P, side, X[side], ids[side], nts, keep=items)
@@ -260,11 +314,10 @@ def _gramian_step(m, st, gb):
             if items:
                 gb[side] = (ids[side], E, out[1], 1.0 / ids[side].size)
 
-        st.both(update)
-        m.gramian_left_, m.gramian_right_ = est["left"].gramian_, est["right"].gramian_
-        m.cross_left_, m.cross_right_ = est["left"].cross_, est["right"].cross_
+        run.both(update)
+        state.set_estimates((est["left"].gramian_, est["right"].gramian_), (est["left"].cross_, est["right"].cross_))
     elif m.penalty == "exact":
-        nt = st.n_threads
+        nt = run.n_threads
         if items:  # B' = the whole catalogue, each item weighted 1/N
             for side in ("left", "right"):
                 r = np.arange(X[side].shape[0], dtype=np.int64)
@@ -272,60 +325,61 @@ def _gramian_step(m, st, gb):
                 gb[side] = (r, E, acts_all, 1.0 / r.size)
             UL, UR = gb["left"][1], gb["right"][1]
         else:
-            UL, UR = towers.embed_all(P, "left", X["left"], nt, st.k), towers.embed_all(P, "right", X["right"], nt,
-                                                                                        st.k)
-        m.gramian_left_ = np.ascontiguousarray(exact_gramian(UL, m._p_left), dtype=st.dtype)
-        m.gramian_right_ = np.ascontiguousarray(exact_gramian(UR, m._p_right), dtype=st.dtype)
-        if m._Q is not None:
-            m.cross_left_ = np.ascontiguousarray(UL.T @ (m._p_left[:, None] * m._Q), dtype=st.dtype)
-            m.cross_right_ = np.ascontiguousarray(UR.T @ (m._p_right[:, None] * m._R), dtype=st.dtype)
+            UL, UR = towers.embed_all(P, "left", X["left"], nt, run.k), towers.embed_all(P, "right", X["right"], nt,
+                                                                                        run.k)
+        p, prior, outputs = state.weights, state.prior, ((UL, "left"), (UR, "right"))
+        G = [np.ascontiguousarray(exact_gramian(U, p[side]), dtype=run.dtype) for U, side in outputs]
+        H = state.crosses["left"], state.crosses["right"]
+        if state.has_prior:
+            H = [np.ascontiguousarray(U.T @ (p[side][:, None] * prior[side]), dtype=run.dtype) for U, side in outputs]
+        state.set_estimates(G, H)
 
 
-def python_step(m, st, batch):
+def python_step(m, run, batch):
     """One step of model ``m`` on the pairs ``batch`` (a slice of this epoch's order):
     the Gramian updates from B', then the gradient step.  Returns the batch's mean
     data loss.  This is the definition :class:`FusedEngine` reproduces in C++."""
-    nt, nts = st.n_threads, st.side_threads
-    P = m.params_
-    X = {"left": st.XL, "right": st.XR}
-    est = dict(zip(("left", "right"), st.est))
-    items = st.items
+    nt, nts = run.n_threads, run.side_threads
+    state = run.state
+    P, prior = state.params, state.prior
+    X = {"left": run.XL, "right": run.XR}
+    est = dict(zip(("left", "right"), run.est))
+    items = run.items
     gb = {}  # "items": the Gramian batch (rows, outputs, activations, 1/|B'| or 1/N) of each side
-    _gramian_step(m, st, gb)
-    rows = {"left": st.PL[batch], "right": st.PR[batch]}  # contiguous slices of this epoch's order
-    (U, actsL), (V, actsR) = st.both(lambda side: towers.forward(P, side, X[side], rows[side], nts, keep=True))
-    Mu, Mv, Nu, Nv = penalty_mats(m, st)
+    _gramian_step(m, run, gb)
+    rows = {"left": run.PL[batch], "right": run.PR[batch]}  # contiguous slices of this epoch's order
+    (U, actsL), (V, actsR) = run.both(lambda side: towers.forward(P, side, X[side], rows[side], nts, keep=True))
+    Mu, Mv, Nu, Nv = penalty_mats(m, run)
     if items:  # the penalty's gradient goes to the Gramian batch (below), not to B
         Mp, Np = {"left": Mu, "right": Mv}, {"left": Nu, "right": Nv}
         Mu = Mv = Nu = Nv = None
     Qb = Rb = None
     if Nu is not None:
-        Qb, Rb = np.ascontiguousarray(m._Q[rows["left"]]), np.ascontiguousarray(m._R[rows["right"]])
+        Qb, Rb = np.ascontiguousarray(prior["left"][rows["left"]]), np.ascontiguousarray(prior["right"][rows["right"]])
     dU, dV = np.empty_like(U), np.empty_like(V)
-    data, _ = _kernels.pair_loss(U, V, st.S[batch], w=None, Mu=Mu, Mv=Mv, Nu=Nu, Nv=Nv, Qb=Qb, Rb=Rb, dU=dU, dV=dV,
+    data, _ = _kernels.pair_loss(U, V, run.S[batch], w=None, Mu=Mu, Mv=Mv, Nu=Nu, Nv=Nv, Qb=Qb, Rb=Rb, dU=dU, dV=dV,
                                  n_threads=nt)
-    m.t_ += 1
-    ss = m._opt_state
+    state.t += 1
+    ss = state.opt_state
     out = {"left": U, "right": V}
     acts = {"left": actsL, "right": actsR}
     grad_out = {"left": dU, "right": dV}
     shared = m.shared_embeddings
 
     def finish(side):  # cache refresh, backward, the side's optimiser steps
-        step = st.opt.step(m.t_)
+        step = run.opt.step(state.t)
         if est[side] is not None:
             est[side].observe(rows[side], out[side], check_input=False)
         grads = {}
         dH = towers.backward(P, side, acts[side], grad_out[side], grads)
-        r, r2, dH2 = rows[side], st.empty_rows, st.empty_d  # the step's sources: B (and B')
+        r, r2, dH2 = rows[side], run.empty_rows, run.empty_d  # the step's sources: B (and B')
         if items:  # + the Gramian batch's penalty gradient: (M u'_j) / |B'| for each of its items
             gr, gE, gacts, scale = gb[side]
             gg = {}
             # SciPy's BLAS (as in the fused loop), then the 1/|B'| scaling: the same roundings there
             dG = _kernels.blas_gemm(np.ascontiguousarray(gE), Mp[side], False, False)
             if Np[side] is not None:  # App. B: - Hhat_other q_j for each item of B'
-                Qs = m._Q if side == "left" else m._R
-                dG -= _kernels.blas_gemm(np.ascontiguousarray(Qs[gr]), Np[side], False, True)
+                dG -= _kernels.blas_gemm(np.ascontiguousarray(prior[side][gr]), Np[side], False, True)
             dG *= gE.dtype.type(scale)
             r2, dH2 = gr, towers.backward(P, side, gacts, dG, gg)
             for nm in gg:
@@ -340,10 +394,10 @@ def python_step(m, st, batch):
                 _kernels.dense_step(arr, ss[nm], np.ascontiguousarray(grads[nm], dtype=arr.dtype), step, nts)
         return r, dH
 
-    (rL, dHL), (rR, dHR) = st.both(finish)
+    (rL, dHL), (rR, dHR) = run.both(finish)
     if shared:  # one table: both bags' gradients in one step
         XL, XR = X["left"], X["right"]
-        _kernels.sparse_step(P["E_left"], ss["E_left"], XL, rL, dHL, XR, rR, dHR, st.opt.step(m.t_), nt)
+        _kernels.sparse_step(P["E_left"], ss["E_left"], XL, rL, dHL, XR, rR, dHR, run.opt.step(state.t), nt)
     return data
 
 
@@ -359,15 +413,15 @@ class PythonEngine:
         return True
 
     @staticmethod
-    def epoch(m, st):
+    def epoch(m, run):
         """One pass over the pairs -> (summed data loss, summed penalty value)."""
-        n, bs = st.P.shape[0], st.batch_size
+        n, bs = run.P.shape[0], run.batch_size
         tot_data = tot_pen = 0.0
         for start_ in range(0, n, bs):
             batch = slice(start_, min(n, start_ + bs))
             nb = batch.stop - batch.start
-            tot_data += python_step(m, st, batch) * nb
-            tot_pen += penalty_value(m, st) * nb
+            tot_data += python_step(m, run, batch) * nb
+            tot_pen += penalty_value(m, run) * nb
         return tot_data, tot_pen
 
 
@@ -388,13 +442,14 @@ class FusedEngine:
                 and not (m.gramian_weights == "items" and m.shared_embeddings))
 
     @classmethod
-    def epoch(cls, m, st):
+    def epoch(cls, m, run):
         """One pass over the pairs -> (summed data loss, summed penalty value)."""
-        XL, XR, rng, nt = st.XL, st.XR, st.rng, st.n_threads
-        estL, estR = st.est
-        dt, gbs, bs = st.dtype, st.gramian_batch_size, st.batch_size
-        Pm, ss = m.params_, m._opt_state
-        lam, rho = (st.lam, st.rho) if estL is not None else (0.0, 0.0)
+        XL, XR, rng, nt = run.XL, run.XR, run.rng, run.n_threads
+        estL, estR = run.est
+        dt, gbs, bs = run.dtype, run.gramian_batch_size, run.batch_size
+        state = run.state
+        Pm, ss = state.params, state.opt_state
+        lam, rho = (run.lam, run.rho) if estL is not None else (0.0, 0.0)
         sagram = 0
         if estL is not None:
             GL, GR = estL.gramian_, estR.gramian_
@@ -404,7 +459,7 @@ class FusedEngine:
             if isinstance(estL, SAGram):  # Alg. 1: the estimate, its projection and the cache refresh in C++
                 sagram = 1 if estL.variant == "saga" else 2
         else:
-            GL, GR = m.gramian_left_, m.gramian_right_
+            GL, GR = state.gramians["left"], state.gramians["right"]
             w_all, decay = 0.0, 1.0
         sL = ss["E_left"]
         sR = sL if m.shared_embeddings else ss["E_right"]
@@ -414,7 +469,7 @@ class FusedEngine:
                                     project=bool(sagram and estL.project))
         cache = ({"S": estL._S, "C": estL.cache_, "p": estL._pw}, {"S": estR._S, "C": estR.cache_, "p": estR._pw}
                  ) if sagram else ({}, {})
-        n = st.PL.size
+        n = run.PL.size
         tot_data = tot_pen = 0.0
         per = cls.STEPS_PER_CALL * bs
         for c0 in range(0, n, per):
@@ -427,12 +482,12 @@ class FusedEngine:
                 if not sogram and not sagram:
                     wL = np.ascontiguousarray(estL.p_[gL] / (estL.q_[gL] * gbs), dtype=dt)
                     wR = np.ascontiguousarray(estR.p_[gR] / (estR.q_[gR] * gbs), dtype=dt)
-            left = _kernels.linear_side(X=XL, E=Pm["E_left"], state=sL, rows=st.PL[c0:c1], G=GL, gids=gL, gw=wL,
+            left = _kernels.linear_side(X=XL, E=Pm["E_left"], state=sL, rows=run.PL[c0:c1], G=GL, gids=gL, gw=wL,
                                         **cache[0])
-            right = _kernels.linear_side(X=XR, E=Pm["E_right"], state=sR, rows=st.PR[c0:c1], G=GR, gids=gR, gw=wR,
+            right = _kernels.linear_side(X=XR, E=Pm["E_right"], state=sR, rows=run.PR[c0:c1], G=GR, gids=gR, gw=wR,
                                          **cache[1])
-            data, pen, n_proj = _kernels.linear_epoch(left, right, st.S[c0:c1], cfg, st.opt.step(m.t_ + 1), nt)
-            m.t_ += n_steps
+            data, pen, n_proj = _kernels.linear_epoch(left, right, run.S[c0:c1], cfg, run.opt.step(state.t + 1), nt)
+            state.t += n_steps
             nb = np.full(n_steps, bs, dtype=np.float64)
             nb[-1] = (c1 - c0) - bs * (n_steps - 1)
             tot_data += float(data @ nb)
@@ -444,8 +499,7 @@ class FusedEngine:
                 estL.n_projections_ += int(n_proj[0])
                 estR.n_projections_ += int(n_proj[1])
         if estL is not None:
-            m.gramian_left_, m.gramian_right_ = GL, GR
-            m.cross_left_ = m.cross_right_ = None
+            state.set_estimates((GL, GR))
         return tot_data, tot_pen
 
 
@@ -458,31 +512,30 @@ def select_engine(m, prior=False):
     return next(e for e in ENGINES if e.supports(m) and (e.takes_prior or not prior))
 
 
-def run_epochs(m, st, n_epochs, monitor=None):
-    """``n_epochs`` passes over the pairs, recording losses and epoch times on ``m``.
+def run_epochs(m, run, n_epochs, monitor=None):
+    """``n_epochs`` passes over the pairs of ``run``, training ``run.state``; each epoch's
+    (seconds, loss, mean data loss, mean penalty) is appended to ``run.epochs``.
 
     ``monitor`` (optional, :class:`similearn.gramian.validation.Monitor`) is called after
-    each epoch with (epoch, st) and stops the loop when it returns True; ``monitor.finish(st)``
-    runs after the loop (it may put back the best epoch's state)."""
-    engine = select_engine(m, prior=m._Q is not None)
-    n = st.P.shape[0]
+    each epoch with (epoch, run) and stops the loop when it returns True; ``monitor.finish(run)``
+    runs after the loop (it may put back the best epoch's state).  At the end the state
+    keeps the Gramian estimators, serialisable (``state.estimators``)."""
+    engine = select_engine(m, prior=run.state.has_prior)
+    n = run.P.shape[0]
     with progress(n_epochs, m.verbose, "TwoTower", unit="epoch") as bar:
         for epoch in range(1, n_epochs + 1):
             t_epoch = time.perf_counter()
-            st.shuffle()
-            tot_data, tot_pen = engine.epoch(m, st)
+            run.shuffle()
+            tot_data, tot_pen = engine.epoch(m, run)
             mdata, mpen = tot_data / n, tot_pen / n
             if not np.isfinite(mdata + mpen):
                 raise FloatingPointError("TwoTower diverged (non-finite loss); lower learning_rate")
-            m.epoch_times_.append(time.perf_counter() - t_epoch)
-            m.loss_history_.append(float(mdata + mpen))
-            m.loss_parts_history_["data"].append(float(mdata))
-            m.loss_parts_history_["penalty"].append(float(mpen))
+            run.epochs.append((time.perf_counter() - t_epoch, float(mdata + mpen), float(mdata), float(mpen)))
             bar.set_postfix(loss=mdata + mpen)
             bar.update()
-            if monitor is not None and monitor(epoch, st):
+            if monitor is not None and monitor(epoch, run):
                 break
     if monitor is not None:
-        monitor.finish(st)
-    if st.est[0] is not None:
-        m.estimator_state_ = {"left": estimator_state(st.est[0]), "right": estimator_state(st.est[1])}
+        monitor.finish(run)
+    if run.est[0] is not None:
+        run.state.estimators = {"left": estimator_state(run.est[0]), "right": estimator_state(run.est[1])}

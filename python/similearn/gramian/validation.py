@@ -102,7 +102,7 @@ class Monitor:
     relevant : (m, 2) int64, the held-out pairs that count as relevant (target > 0)
     exclude : (n, 2) int64, the training pairs (not ranked)
     rng : the generator of the validation sample (queries, candidates)
-    keep_best : copy the model's state at each improvement and put the best one back at
+    keep_best : copy the training state at each improvement and put the best one back at
         the end (when the held-out pairs are not refitted on)
 
     Sets ``validation_scores_``, ``validation_times_`` and ``best_epoch_`` on the model.
@@ -132,24 +132,24 @@ class Monitor:
         self.best, self.bad = -np.inf, 0
         model.validation_scores_, model.validation_times_, model.best_epoch_ = [], [], 0
 
-    def score(self, st):
-        """MAP@10 of the current towers on the validation pairs."""
-        m = self.model
-        U = towers.forward(m.params_, "left", st.XL, self.queries, st.n_threads)
-        V = towers.embed_all(m.params_, "right", st.XR, st.n_threads, int(m.n_components))
-        return self.plan(U, V, st.n_threads)
+    def score(self, run):
+        """MAP@10 of the current towers (of the training run ``run``) on the validation pairs."""
+        P = run.state.params
+        U = towers.forward(P, "left", run.XL, self.queries, run.n_threads)
+        V = towers.embed_all(P, "right", run.XR, run.n_threads, int(self.model.n_components))
+        return self.plan(U, V, run.n_threads)
 
-    def __call__(self, epoch, st):
+    def __call__(self, epoch, run):
         """After epoch ``epoch`` (1-based): record the score; True when training must stop
         (``n_iter_no_change`` epochs in a row without an improvement of more than ``tol``)."""
         t0 = time.perf_counter()
         m = self.model
-        score = self.score(st)
+        score = self.score(run)
         m.validation_scores_.append(score)
         if score > self.best + self.tol:
             self.best, self.bad, m.best_epoch_ = score, 0, epoch
             if self.keep_best:
-                self.best_state = copy.deepcopy(_state(m, st))
+                self.best_state = copy.deepcopy(_epoch_state(run))
         else:
             self.bad += 1
         m.validation_times_.append(time.perf_counter() - t0)
@@ -158,28 +158,28 @@ class Monitor:
                   f"{m.best_epoch_})")
         return self.bad >= self.patience
 
-    def finish(self, st):
+    def finish(self, run):
         """Put the best epoch's state back (``keep_best``) if later epochs ran."""
         m, best = self.model, self.best_state
         if best is None or len(m.validation_scores_) == m.best_epoch_:
             return
-        m.params_, m._opt_state, m.t_ = best["params"], best["opt"], best["t"]
-        m.gramian_left_, m.gramian_right_, m.cross_left_, m.cross_right_ = best["estimates"]
-        for est, saved in zip(st.est, best["est"]):
+        state = run.state
+        state.update(best["state"])
+        for est, saved in zip(run.est, best["est"]):
             if est is not None:
                 vars(est).update(saved)
-        if st.est[0] is not None:  # the model's estimates are the estimators' arrays
-            m.gramian_left_, m.gramian_right_ = st.est[0].gramian_, st.est[1].gramian_
+        if run.est[0] is not None:  # the state's estimates are the estimators' arrays
+            state.set_estimates((run.est[0].gramian_, run.est[1].gramian_),
+                                (state.crosses["left"], state.crosses["right"]))
 
 
 # what an epoch changes in a Gramian estimator (the rest is fixed by initialize)
 _ESTIMATOR_STATE = ("gramian_", "cross_", "n_updates_", "cache_", "_S", "_T", "n_projections_")
 
 
-def _state(m, st):
-    """What training changes, by reference: parameters, optimiser state, step count, estimates."""
-    return {"params": m.params_, "opt": m._opt_state, "t": m.t_,
-            "estimates": (m.gramian_left_, m.gramian_right_, getattr(m, "cross_left_", None),
-                          getattr(m, "cross_right_", None)),
+def _epoch_state(run):
+    """What an epoch of ``run`` changes, by reference: the training state's parameters, optimiser
+    state, step count and estimates, and the Gramian estimators' running state."""
+    return {"state": run.state.epoch_values(),
             "est": [None if e is None else {k: v for k, v in vars(e).items() if k in _ESTIMATOR_STATE}
-                    for e in st.est]}
+                    for e in run.est]}
