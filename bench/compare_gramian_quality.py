@@ -41,7 +41,7 @@ stream (seed, call number), so the run is not bitwise ``fit(n_epochs=E)``;
 ``--check-epochs`` (default 3) runs ``fit(n_epochs=3)`` for sogram as well and
 prints both losses and MAPs.
 
-Gramian error (Sec. 4.2, Fig. 2): ``similearn.twotower.gramian_error_trajectory``
+Gramian error (Sec. 4.2, Fig. 2): ``similearn.gramian.gramian_error_trajectory``
 follows one trajectory of ``TwoTower(penalty="sogram")`` (same settings, same
 training pairs) for ``--traj-steps`` steps (default: one epoch) and every
 ``--traj-every`` steps records ||Ghat - G||_F / ||G||_F of SOGram (alpha 0.1 and
@@ -190,7 +190,7 @@ def check_continuation(d, train, qpairs, args, curve):
 def error_trajectory(d, train, args):
     from similearn import TwoTower
     from similearn.gramian import SAGram, SampledGramian, SOGram
-    from similearn.twotower import gramian_error_trajectory
+    from similearn.gramian import gramian_error_trajectory
 
     ests = {"SOGram a=0.1": (SOGram(0.1), SOGram(0.1)), "SOGram a=0.01": (SOGram(0.01), SOGram(0.01)),
             "SAGram saga": (SAGram("saga"), SAGram("saga")), "SAGram sag": (SAGram("sag"), SAGram("sag")),

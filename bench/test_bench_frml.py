@@ -1,7 +1,7 @@
 """FRML benchmarks (issue 4).
 
 * step time of the kernel across D and m (three sizes each), direct violator checks;
-* similearn against plain NumPy (bench/frml_reference.py) at n = 2,000, D = 1,000,
+* similearn against plain NumPy (similearn._utils.oracles.frml, the tests' oracle) at n = 2,000, D = 1,000,
   m = 100, b = 5, gamma in {1, 10}: sampled triplets per second from the same
   partially trained L (so the violator checks are representative);
 * the paper's ImageNet-sized setting: 300,000 sampled triplets, gamma = 1 vs 25:
@@ -20,7 +20,7 @@ from similearn._config import blas_threads
 from similearn.datasets import make_planted_metric
 from similearn.frml import relevance_from_labels
 
-import frml_reference as ref
+from similearn._utils.oracles import frml as ref
 
 
 def _state(D, m, n=2000, seed=0):

@@ -1,5 +1,5 @@
 """``similearn.metrics.interaction_map_at_k``: the C++ kernel against the per-query NumPy
-implementation it replaced (``tests/oracles.py:interaction_map_oracle``).
+implementation it replaced (``similearn._utils.oracles.interaction_map``).
 
 Run from the repository root::
 
@@ -22,13 +22,11 @@ the kernel's result is checked against it at every size it runs (within 1e-6: ne
 of float32 scores may round differently in the two GEMMs).
 """
 import os
-import sys
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from oracles import interaction_map_oracle  # noqa: E402
+from similearn._utils.oracles.interaction_map import interaction_map_oracle  # noqa: E402
 
 from similearn.metrics import interaction_map_at_k  # noqa: E402
 

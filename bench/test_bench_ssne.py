@@ -11,15 +11,13 @@
 * ``ssne epoch growth DxM``: one epoch of 20,000 pairs at D = M = 16 .. 128
   (n = D x M; exponent in D x M).
 * ``ssne kernel vs numpy``: the same epoch (2,000 pairs, D = 30, M = 32, batch 64)
-  by the C++ kernel and by the NumPy oracle (tests/ssne_oracle.py), one column
+  by the C++ kernel and by the NumPy oracle (similearn._utils.oracles.ssne), one column
   per block (the paper's BCD) and all columns per block (the most BLAS-shaped
   NumPy: 3 GEMMs per batch).
 
 The metric-learn comparison (ITML, LMNN, NCA under the same folds) runs in its
 own environment: bench/compare_ssne_metric_learn.py.
 """
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -28,8 +26,7 @@ from similearn import SSNE, _kernels
 from similearn._config import blas_threads
 from similearn.evaluation import knn_cv_accuracy
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-import ssne_oracle as oracle  # noqa: E402
+from similearn._utils.oracles import ssne as oracle  # noqa: E402
 
 PAPER = {"iris": 96.22, "wine": 98.46, "wdbc": 97.12}
 

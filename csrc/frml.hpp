@@ -6,7 +6,7 @@
 // Layout: X (n x D), L (D x m), L^T L (m x m), Z = X L (n x m), all row-major.
 // Randomness is counter-based (SplitMix64 of (seed, sample, draw)): sample s of the
 // run always sees the same draws, whatever the thread count or the chunking of the
-// run, so results are reproducible and the NumPy oracle (tests/frml_oracle.py)
+// run, so results are reproducible and the NumPy oracle (python/similearn/_utils/oracles/frml.py)
 // can replay them exactly.
 #pragma once
 

@@ -11,8 +11,10 @@
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import io
+import json
 import math
 import os
 import pickle
@@ -75,6 +77,40 @@ def test_every_public_estimator_is_registered():
     assert _KNOWN <= public, f"no longer public: {sorted(_KNOWN - public)}"
     missing = public - {c.name for c in CASES}
     assert not missing, f"add {sorted(missing)} to tests/estimator_cases.py"
+
+
+def test_registry_holds_the_public_estimators_by_their_public_names():
+    """similearn._utils.registry (the names model files record) lists exactly the public
+    estimators; each public name resolves to its class, and back; each former name of a
+    moved class resolves to a registered class."""
+    from similearn._utils.registry import ESTIMATORS, FORMER_NAMES, estimator_class, public_name
+
+    assert {name.rpartition(".")[2] for name in ESTIMATORS} == _public_estimator_classes()
+    for name in ESTIMATORS:
+        cls = estimator_class(name)
+        assert getattr(similearn, cls.__name__) is cls
+        assert public_name(cls) == name
+        assert not any(part.startswith("_") for part in name.split("."))
+    for former, name in FORMER_NAMES.items():
+        assert estimator_class(former) is estimator_class(name) is not None
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_saved_file_names_the_public_class(case):
+    """A file records its class by the public name (similearn.gramian.TwoTower, never
+    the private module defining it), so moving the class keeps files loading."""
+    from similearn._utils.registry import public_name
+
+    est, _ = _fit(case)
+    buf = io.BytesIO()
+    similearn.save(est, buf)
+    buf.seek(0)
+    with np.load(buf, allow_pickle=False) as f:
+        meta = json.loads(f["__similearn_meta__"].tobytes().decode("utf-8"))
+    assert meta["class"] == public_name(type(est))
+    module, _, name = meta["class"].rpartition(".")
+    assert getattr(importlib.import_module(module), name) is type(est)
+    assert not any(part.startswith("_") for part in module.split("."))
 
 
 # ---------------------------------------------------------------------- scikit-learn's checks

@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import inspect
 import pkgutil
+import warnings
 import re
 import subprocess
 import sys
@@ -97,7 +98,9 @@ def _static_all(module):
 
 def _import_or_none(name):
     try:
-        return importlib.import_module(name)
+        with warnings.catch_warnings():  # the deprecated module names warn on import (tests/test_gramian.py)
+            warnings.simplefilter("ignore", FutureWarning)
+            return importlib.import_module(name)
     except ImportError:  # similearn.gramian.torch and similearn.gramian_torch without torch
         return None
 

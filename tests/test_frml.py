@@ -1,10 +1,10 @@
-"""FRML: kernels against the NumPy oracle (tests/frml_oracle.py), the retraction's
+"""FRML: kernels against the NumPy oracle (similearn._utils.oracles.frml), the retraction's
 manifold properties, the estimator, and bad input."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-import frml_oracle as O
+from similearn._utils.oracles import frml as O
 from similearn import FRML, _core
 from similearn.datasets import make_planted_metric
 from similearn.frml import relevance_from_labels, relevance_from_sets

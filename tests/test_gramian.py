@@ -1,6 +1,10 @@
 """Gramian estimators (similearn.gramian) and their C++ kernels against the NumPy
 oracle (tests/gramian_oracle.py), plus the properties the paper states: SOGram
 stays PSD, SAGA is unbiased, the projection is the nearest PSD matrix."""
+import importlib
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -153,6 +157,10 @@ def test_psd_projection_edge_cases(dt, sfx, tol):
 
 ISA_SCRIPT = """
 import hashlib, sys
+import importlib
+import subprocess
+import sys
+
 import numpy as np
 from similearn import _core
 from similearn.datasets import make_interactions
@@ -557,3 +565,32 @@ def test_threaded_kernels_are_deterministic(dt, sfx, tol):
                                              _core.OptimStep(1, 0.1, 0.9, 0.999, 1e-10, 1, 0.0), nt)
         res.append(P)
     assert all(np.array_equal(res[0], r) for r in res[1:])
+
+
+@pytest.mark.parametrize("former, names", [("similearn.twotower", ("TwoTower", "gramian_error_trajectory")),
+                                           ("similearn.gramian_torch", ("GramianPenalty",))])
+def test_former_module_names_warn_and_give_the_same_objects(former, names):
+    """similearn.twotower and similearn.gramian_torch are deprecated names of
+    similearn.gramian / similearn.gramian.torch: importing one warns with the version
+    that removes it and gives the very same objects."""
+    if former == "similearn.gramian_torch":
+        pytest.importorskip("torch")
+    now = importlib.import_module("similearn.gramian.torch" if former.endswith("torch") else "similearn.gramian")
+    sys.modules.pop(former, None)
+    with pytest.warns(FutureWarning, match=r"removed in similearn 0\.3\.0"):
+        mod = importlib.import_module(former)
+    for name in names:
+        assert getattr(mod, name) is getattr(now, name)
+
+
+def test_similearn_never_imports_the_former_module_names():
+    """Importing similearn and every public module it has leaves the deprecated
+    modules unimported (they warn only for code that names them)."""
+    code = ("import pkgutil, sys, importlib, similearn\n"
+            "for m in pkgutil.walk_packages(similearn.__path__, 'similearn.'):\n"
+            "    if m.name not in ('similearn.twotower', 'similearn.gramian_torch', 'similearn.__main__') and 'torch' not in m.name:\n"
+            "        importlib.import_module(m.name)\n"
+            "print(sorted(n for n in ('similearn.twotower', 'similearn.gramian_torch') if n in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-W", "error::FutureWarning", "-c", code], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,4 +1,4 @@
-"""The PyTorch adapter similearn.gramian_torch.GramianPenalty.
+"""The PyTorch adapter similearn.gramian.torch.GramianPenalty.
 
 Skips when torch is not installed.  Checks: the mirrored estimates against the
 wrapped estimators and the NumPy oracle (tests/gramian_oracle.py), the autograd
@@ -21,7 +21,7 @@ if _TESTS not in sys.path:
 import gramian_oracle as orc  # noqa: E402
 from similearn.gramian import SAGram, SampledGramian, SOGram, exact_gramian, gramian_error  # noqa: E402
 from similearn.gramian import item_weights  # noqa: E402
-from similearn.gramian_torch import GramianPenalty  # noqa: E402
+from similearn.gramian.torch import GramianPenalty  # noqa: E402
 
 METHODS = ["sogram", "sagram-saga", "sagram-sag", "uniform", "linear", "sqrt"]
 TDTYPE = {np.float32: torch.float32, np.float64: torch.float64}

@@ -1,11 +1,11 @@
 """similearn.metrics.interaction_map_at_k (the C++ kernel csrc/interaction_map.cpp) against
-its NumPy oracle (tests/oracles.py: the package's per-query implementation before the
+its NumPy oracle (similearn._utils.oracles.interaction_map: the package's per-query implementation before the
 kernel) on random inputs, edge sizes, ties, bad input and threads (the GIL and Ctrl-C:
 tests/test_runtime.py)."""
 import numpy as np
 import pytest
 
-from oracles import interaction_map_oracle
+from similearn._utils.oracles.interaction_map import interaction_map_oracle
 from similearn import _kernels
 from similearn.metrics._interaction_map import InteractionMap
 from similearn.metrics import interaction_map_at_k

@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-import ssne_oracle as O
+from similearn._utils.oracles import ssne as O
 from similearn import SSNE, _kernels
 from similearn.evaluation import knn_cv_accuracy
 from similearn.triplets import pairs_from_labels

@@ -75,31 +75,6 @@ gemm_tn = _typed("gemm_tn", 0, "A")
 csr_nn = _typed("csr_nn", 1, "B")
 
 
-def exact_transform(X, L, n_threads, dtype=np.float64, block_rows=4096):
-    """``X @ L.T`` with the exact products, in ``dtype``: X validated (an ndarray or a canonical
-    CSR matrix: sorted column ids, no duplicates), L (m x D).  Entry (i, j) is one FMA chain
-    over row i's features (dense: ``gemm_nt``) or its stored entries in column order (CSR:
-    ``csr_nn``, the same value: zero terms leave a chain unchanged), so a row's output depends
-    on that row alone and on no CPU feature -- what makes ``transform`` of a row block equal
-    those rows of the whole call, on any machine.  A dense X of another dtype is converted
-    ``block_rows`` rows at a time (memory O(block_rows D)).  Returns (n x m) ``dtype``; O(nnz(X) m)."""
-    dt = np.dtype(dtype)
-    n, m = X.shape[0], L.shape[0]
-    if not isinstance(X, np.ndarray):
-        from ._utils.validation import kernel_csr
-
-        W = np.ascontiguousarray(np.asarray(L, dtype=dt).T)
-        return csr_nn(kernel_csr(X, dt), W, n_threads)
-    B = np.ascontiguousarray(L, dtype=dt)
-    if X.dtype == dt and X.flags.c_contiguous:
-        return gemm_nt(X, B, n_threads)
-    out = np.empty((n, m), dtype=dt)
-    for start in range(0, n, block_rows):
-        out[start:start + block_rows] = gemm_nt(np.ascontiguousarray(X[start:start + block_rows], dtype=dt), B,
-                                                n_threads)
-    return out
-
-
 # C = op(a) op(b) through SciPy's BLAS (csrc/blas.cpp), the GEMM the fused two-tower loop calls
 blas_gemm = _typed("blas_gemm", 0, "a")
 
@@ -168,7 +143,7 @@ def build_info():
 
 # every kernel and argument class of the door
 __all__ = ["csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "gemm_nt", "gemm_tn", "csr_nn",
-           "exact_transform", "blas_gemm",
+           "blas_gemm",
            "interaction_ap_at_k", "interaction_block_rows", "interaction_work_bytes",
            "hamming_histograms", "hamming_topk", "pack_bits", "mih_build", "mih_search", "mih_radius_search",
            "film_forward", "film_backward", "film_stats",

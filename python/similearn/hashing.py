@@ -28,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import _kernels
 from ._config import get_num_threads
 from ._dask import dask_rows
+from ._utils.linear_map import exact_transform
 from ._utils.params import Bool, Int, RandomState, validate_params
 from ._utils.memory import check_memory, check_output_memory
 from ._utils.validation import check_X, seed_from_random_state
@@ -53,7 +54,7 @@ def _project(X, W, n_threads=None):
     W of shape (n_features, k) float64, with the exact products (one FMA chain per
     entry: the same bits on every CPU and for any split of X's rows).  Sparse X is
     never densified; dense float32 X is cast block by block (memory O(block * n_features))."""
-    return _kernels.exact_transform(X, np.asarray(W).T, get_num_threads(n_threads), np.float64, _BLOCK_ROWS)
+    return exact_transform(X, np.asarray(W).T, get_num_threads(n_threads), np.float64, _BLOCK_ROWS)
 
 
 def _bits(P, threshold):

@@ -121,7 +121,8 @@ from .base import SaveLoadMixin
 from ._utils.params import Bool, HasMethods, Int, IntSequence, Options, Threads, validate_params
 from ._utils.targets import check_pair_labels, check_pairs
 from ._utils.validation import check_dense, check_k, check_length, check_X, n_entries
-from .neighbors import METRICS, topk
+from ._config import get_num_threads
+from .neighbors._checks import METRICS, check_metric, topk_raw
 
 __all__ = ["PairwiseKNNMatcher", "pair_ranks"]
 
@@ -198,6 +199,7 @@ def pair_ranks(E, pairs, K, metric="cosine", n_threads=None):
     search of depth K + 1), so memory is O(block * K + n_pairs) and time
     O(m * n_items * d).
     """
+    code = check_metric(metric)
     E = check_dense(E, "E")
     n = E.shape[0]
     pairs = check_pairs(pairs, n, "pairs", min_pairs=0)
@@ -215,10 +217,11 @@ def pair_ranks(E, pairs, K, metric="cosine", n_threads=None):
     order = np.argsort(src, kind="stable")
     src_sorted = src[order]
     block = _query_block(K)
+    nt = get_num_threads(n_threads)
     for start in range(0, items.shape[0], block):
         stop = min(start + block, items.shape[0])
         queries = items[start:stop]
-        idx, _ = topk(np.ascontiguousarray(E[queries]), E, K + 1, metric, n_threads=n_threads)
+        idx, _ = topk_raw(np.ascontiguousarray(E[queries]), E, K + 1, code, None, nt)  # E checked above
         # drop each query's own row (or, when it is not among the K + 1, the last)
         is_self = idx == queries[:, None]
         is_self[~is_self.any(axis=1), -1] = True

@@ -59,7 +59,7 @@ import numpy as np
 
 from ..film._operators import DenseOperator
 from .._utils.validation import check_min_count
-from . import active_client, check_row_chunks, is_dask_array
+from .plumbing import active_client, check_row_chunks, is_dask_array
 
 __all__ = ["ByteCounter", "DaskRowBlocks", "DaskV", "check_fit_input"]
 

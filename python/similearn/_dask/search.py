@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import _kernels
 from .._utils.validation import check_codes, check_dense, check_int, check_k
-from . import check_row_chunks, require_dask
+from .plumbing import check_row_chunks, require_dask
 
 __all__ = ["dask_topk", "dask_hamming_topk", "dask_retrieval_scores", "dask_precision_at_k_hamming", "SPLIT_EVERY"]
 
@@ -182,7 +182,7 @@ class _Plan:
     """Validated operands of one sharded search (queries may be NumPy or Dask)."""
 
     def __init__(self, queries, database, qname, dname, is_codes):
-        from . import is_dask_array
+        from .plumbing import is_dask_array
 
         da = require_dask("a search on Dask arrays")
         self.da, self.qname, self.dname = da, qname, dname
@@ -399,7 +399,7 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
 def _relevance(query_labels, database_labels, nq, ndb):
     """The labels' relevance structure on the client (Dask labels computed: O(n) values)."""
     from ..metrics._relevance import Relevance
-    from . import is_dask_array
+    from .plumbing import is_dask_array
 
     query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab
                                      for lab in (query_labels, database_labels))

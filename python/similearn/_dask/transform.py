@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from . import broadcast, check_row_chunks, require_dask
+from .plumbing import broadcast, check_row_chunks, require_dask
 
 __all__ = ["map_rows"]
 

@@ -10,7 +10,7 @@ Its members, and no others:
 
       {"format": "similearn-model", "format_version": 2,
        "similearn_version": "0.1.0", "numpy_version": ..., "sklearn_version": ...,
-       "class": "similearn.neighbors.KNeighborsClassifier",
+       "class": "similearn.neighbors.KNeighborsClassifier",  # public name (registry)
        "params": {name: value, ...},   # estimator.get_params(deep=False)
        "state":  {name: value, ...},   # every other instance attribute
        "arrays": {"a0": {"sha256": hex, "dtype": "<f8", "shape": [3, 8]}, ...}}
@@ -50,17 +50,16 @@ restored as dtype object
 ``transformer``), its state's arrays among the members and its invariants checked
 
 Arrays are allowed only in the state (also nested in lists, tuples, dicts);
-parameters must be JSON-able or similearn estimators.  Loading instantiates only
-classes defined in the ``similearn`` package (or the class given explicitly by the
-caller).
+parameters must be JSON-able or similearn estimators.  A class is recorded by its
+public name from :mod:`similearn._utils.registry`; loading instantiates only the
+classes registered there, found by that name or by the name an earlier version
+recorded (``similearn.gramian.model.TwoTower`` in 0.1.0), or the class given
+explicitly by the caller.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import re
-import sys
 import tempfile
 import warnings
 
@@ -68,6 +67,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
+from .registry import estimator_class, public_name
 from .integrity import (DIGEST_KEY, ModelFileError, array_digest, array_record, check_state, describe, item_loc,
                          verify_member)
 
@@ -79,7 +79,6 @@ FORMAT_NAME = "similearn-model"
 FORMAT_VERSION = 2
 META_KEY = "__similearn_meta__"
 _TAG = "__type__"
-_CLASS_PATH = re.compile(r"^similearn(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
 class SimilearnVersionWarning(UserWarning):
@@ -94,24 +93,11 @@ def _version():
 
 
 def _class_path(cls):
-    """The dotted name a file records for ``cls``: its module, less the trailing private
-    modules whose package re-exports the class (``similearn.neighbors._hamming_index``
-    -> ``similearn.neighbors.HammingIndex``), so that moving a class between private
-    modules of its package does not change the files."""
-    parts = cls.__module__.split(".")
-    while len(parts) > 1 and parts[-1].startswith("_"):
-        parent = sys.modules.get(".".join(parts[:-1]))
-        if getattr(parent, cls.__qualname__, None) is not cls:
-            break
-        parts.pop()
-    return f"{'.'.join(parts)}.{cls.__qualname__}"
-
-
-# Classes that files of earlier versions name by a module that no longer holds them:
-# the recorded name -> the name it reads as now.
-_MOVED_CLASSES = {
-    "similearn._hamming_index.HammingIndex": "similearn.neighbors.HammingIndex",  # 0.1.0, before neighbors/
-}
+    """The name a file records for ``cls``: its public name from the registry
+    (``similearn.TwoTower``, :mod:`similearn._utils.registry`), so that moving a class
+    between modules does not change the files; ``module.qualname`` for any other class
+    (one that only ``load(..., cls=...)`` reads back)."""
+    return public_name(cls) or f"{cls.__module__}.{cls.__qualname__}"
 
 
 # ----------------------------------------------------------------------------- encoding
@@ -180,7 +166,7 @@ class _Encoder:
         """A similearn estimator held by a parameter (e.g. PairwiseKNNMatcher's transformer):
         its class, parameters and fitted state, encoded like a saved model's."""
         cls = type(est)
-        if not _CLASS_PATH.match(_class_path(cls)):
+        if public_name(cls) is None:
             raise TypeError(f"cannot save {self.owner}: {what} holds a {cls.__module__}.{cls.__qualname__}; only "
                             "similearn estimators can be stored inside a model file (no pickle)")
         params = est.get_params(deep=False)
@@ -400,21 +386,14 @@ def _hashable(k):
 
 
 def _resolve_class(dotted):
-    """Class named by ``dotted``, imported only from the similearn package."""
-    if not isinstance(dotted, str) or not _CLASS_PATH.match(dotted):
+    """The registered estimator class that ``dotted`` names (its public name, or the
+    name a file of an earlier version recorded); nothing else is imported."""
+    cls = estimator_class(dotted) if isinstance(dotted, str) else None
+    if cls is None:
         raise ValueError(f"refusing to load: the file names class {dotted!r}, but only estimator classes of the "
-                         "similearn package are loaded (pass cls=... to load another class explicitly)")
-    module_name, _, name = _MOVED_CLASSES.get(dotted, dotted).rpartition(".")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError:
-        raise ValueError(f"refusing to load: class {dotted!r} does not exist in this similearn installation") \
-            from None
-    obj = getattr(module, name, None)
-    if not (isinstance(obj, type) and issubclass(obj, BaseEstimator)
-            and (obj.__module__ == "similearn" or obj.__module__.startswith("similearn."))):
-        raise ValueError(f"refusing to load: {dotted!r} is not a similearn estimator class")
-    return obj
+                         "similearn package (its public estimators) are loaded (pass cls=... to load another class "
+                         "explicitly)")
+    return cls
 
 
 def _pick_class(dotted, cls):

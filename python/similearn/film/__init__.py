@@ -32,9 +32,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _kernels
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows, is_dask_array
+from .._utils.linear_map import exact_transform
 from .._utils.params import Dtype, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from .._utils.memory import check_memory, check_output_memory
 from .._utils.targets import check_labels, check_triplets
@@ -447,7 +447,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self, "components_")
         check_output_memory(X, self.components_.shape[0], 8, "n_components")
         X = check_X(X, "X", accept_sparse=True, min_samples=0, n_features=self.n_features_in_, estimator=self)
-        return _kernels.exact_transform(X, self.components_, get_num_threads(self.n_threads))
+        return exact_transform(X, self.components_, get_num_threads(self.n_threads))
 
     def get_mahalanobis_matrix(self):
         """L^T L (D x D).  Dense: only for moderate D."""

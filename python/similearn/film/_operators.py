@@ -23,6 +23,7 @@ import numpy as np
 from .. import _kernels
 from . import _range_finder
 from .._config import get_num_threads
+from .._utils.linear_map import exact_transform
 from ._range_finder import gram_rows, slab_tree_sum
 
 __all__ = ["DenseOperator", "InMemoryV", "InMemoryRows", "slab_vtm", "x_times_us"]
@@ -42,7 +43,7 @@ def x_times_us(X, Us, dtype, n_threads=1):
     """Rows of V = X Us (Us = U diag(1/sigma), D x r float64) for validated X (ndarray or
     canonical CSR): float64 exact products (one FMA chain per entry, so a row of V is the
     same bits whatever block it is computed in and on every CPU), stored in ``dtype``."""
-    return np.asarray(_kernels.exact_transform(X, Us.T, n_threads, np.float64), dtype=dtype)
+    return np.asarray(exact_transform(X, Us.T, n_threads, np.float64), dtype=dtype)
 
 
 class DenseOperator:

@@ -50,6 +50,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _kernels
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
+from .._utils.linear_map import exact_transform
 from .._utils.params import ArrayLike, Instance, Int, Options, RandomState, Real, Threads, Verbose, validate_params
 from ._relevance import relevance_from_labels, relevance_from_sets
 from .._utils.memory import check_memory, check_output_memory
@@ -516,7 +517,7 @@ class FRML(PairMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self, "components_")
         check_output_memory(X, self.components_.shape[0], 8, "n_components")
         X = check_X(X, "X", min_samples=0, n_features=self.n_features_in_, estimator=self)
-        return _kernels.exact_transform(X, self.components_, get_num_threads(self.n_threads), X.dtype)
+        return exact_transform(X, self.components_, get_num_threads(self.n_threads), X.dtype)
 
     def get_mahalanobis_matrix(self):
         """``W = L L^T = components_^T components_`` (n_features x n_features), rank m."""

@@ -36,13 +36,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..triplets._group_sampling import PairDrawer
-from ..neighbors import topk
+from .._config import get_num_threads
+from ..neighbors._checks import METRICS, topk_raw
 
 __all__ = ["CHECK_NEIGHBORS", "MAX_CANDIDATES", "IDENTITY_SCALE", "IDENTITY_CONSTANT", "target_neighbor_pairs",
            "NeighborPairDrawer", "identity_weights", "knn_correct"]
 
 CHECK_NEIGHBORS = 3  # k of the k-NN check (the paper's Table 1 protocol: 3-NN)
 MAX_CANDIDATES = 4096  # same-class samples searched per class for target neighbours (all if fewer)
+_EUCLIDEAN = METRICS["euclidean"]  # its code for the top-k kernel
 IDENTITY_SCALE = 0.5  # ||w|| sqrt(n_features) of the identity-like units (standardised units)
 IDENTITY_CONSTANT = 0.9  # |h| of the identity-like constant unit
 
@@ -84,14 +86,14 @@ def target_neighbor_pairs(Xs, groups, k, rng, n_threads=None):
         if members.size <= MAX_CANDIDATES:
             Xc = np.ascontiguousarray(Xs[members])
             kc = min(k, members.size - 1)
-            idx, _ = topk(Xc, Xc, kc, "euclidean", exclude_self=True, n_threads=n_threads)
+            idx, _ = topk_raw(Xc, Xc, kc, _EUCLIDEAN, 0, get_num_threads(n_threads))  # 0: itself excluded
             cand = members
         else:
             cand = np.sort(rng.choice(members, MAX_CANDIDATES, replace=False))
             kc = min(k, cand.size - 1)
             # one more than needed: a sample in the subset finds itself first
-            idx, _ = topk(np.ascontiguousarray(Xs[members]), np.ascontiguousarray(Xs[cand]), kc + 1, "euclidean",
-                          n_threads=n_threads)
+            idx, _ = topk_raw(np.ascontiguousarray(Xs[members]), np.ascontiguousarray(Xs[cand]), kc + 1, _EUCLIDEAN,
+                              None, get_num_threads(n_threads))
             same = cand[idx] == members[:, None]
             keep = ~same
             keep[~same.any(axis=1), kc] = False  # not in the subset: its kc nearest

@@ -1,8 +1,9 @@
 """Hard positives and negatives of the triplet generator
 (:func:`similearn.triplets.triplets_from_labels`): an anchor's farthest
 same-class samples and its nearest other-class samples under a metric, by exact
-search in blocks of anchors (:func:`similearn.neighbors.topk` for the negatives
-of dense X, NumPy / SciPy sparse products otherwise).
+search in blocks of anchors (for the negatives of dense X the top-k kernel of
+:func:`similearn.neighbors.topk`, on rows the caller validated; NumPy / SciPy sparse
+products otherwise).
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._group_sampling import BLOCK_ENTRIES
-from ..neighbors import topk
+from .._config import get_num_threads
+from ..neighbors._checks import METRICS, topk_raw
 
 # Classes with at least this many members are searched against a copy of the
 # other-class rows; smaller classes against the whole data with k + class size.
@@ -77,8 +79,11 @@ def _scores(Q, M, metric, qn, mn):
 
 def hard_negatives_dense(X, anchors, groups, sizes, k, metric):
     """The min(k, n - size) nearest other-class rows of every anchor (best first,
-    ties to the lower index), padded with zeros; uses :func:`topk`."""
+    ties to the lower index), padded with zeros.  ``X``: validated by the caller (finite,
+    float32/64); searched by the exact top-k kernel (``topk_raw``: what
+    :func:`similearn.neighbors.topk` computes, without checking X again per block)."""
     n = X.shape[0]
+    code, nt = METRICS[metric], get_num_threads()
     out = np.zeros((anchors.size, k), dtype=np.int64)
     a_size = sizes[groups[anchors]]
     big = a_size >= _COMPLEMENT_MIN_CLASS
@@ -91,7 +96,7 @@ def hard_negatives_dense(X, anchors, groups, sizes, k, metric):
         step = max(1, BLOCK_ENTRIES // max(kk, 1))
         for s in range(0, sel.size, step):
             rows = sel[s:s + step]
-            idx, _ = topk(np.ascontiguousarray(X[anchors[rows]]), db, kk, metric)
+            idx, _ = topk_raw(np.ascontiguousarray(X[anchors[rows]]), db, kk, code, None, nt)
             out[rows, :kk] = other[idx]
     # small classes: search everything with k + class size, drop same-class hits
     small = np.flatnonzero(~big)
@@ -100,7 +105,7 @@ def hard_negatives_dense(X, anchors, groups, sizes, k, metric):
     for s in range(0, small.size, step):
         rows = small[s:s + step]
         ks = int(min(n, k + a_size[rows].max()))
-        idx, _ = topk(np.ascontiguousarray(X[anchors[rows]]), X, ks, metric)
+        idx, _ = topk_raw(np.ascontiguousarray(X[anchors[rows]]), X, ks, code, None, nt)
         other = groups[idx] != groups[anchors[rows]][:, None]
         pos = np.cumsum(other, axis=1) - 1
         keep = other & (pos < k)

@@ -5,7 +5,7 @@ It mirrors the C++ kernels of ``csrc/frml.cpp`` draw for draw: the same
 counter-based random stream (SplitMix64 of (seed, sample, draw)), the same
 relevance layouts (class groups, explicit CSR sets, complement of a CSR set),
 the same WARP loop with rank-gamma truncation and the same symmetric retraction
-(Alg. 1 with S = A2^T A1).  ``bench/frml_reference.py`` times ``fit_steps``
+(Alg. 1 with S = A2^T A1).  bench/test_bench_frml.py times ``fit_steps``
 as the plain NumPy implementation of the same algorithm.
 """
 from __future__ import annotations
