@@ -8,6 +8,8 @@ Hashing", TPAMI 2014.  The kernels, their costs and the proof of exactness are i
 from __future__ import annotations
 
 import math
+import operator
+import weakref
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -41,6 +43,15 @@ def _substrings(n_bits, m):
     lens = np.array([base + (1 if i < extra else 0) for i in range(m)], dtype=np.int32)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int32)
     return starts, lens
+
+
+# The attributes (less their trailing "_") that hold an in-memory index's tables:
+# the arguments of similearn._core.MihIndex, which reads those very arrays.
+_TABLE_ATTRS = ("codes", "substring_start", "substring_len", "n_bits", "offsets", "keys", "occupied", "ids",
+                "table_codes")
+# index -> (its MihIndex, HammingIndex._sources() when it was built), outside the
+# instance so that save and pickle, which store the instance's attributes, never meet it
+_TABLES = weakref.WeakKeyDictionary()
 
 
 class HammingIndex(BaseEstimator):
@@ -271,21 +282,39 @@ class HammingIndex(BaseEstimator):
             raise ValueError(f"m={m} tables cannot cut {self.n_bits_}-bit codes into substrings of 1 to 32 bits; "
                              f"use {-(-self.n_bits_ // 32)} <= m <= {self.n_bits_}")
         starts, lens = _substrings(self.n_bits_, m)
-        offsets, keys, occupied, ids, table_codes = _kernels.mih_build(C, starts, lens, get_num_threads(self.n_threads))
-        self.codes_ = C
-        self.n_codes_ = int(n)
-        self.n_words_ = int(C.shape[1])
-        self.m_ = int(m)
-        self.substring_start_, self.substring_len_ = starts, lens
-        self.offsets_, self.keys_, self.occupied_, self.ids_ = list(offsets), list(keys), list(occupied), ids
-        self.table_codes_ = table_codes
-        self.memory_bytes_ = int(C.nbytes + ids.nbytes + table_codes.nbytes + sum(a.nbytes for a in self.offsets_)
-                                 + sum(a.nbytes for a in self.keys_ + self.occupied_ if a is not None))
+        tables = _kernels.mih_build(C, starts, lens, self.n_bits_, get_num_threads(self.n_threads))
+        a = tables.arrays()
+        self.codes_ = a["codes"]
+        self.n_codes_ = tables.n_codes
+        self.n_words_ = tables.n_words
+        self.m_ = tables.m
+        self.substring_start_, self.substring_len_ = a["substring_start"], a["substring_len"]
+        self.offsets_, self.keys_, self.occupied_, self.ids_ = a["offsets"], a["keys"], a["occupied"], a["ids"]
+        self.table_codes_ = a["table_codes"]
+        self.memory_bytes_ = tables.memory_bytes
+        _TABLES[self] = (tables, self._sources())
 
     # ------------------------------------------------------------------ searching
+    def _sources(self):
+        """What the tables are read from: the table attributes, the lists' lengths and items
+        spread, n_bits_ as an int (<= 256: one object per value).  A snapshot, compared
+        by identity: a later change of an attribute or of a list item does not reach it."""
+        lists = (self.offsets_, self.keys_, self.occupied_)
+        return (self.codes_, self.substring_start_, self.substring_len_, int(self.n_bits_), self.ids_,
+                self.table_codes_, *map(len, lists), *lists[0], *lists[1], *lists[2])
+
     def _tables(self):
-        return (self.codes_, self.substring_start_, self.substring_len_, self.n_bits_, self.offsets_, self.keys_,
-                self.occupied_, self.ids_, self.table_codes_)
+        """The multi-index of an in-memory index (``similearn._core.MihIndex``), reading the
+        very arrays of the attributes: the one built by fit / add, or one constructed from
+        the attributes (their layout checked once, O(m), no copy) the first time they are
+        searched after a load, unpickling or a change of one of them."""
+        sources = self._sources()
+        known = _TABLES.get(self)
+        if known is not None and len(known[1]) == len(sources) and all(map(operator.is_, known[1], sources)):
+            return known[0]
+        tables = _kernels.MihIndex(**{name: getattr(self, name + "_") for name in _TABLE_ATTRS})
+        _TABLES[self] = (tables, sources)
+        return tables
 
     def _queries(self, queries):
         check_is_fitted(self, "n_codes_")
@@ -324,7 +353,7 @@ class HammingIndex(BaseEstimator):
         q = self._queries(queries)
         k = check_k(k, self.n_codes_)
         extra = {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
-        return _kernels.mih_search(*self._tables(), q, k, get_num_threads(self.n_threads), **extra)
+        return self._tables().search(q, k, get_num_threads(self.n_threads), **extra)
 
     def _search_dask(self, queries, k):
         from .._dask.hamming_index import sharded_search
@@ -370,7 +399,7 @@ class HammingIndex(BaseEstimator):
 
             return sharded_radius_search(self.shards_, self.shard_sizes_, q, r)
         extra = {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
-        return _kernels.mih_radius_search(*self._tables(), q, r, get_num_threads(self.n_threads), **extra)
+        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **extra)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
