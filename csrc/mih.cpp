@@ -450,7 +450,8 @@ MihIndex::MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_wo
     const size_t u = static_cast<size_t>(i);
     const std::string ti = std::to_string(i);
     if (tb.keys == nullptr) {
-      if (len[i] > kMihDirectMaxBits) throw std::invalid_argument("multi-index: a table of a long substring needs its keys");
+      if (len[i] > kMihDirectMaxBits)
+        throw std::invalid_argument("multi-index: a table of a long substring needs its keys");
       n_keys_[u] = i64{1} << len[i];
       if (tb.occupied == nullptr || tb.n_occupied != (n_keys_[u] + 63) / 64)
         throw std::invalid_argument("multi-index: occupied of table " + ti + " has the wrong length");
