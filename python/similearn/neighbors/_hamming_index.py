@@ -218,7 +218,7 @@ class HammingIndex(BaseEstimator):
             and persisted where the block lives (on a ``dask.distributed`` cluster,
             in the workers' memory); searches run per shard and are merged by the
             same exact reduction as ``hamming_topk`` on Dask arrays
-            (:class:`similearn._dask.hamming_index.ShardedHammingIndex`).  Such an
+            (:class:`similearn.neighbors._dask_hamming_index.ShardedHammingIndex`).  Such an
             index has no ``codes_`` or tables on the client (``shards_``,
             ``shard_sizes_``, ``shard_m_`` instead) and cannot be saved.
         y : None
@@ -243,7 +243,7 @@ class HammingIndex(BaseEstimator):
                              f"({C.shape[1]} words per code)")
         self.n_bits_ = int(n_bits)
         if dask_input:
-            from .._dask.hamming_index import ShardedHammingIndex
+            from ._dask_hamming_index import ShardedHammingIndex
 
             threads = 1 if self.n_threads is None else self.n_threads   # Dask runs a task per worker thread
             block = functools.partial(_build_block, n_bits=self.n_bits_, m=self.m, n_threads=threads)
@@ -328,7 +328,7 @@ class HammingIndex(BaseEstimator):
         fitted on a Dask array, the tables as one shard for Dask queries, else None."""
         sharded = self.__dict__.get("_shards")
         if sharded is None and is_dask_array(queries):
-            from .._dask.hamming_index import ShardedHammingIndex
+            from ._dask_hamming_index import ShardedHammingIndex
 
             sharded = ShardedHammingIndex.of_index(self._tables(), self.n_threads)
         return sharded
@@ -350,7 +350,7 @@ class HammingIndex(BaseEstimator):
         """Codes or queries checked once: an ndarray now; a Dask array's structure now and
         each block's values in one task ahead of its use."""
         if is_dask_array(codes):
-            from .._dask.hamming_index import checked_codes
+            from ._dask_hamming_index import checked_codes
 
             check = functools.partial(_check_codes, name=name, n_bits=self.n_bits_, min_rows=0)
             return checked_codes(codes, name, -(-self.n_bits_ // 64), check)

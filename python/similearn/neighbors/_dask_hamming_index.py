@@ -4,8 +4,9 @@ where the block lives, searched per shard and merged exactly (the pattern of fai
 
 :class:`similearn.neighbors.HammingIndex` fitted on a Dask array delegates to a
 :class:`ShardedHammingIndex` (and wraps its in-memory tables as one shard for Dask
-queries).  This module never imports :mod:`similearn.neighbors`: the caller hands it
-the function that builds one block's index and the one that checks a block of codes,
+queries).  This module never imports the estimator's module (``_hamming_index``, which
+imports this one when a Dask array arrives): the caller hands it the function that
+builds one block's index and the one that checks a block of codes,
 and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
 ``search(Q, k, n_threads)`` -> (indices, distances, probed) and
 ``radius_search(Q, r, n_threads)`` -> (indptr, indices, distances), which
@@ -18,7 +19,7 @@ and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
 * search: per query chunk, one task per shard searches it for min(k, shard size)
   neighbours with global ids (block offset + local id); the partial results go
   through the same tree reduction by (distance, index) as ``hamming_topk`` on Dask
-  arrays (``_dask.search._tree``), so the result equals ``hamming_topk`` on the whole
+  arrays (``_dask_search._tree``), so the result equals ``hamming_topk`` on the whole
   database bit for bit, for any chunking.
 * radius_search: every shard's CSR rows, ids offset, merged by (distance, index) on
   the client (the output is the client's anyway).
@@ -32,8 +33,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._config import get_num_threads
-from . import check_row_chunks, is_dask_array, require_dask
-from .search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree
+from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
+from ._dask_search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree
 
 __all__ = ["ShardedHammingIndex", "checked_codes"]
 
