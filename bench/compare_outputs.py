@@ -62,10 +62,35 @@ def _outputs():
             out[f"TwoTower-{name}-recommend/{tag}"] = m.recommend(np.arange(50), k=10)[0]
     codes = rng.integers(0, 2**63, size=(2000, 2), dtype=np.uint64)
     out["hamming_topk"] = sl.hamming_topk(codes[:100], codes, 10)[0]
+    out.update(_hamming_index_outputs(rng))
     Xm, _, _ = make_planted_metric(200, 20, 4, 4, random_state=4)
     pairs = rng.integers(0, 200, size=(300, 2))
     labels = (pairs[:, 0] % 2 == pairs[:, 1] % 2).astype(int)
     out["PairwiseKNNMatcher"] = sl.PairwiseKNNMatcher(k=3).fit(Xm, pairs[:200], labels[:200]).predict(Xm, pairs[200:])
+    return out
+
+
+def _hamming_index_outputs(rng):
+    """HammingIndex k-NN and radius results: direct and sorted tables, after add, and
+    sharded over a Dask array (when dask is installed)."""
+    import similearn as sl
+
+    centres = rng.integers(0, 2, size=(12, 128))
+    bits = centres[rng.integers(0, 12, 3000)] ^ (rng.random((3000, 128)) < 0.06)
+    codes, queries = sl.pack_bits(bits[:2800]), sl.pack_bits(bits[2800:])
+    out = {}
+    for m in (None, 4, 8):   # 4: 32-bit substrings (sorted tables)
+        index = sl.HammingIndex(m=m).fit(codes[:2000]).add(codes[2000:])
+        out[f"HammingIndex-idx/m={m}"], out[f"HammingIndex-dist/m={m}"] = index.search(queries, 10)
+        for name, a in zip(("indptr", "ind", "dist"), index.radius_search(queries, 12)):
+            out[f"HammingIndex-radius-{name}/m={m}"] = a
+    try:
+        import dask.array as da
+    except ImportError:
+        return out
+    index = sl.HammingIndex().fit(da.from_array(codes, chunks=(700, -1)))
+    out["HammingIndex-sharded-idx"], out["HammingIndex-sharded-dist"] = index.search(queries, 10)
+    out["HammingIndex-sharded-radius"] = index.radius_search(queries, 12)[1]
     return out
 
 

@@ -225,7 +225,7 @@ def test_dask_film_fit(benchmark, files, size, impl, capsys):
             info[key] = results[key]
     if impl == "dask-FILM":
         from similearn.film import _range_finder
-        from similearn._dask.film import _CountOnly, aligned_bounds, canonical_sum
+        from similearn.film._dask import _CountOnly, aligned_bounds, canonical_sum
 
         slab = _range_finder.SLAB_ROWS
         bounds = aligned_bounds(np.linspace(0, n, N_BLOCKS + 1).astype(np.int64), slab)  # as the fixture cuts X

@@ -1,10 +1,14 @@
-// Bindings of the multi-index hashing tables and searches (mih.hpp).
-// Binding code only: the algorithm, its costs and the paper are in mih.hpp.  The
-// arrays' shapes are checked here (memory safety; the tables may come from a file);
-// the values of offsets and ids are checked by the kernels as they read them.
+// Binding of the multi-index (mih.hpp) as similearn._core.MihIndex: an sl::MihIndex
+// together with the NumPy arrays it reads, which it keeps alive.
+// Binding code only: the algorithm, its costs and the paper are in mih.hpp.  Here the
+// arrays' dtypes and shapes are checked against each other once, when an index is
+// constructed (memory safety: the arrays may come from a file); sl::MihIndex checks the
+// layout (substrings, table lengths), and the searches check the values of the offsets
+// and ids they read.
 #include "bind.hpp"
 
 #include <string>
+#include <vector>
 
 #include "mih.hpp"
 
@@ -13,182 +17,243 @@ namespace bind {
 namespace {
 
 using u32 = std::uint32_t;
+using u64 = std::uint64_t;
 
-struct TablesView {
-  MihTables t;
-  std::vector<const u32*> off, keys;
-  std::vector<const std::uint64_t*> occ;
-  std::vector<i64> n_keys;
-};
-
-TablesView view(const carray<std::uint64_t>& codes, const carray<std::int32_t>& start,
-                const carray<std::int32_t>& len, int n_bits, const py::list& offsets, const py::list& keys,
-                const py::list& occupied, const carray<u32>& ids, const carray<std::uint64_t>& table_codes,
-                const carray<std::uint64_t>& q, double scan_ratio) {
-  TablesView v;
-  const i64 n = codes.shape(0), w = codes.shape(1), m = start.shape(0);
-  if (codes.ndim() != 2 || w < 1) throw py::value_error("codes must be 2-D with at least one word");
-  if (m < 1 || len.shape(0) != m || static_cast<i64>(offsets.size()) != m || static_cast<i64>(keys.size()) != m ||
-      static_cast<i64>(occupied.size()) != m)
-    throw py::value_error("multi-index: start, len, offsets, keys and occupied must have one entry per table");
-  if (ids.ndim() != 2 || ids.shape(0) != m || ids.shape(1) != n)
-    throw py::value_error("multi-index: ids must have shape (n_tables, n_codes)");
-  if (table_codes.ndim() != 3 || table_codes.shape(0) != m || table_codes.shape(1) != n || table_codes.shape(2) != w)
-    throw py::value_error("multi-index: table_codes must have shape (n_tables, n_codes, n_words)");
-  if (n_bits < 1 || n_bits > 64 * w) throw py::value_error("multi-index: n_bits out of range");
-  if (q.ndim() != 2 || q.shape(1) != w) throw py::value_error("queries differ in words per code");
-  v.off.resize(static_cast<size_t>(m));
-  v.keys.resize(static_cast<size_t>(m));
-  v.occ.resize(static_cast<size_t>(m));
-  v.n_keys.resize(static_cast<size_t>(m));
-  for (i64 i = 0; i < m; ++i) {
-    const int s = start.data()[i], l = len.data()[i];
-    if (l < 1 || l > 32 || s < 0 || s + l > n_bits)
-      throw py::value_error("multi-index: table " + std::to_string(i) + " has a bad substring");
-    auto off = offsets[static_cast<size_t>(i)].cast<carray<u32>>();
-    if (keys[static_cast<size_t>(i)].is_none()) {
-      if (l > kMihDirectMaxBits) throw py::value_error("multi-index: a table of a long substring needs its keys");
-      v.n_keys[static_cast<size_t>(i)] = i64{1} << l;
-      v.keys[static_cast<size_t>(i)] = nullptr;
-      auto oc = occupied[static_cast<size_t>(i)].cast<carray<std::uint64_t>>();
-      if (oc.ndim() != 1 || oc.shape(0) != ((i64{1} << l) + 63) / 64)
-        throw py::value_error("multi-index: occupied of table " + std::to_string(i) + " has the wrong length");
-      v.occ[static_cast<size_t>(i)] = oc.data();
-    } else {
-      auto k = keys[static_cast<size_t>(i)].cast<carray<u32>>();
-      v.n_keys[static_cast<size_t>(i)] = k.shape(0);
-      v.keys[static_cast<size_t>(i)] = k.data();
-      v.occ[static_cast<size_t>(i)] = nullptr;
-    }
-    if (off.ndim() != 1 || off.shape(0) != v.n_keys[static_cast<size_t>(i)] + 1)
-      throw py::value_error("multi-index: offsets of table " + std::to_string(i) + " have the wrong length");
-    v.off[static_cast<size_t>(i)] = off.data();
-  }
-  v.t.codes = codes.data();
-  v.t.n = n;
-  v.t.n_words = w;
-  v.t.n_bits = n_bits;
-  v.t.m = static_cast<int>(m);
-  v.t.start = start.data();
-  v.t.len = len.data();
-  v.t.offsets = v.off.data();
-  v.t.keys = v.keys.data();
-  v.t.n_keys = v.n_keys.data();
-  v.t.occupied = v.occ.data();
-  v.t.ids = ids.data();
-  v.t.table_codes = table_codes.data();
-  v.t.scan_ratio = scan_ratio;
-  return v;
+// `h` itself as a C-contiguous array of T (no conversion: the index holds that very
+// object, so the owner's attribute and the index's array are one), or a ValueError (an
+// index's arrays may come from a file: a wrong one is a corrupt index).
+template <class T>
+carray<T> exact(py::handle h, const std::string& what) {
+  if (!py::isinstance<carray<T>>(h))
+    throw py::value_error("multi-index: " + what + " must be a C-contiguous NumPy array of " +
+                         py::str(py::dtype::of<T>()).cast<std::string>());
+  return py::reinterpret_borrow<carray<T>>(h);
 }
+
+// The m arrays of a per-table list; None allowed where `optional`.
+template <class T>
+std::vector<py::object> per_table(const py::sequence& items, const char* what, bool optional) {
+  std::vector<py::object> out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    py::handle h = items[i];
+    const std::string name = std::string(what) + " of table " + std::to_string(i);
+    out.push_back(optional && h.is_none() ? py::object(py::none()) : py::object(exact<T>(h, name)));
+  }
+  return out;
+}
+
+template <class T>
+const T* data_or_null(const py::object& a) {
+  return a.is_none() ? nullptr : py::reinterpret_borrow<carray<T>>(a).data();
+}
+template <class T>
+i64 size_or_zero(const py::object& a) {
+  return a.is_none() ? 0 : py::reinterpret_borrow<carray<T>>(a).shape(0);
+}
+template <class T>
+bool one_dim(const py::object& a) {
+  return a.is_none() || py::reinterpret_borrow<carray<T>>(a).ndim() == 1;
+}
+
+class PyMihIndex {
+ public:
+  // From the arrays of a build or of a saved index (the attributes of HammingIndex).
+  PyMihIndex(const py::object& codes, const py::object& start, const py::object& len, int n_bits,
+             const py::sequence& offsets, const py::sequence& keys, const py::sequence& occupied, const py::object& ids,
+             const py::object& table_codes)
+      : codes_(exact<u64>(codes, "codes")),
+        start_(exact<std::int32_t>(start, "substring_start")),
+        len_(exact<std::int32_t>(len, "substring_len")),
+        ids_(exact<u32>(ids, "ids")),
+        table_codes_(exact<u64>(table_codes, "table_codes")),
+        offsets_(per_table<u32>(offsets, "offsets", false)),
+        keys_(per_table<u32>(keys, "keys", true)),
+        occupied_(per_table<u64>(occupied, "occupied", true)),
+        n_bits_(n_bits) {
+    const i64 n = codes_.shape(0), w = codes_.ndim() == 2 ? codes_.shape(1) : 0, m = start_.shape(0);
+    if (codes_.ndim() != 2 || w < 1) throw py::value_error("codes must be 2-D with at least one word");
+    if (start_.ndim() != 1 || len_.ndim() != 1 || m < 1 || len_.shape(0) != m ||
+        static_cast<i64>(offsets_.size()) != m || static_cast<i64>(keys_.size()) != m ||
+        static_cast<i64>(occupied_.size()) != m)
+      throw py::value_error("multi-index: start, len, offsets, keys and occupied must have one entry per table");
+    if (ids_.ndim() != 2 || ids_.shape(0) != m || ids_.shape(1) != n)
+      throw py::value_error("multi-index: ids must have shape (n_tables, n_codes)");
+    if (table_codes_.ndim() != 3 || table_codes_.shape(0) != m || table_codes_.shape(1) != n ||
+        table_codes_.shape(2) != w)
+      throw py::value_error("multi-index: table_codes must have shape (n_tables, n_codes, n_words)");
+    std::vector<MihIndex::Table> tables(static_cast<size_t>(m));
+    for (size_t i = 0; i < tables.size(); ++i) {
+      if (!one_dim<u32>(offsets_[i]) || !one_dim<u32>(keys_[i]) || !one_dim<u64>(occupied_[i]))
+        throw py::value_error("multi-index: the offsets, keys and occupied of table " + std::to_string(i) +
+                              " must be 1-D");
+      tables[i] = {data_or_null<u32>(offsets_[i]), size_or_zero<u32>(offsets_[i]), data_or_null<u32>(keys_[i]),
+                   size_or_zero<u32>(keys_[i]), data_or_null<u64>(occupied_[i]), size_or_zero<u64>(occupied_[i])};
+    }
+    index_.emplace(codes_.data(), n, w, n_bits, start_.data(), len_.data(), tables, ids_.data(),
+                   table_codes_.data());
+  }
+
+  // Builds the tables of `codes` (n x n_words) cut at start/len: NumPy arrays allocated
+  // here, filled by sl::mih_build without the GIL.
+  static PyMihIndex build(const carray<u64>& codes, const carray<std::int32_t>& start,
+                          const carray<std::int32_t>& len, int n_bits, int n_threads) {
+    if (codes.ndim() != 2 || codes.shape(1) < 1) throw py::value_error("codes must be 2-D with at least one word");
+    if (start.ndim() != 1 || len.ndim() != 1 || len.shape(0) != start.shape(0))
+      throw py::value_error("start and len differ in length");
+    const i64 n = codes.shape(0), w = codes.shape(1), m = start.shape(0);
+    std::vector<i64> nk;
+    {
+      py::gil_scoped_release nogil;
+      nk = sl::mih_table_keys(codes.data(), n, w, start.data(), len.data(), m, n_threads);
+    }
+    py::list offsets, keys, occupied;
+    std::vector<u32*> op, kp;
+    std::vector<u64*> cp;
+    for (i64 i = 0; i < m; ++i) {
+      const i64 nki = nk[static_cast<size_t>(i)];
+      const bool direct = len.data()[i] <= kMihDirectMaxBits;
+      carray<u32> off(std::vector<i64>{nki + 1});
+      op.push_back(off.mutable_data());
+      offsets.append(off);
+      if (direct) {
+        carray<u64> occ(std::vector<i64>{(nki + 63) / 64});
+        cp.push_back(occ.mutable_data());
+        kp.push_back(nullptr);
+        occupied.append(occ);
+        keys.append(py::none());
+      } else {
+        carray<u32> k(std::vector<i64>{nki});
+        kp.push_back(k.mutable_data());
+        cp.push_back(nullptr);
+        keys.append(k);
+        occupied.append(py::none());
+      }
+    }
+    carray<u32> ids({m, n});
+    carray<u64> tcodes({m, n, w});
+    {
+      u32* idp = ids.mutable_data();
+      u64* tcp = tcodes.mutable_data();
+      py::gil_scoped_release nogil;
+      sl::mih_build(codes.data(), n, w, start.data(), len.data(), m, n_threads, op.data(), kp.data(), cp.data(), idp,
+                    tcp);
+    }
+    return PyMihIndex(codes, start, len, n_bits, offsets, keys, occupied, ids, tcodes);
+  }
+
+  py::tuple search(const carray<u64>& q, i64 k, int n_threads, double scan_ratio) const {
+    check_queries(q);
+    const i64 nq = q.shape(0);
+    carray<i64> idx({nq, k});
+    carray<std::int32_t> dist({nq, k});
+    carray<i64> probed({nq});
+    {
+      py::gil_scoped_release nogil;
+      index_->search(q.data(), nq, k, n_threads, scan_ratio, idx.mutable_data(), dist.mutable_data(),
+                     probed.mutable_data());
+    }
+    return py::make_tuple(idx, dist, probed);
+  }
+
+  py::tuple radius_search(const carray<u64>& q, int r, int n_threads, double scan_ratio) const {
+    check_queries(q);
+    const i64 nq = q.shape(0);
+    std::vector<std::vector<i64>> vi;
+    std::vector<std::vector<std::int32_t>> vd;
+    {
+      py::gil_scoped_release nogil;
+      index_->radius_search(q.data(), nq, r, n_threads, scan_ratio, vi, vd);
+    }
+    carray<i64> indptr({nq + 1});
+    i64* ip = indptr.mutable_data();
+    ip[0] = 0;
+    for (i64 i = 0; i < nq; ++i) ip[i + 1] = ip[i] + static_cast<i64>(vi[static_cast<size_t>(i)].size());
+    carray<i64> indices({ip[nq]});
+    carray<std::int32_t> dist({ip[nq]});
+    for (i64 i = 0; i < nq; ++i) {
+      std::copy(vi[static_cast<size_t>(i)].begin(), vi[static_cast<size_t>(i)].end(), indices.mutable_data() + ip[i]);
+      std::copy(vd[static_cast<size_t>(i)].begin(), vd[static_cast<size_t>(i)].end(), dist.mutable_data() + ip[i]);
+    }
+    return py::make_tuple(indptr, indices, dist);
+  }
+
+  // The arrays held, by name (the constructor's arguments): the objects themselves, not copies.
+  py::dict arrays() const {
+    py::dict d;
+    d["codes"] = codes_;
+    d["substring_start"] = start_;
+    d["substring_len"] = len_;
+    d["n_bits"] = n_bits_;
+    d["offsets"] = as_list(offsets_);
+    d["keys"] = as_list(keys_);
+    d["occupied"] = as_list(occupied_);
+    d["ids"] = ids_;
+    d["table_codes"] = table_codes_;
+    return d;
+  }
+
+  // The constructor's arguments, in order (pickling).
+  py::tuple state() const {
+    return py::make_tuple(codes_, start_, len_, n_bits_, as_list(offsets_), as_list(keys_), as_list(occupied_), ids_,
+                          table_codes_);
+  }
+
+  i64 memory_bytes() const {
+    i64 b = codes_.nbytes() + ids_.nbytes() + table_codes_.nbytes();
+    for (size_t i = 0; i < offsets_.size(); ++i)
+      b += 4 * size_or_zero<u32>(offsets_[i]) + 4 * size_or_zero<u32>(keys_[i]) + 8 * size_or_zero<u64>(occupied_[i]);
+    return b;
+  }
+
+  const MihIndex& index() const { return *index_; }
+
+ private:
+  void check_queries(const carray<u64>& q) const {
+    if (q.ndim() != 2 || q.shape(1) != index_->n_words()) throw py::value_error("queries differ in words per code");
+  }
+  static py::list as_list(const std::vector<py::object>& v) {
+    py::list l;
+    for (const auto& a : v) l.append(a);
+    return l;
+  }
+
+  carray<u64> codes_;
+  carray<std::int32_t> start_, len_;
+  carray<u32> ids_;
+  carray<u64> table_codes_;
+  std::vector<py::object> offsets_, keys_, occupied_;  // one per table; None: no such array
+  int n_bits_;
+  std::optional<MihIndex> index_;  // reads the arrays above
+};
 
 }  // namespace
 
 void def_mih(py::module_& m) {
-  m.def(
-      "mih_build",
-      [](const carray<std::uint64_t>& codes, const carray<std::int32_t>& start, const carray<std::int32_t>& len,
-         int n_threads) {
-        const i64 n = codes.shape(0), w = codes.shape(1), mt = start.shape(0);
-        if (len.shape(0) != mt) throw py::value_error("start and len differ in length");
-        for (i64 i = 0; i < mt; ++i)
-          if (len.data()[i] < 1 || len.data()[i] > 32 || start.data()[i] < 0 || start.data()[i] + len.data()[i] > 64 * w)
-            throw py::value_error("multi-index: bad substring");
-        std::vector<i64> nk(static_cast<size_t>(mt));
-        {
-          py::gil_scoped_release nogil;
-          sl::parallel_for(mt, n_threads, [&](i64 i, int) {
-            nk[static_cast<size_t>(i)] = sl::mih_count_keys(codes.data(), n, w, start.data()[i], len.data()[i]);
-          });
-        }
-        std::vector<carray<u32>> offs, keys;
-        std::vector<carray<std::uint64_t>> occs;
-        std::vector<u32*> op(static_cast<size_t>(mt)), kp(static_cast<size_t>(mt));
-        std::vector<std::uint64_t*> cp(static_cast<size_t>(mt));
-        carray<u32> ids({mt, n});
-        carray<std::uint64_t> tcodes({mt, n, w});
-        std::uint64_t* tcp = tcodes.mutable_data();
-        for (i64 i = 0; i < mt; ++i) {
-          offs.emplace_back(std::vector<i64>{nk[static_cast<size_t>(i)] + 1});
-          op[static_cast<size_t>(i)] = offs.back().mutable_data();
-          const bool direct = len.data()[i] <= kMihDirectMaxBits;
-          keys.emplace_back(std::vector<i64>{direct ? 0 : nk[static_cast<size_t>(i)]});
-          kp[static_cast<size_t>(i)] = direct ? nullptr : keys.back().mutable_data();
-          occs.emplace_back(std::vector<i64>{direct ? (nk[static_cast<size_t>(i)] + 63) / 64 : 0});
-          cp[static_cast<size_t>(i)] = direct ? occs.back().mutable_data() : nullptr;
-        }
-        u32* idp = ids.mutable_data();
-        {
-          py::gil_scoped_release nogil;
-          sl::parallel_for(mt, n_threads, [&](i64 i, int) {
-            sl::mih_build_table(codes.data(), n, w, start.data()[i], len.data()[i], op[static_cast<size_t>(i)],
-                                kp[static_cast<size_t>(i)], cp[static_cast<size_t>(i)], idp + i * n,
-                                tcp + i * n * w);
-          });
-        }
-        py::list lo, lk, lc;
-        for (i64 i = 0; i < mt; ++i) {
-          lo.append(offs[static_cast<size_t>(i)]);
-          const bool direct = len.data()[i] <= kMihDirectMaxBits;
-          lk.append(direct ? py::object(py::none()) : py::object(keys[static_cast<size_t>(i)]));
-          lc.append(direct ? py::object(occs[static_cast<size_t>(i)]) : py::object(py::none()));
-        }
-        return py::make_tuple(lo, lk, lc, ids, tcodes);
-      },
-      py::arg("codes").noconvert(), py::arg("start").noconvert(), py::arg("len").noconvert(), py::arg("n_threads"));
-
-  m.def(
-      "mih_search",
-      [](const carray<std::uint64_t>& codes, const carray<std::int32_t>& start, const carray<std::int32_t>& len,
-         int n_bits, const py::list& offsets, const py::list& keys, const py::list& occupied, const carray<u32>& ids,
-         const carray<std::uint64_t>& table_codes,
-         const carray<std::uint64_t>& q, i64 k, int n_threads, double scan_ratio) {
-        const auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes, q, scan_ratio);
-        const i64 nq = q.shape(0);
-        carray<i64> idx({nq, k});
-        carray<std::int32_t> dist({nq, k});
-        carray<i64> probed({nq});
-        {
-          py::gil_scoped_release nogil;
-          sl::mih_search(v.t, q.data(), nq, k, n_threads, idx.mutable_data(), dist.mutable_data(),
-                         probed.mutable_data());
-        }
-        return py::make_tuple(idx, dist, probed);
-      },
-      py::arg("codes").noconvert(), py::arg("start").noconvert(), py::arg("len").noconvert(), py::arg("n_bits"),
-      py::arg("offsets"), py::arg("keys"), py::arg("occupied"), py::arg("ids").noconvert(),
-      py::arg("table_codes").noconvert(), py::arg("queries").noconvert(), py::arg("k"),
-      py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio);
-
-  m.def(
-      "mih_radius_search",
-      [](const carray<std::uint64_t>& codes, const carray<std::int32_t>& start, const carray<std::int32_t>& len,
-         int n_bits, const py::list& offsets, const py::list& keys, const py::list& occupied, const carray<u32>& ids,
-         const carray<std::uint64_t>& table_codes,
-         const carray<std::uint64_t>& q, int r, int n_threads, double scan_ratio) {
-        const auto v = view(codes, start, len, n_bits, offsets, keys, occupied, ids, table_codes, q, scan_ratio);
-        const i64 nq = q.shape(0);
-        std::vector<std::vector<i64>> vi;
-        std::vector<std::vector<std::int32_t>> vd;
-        {
-          py::gil_scoped_release nogil;
-          sl::mih_radius_search(v.t, q.data(), nq, r, n_threads, vi, vd);
-        }
-        carray<i64> indptr({nq + 1});
-        i64* ip = indptr.mutable_data();
-        ip[0] = 0;
-        for (i64 i = 0; i < nq; ++i) ip[i + 1] = ip[i] + static_cast<i64>(vi[static_cast<size_t>(i)].size());
-        carray<i64> indices({ip[nq]});
-        carray<std::int32_t> dist({ip[nq]});
-        for (i64 i = 0; i < nq; ++i) {
-          std::copy(vi[static_cast<size_t>(i)].begin(), vi[static_cast<size_t>(i)].end(), indices.mutable_data() + ip[i]);
-          std::copy(vd[static_cast<size_t>(i)].begin(), vd[static_cast<size_t>(i)].end(), dist.mutable_data() + ip[i]);
-        }
-        return py::make_tuple(indptr, indices, dist);
-      },
-      py::arg("codes").noconvert(), py::arg("start").noconvert(), py::arg("len").noconvert(), py::arg("n_bits"),
-      py::arg("offsets"), py::arg("keys"), py::arg("occupied"), py::arg("ids").noconvert(),
-      py::arg("table_codes").noconvert(), py::arg("queries").noconvert(), py::arg("r"),
-      py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio);
+  py::class_<PyMihIndex>(m, "MihIndex",
+                         "A multi-index hashing index over its NumPy arrays (csrc/mih.hpp): constructed once, from "
+                         "saved arrays or by build(), checked then; searched without the GIL.")
+      .def(py::init<const py::object&, const py::object&, const py::object&, int, const py::sequence&,
+                    const py::sequence&, const py::sequence&, const py::object&, const py::object&>(),
+           py::arg("codes"), py::arg("substring_start"), py::arg("substring_len"), py::arg("n_bits"),
+           py::arg("offsets"), py::arg("keys"), py::arg("occupied"), py::arg("ids"), py::arg("table_codes"))
+      .def_static("build", &PyMihIndex::build, py::arg("codes").noconvert(), py::arg("substring_start").noconvert(),
+                  py::arg("substring_len").noconvert(), py::arg("n_bits"), py::arg("n_threads"))
+      .def("search", &PyMihIndex::search, py::arg("queries").noconvert(), py::arg("k"), py::arg("n_threads"),
+           py::arg("scan_ratio") = sl::kMihScanRatio)
+      .def("radius_search", &PyMihIndex::radius_search, py::arg("queries").noconvert(), py::arg("r"),
+           py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio)
+      .def("arrays", &PyMihIndex::arrays)
+      .def_property_readonly("n_codes", [](const PyMihIndex& s) { return s.index().n(); })
+      .def_property_readonly("n_words", [](const PyMihIndex& s) { return s.index().n_words(); })
+      .def_property_readonly("n_bits", [](const PyMihIndex& s) { return s.index().n_bits(); })
+      .def_property_readonly("m", [](const PyMihIndex& s) { return s.index().m(); })
+      .def_property_readonly("memory_bytes", &PyMihIndex::memory_bytes)
+      .def(py::pickle([](const PyMihIndex& s) { return s.state(); },
+                      [](const py::tuple& t) {
+                        if (t.size() != 9) throw py::value_error("multi-index: bad pickled state");
+                        return PyMihIndex(t[0], t[1], t[2], t[3].cast<int>(), t[4].cast<py::sequence>(),
+                                          t[5].cast<py::sequence>(), t[6].cast<py::sequence>(), t[7], t[8]);
+                      }));
 }
 
 }  // namespace bind

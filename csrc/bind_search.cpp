@@ -28,7 +28,7 @@ py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, s
   return py::make_tuple(idx, score);
 }
 
-// The two stages of topk_dense, for sharded searches (similearn._dask.search).
+// The two stages of topk_dense, for sharded searches (similearn.neighbors._dask_search).
 template <class T>
 py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
                          bool exact_dist, int n_threads, const std::optional<carray<i64>>& exclude_indptr,

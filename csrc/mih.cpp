@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 #include "hamming.hpp"
 #include "parallel.hpp"
@@ -182,39 +183,8 @@ int max_len(const MihTables& t) {
   return L;
 }
 
-void check_tables(const MihTables& t) {
-  if (t.m < 1 || t.n < 0 || t.n_words < 1) throw std::invalid_argument("multi-index: bad table layout");
-  if (t.n > static_cast<i64>(std::numeric_limits<std::uint32_t>::max()))
-    throw std::invalid_argument("multi-index: more than 2**32 - 1 codes");
-}
-
-}  // namespace
-
-namespace {
-void build_buckets(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
-                   std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids);
-}  // namespace
-
-std::int64_t mih_count_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len) {
-  if (len <= kMihDirectMaxBits) return i64{1} << len;
-  std::vector<std::uint32_t> v(static_cast<size_t>(n));
-  for (i64 j = 0; j < n; ++j) v[static_cast<size_t>(j)] = mih_substring(codes + j * n_words, start, len);
-  std::sort(v.begin(), v.end());
-  return std::unique(v.begin(), v.end()) - v.begin();
-}
-
-void mih_build_table(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
-                     std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids,
-                     std::uint64_t* table_codes) {
-  build_buckets(codes, n, n_words, start, len, offsets, keys, occupied, ids);
-  for (i64 p = 0; p < n; ++p) {
-    if ((p & 0xfffff) == 0) checkpoint();
-    std::copy(codes + static_cast<i64>(ids[p]) * n_words, codes + (static_cast<i64>(ids[p]) + 1) * n_words,
-              table_codes + p * n_words);
-  }
-}
-
-namespace {
+// Table by table: a counting sort of the ids by substring value (direct tables), or a
+// sort of (value, id) pairs (sorted tables).
 void build_buckets(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
                    std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids) {
   if (len < 1 || len > 32) throw std::invalid_argument("multi-index: substring length must be 1..32");
@@ -258,7 +228,55 @@ void build_buckets(const std::uint64_t* codes, std::int64_t n, std::int64_t n_wo
   }
   offsets[nk] = static_cast<std::uint32_t>(n);
 }
+
+// Distinct substring values of a sorted table (a direct one has 2^len slots).
+i64 count_keys(const std::uint64_t* codes, i64 n, i64 n_words, int start, int len) {
+  if (len <= kMihDirectMaxBits) return i64{1} << len;
+  std::vector<std::uint32_t> v(static_cast<size_t>(n));
+  for (i64 j = 0; j < n; ++j) v[static_cast<size_t>(j)] = mih_substring(codes + j * n_words, start, len);
+  std::sort(v.begin(), v.end());
+  return std::unique(v.begin(), v.end()) - v.begin();
+}
+
+// One table: its buckets, then the codes copied in bucket order.
+void build_table(const std::uint64_t* codes, i64 n, i64 n_words, int start, int len, std::uint32_t* offsets,
+                 std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids, std::uint64_t* table_codes) {
+  build_buckets(codes, n, n_words, start, len, offsets, keys, occupied, ids);
+  for (i64 p = 0; p < n; ++p) {
+    if ((p & 0xfffff) == 0) checkpoint();
+    std::copy(codes + static_cast<i64>(ids[p]) * n_words, codes + (static_cast<i64>(ids[p]) + 1) * n_words,
+              table_codes + p * n_words);
+  }
+}
+
+void check_substrings(const std::int32_t* start, const std::int32_t* len, i64 m, i64 n_bits) {
+  for (i64 i = 0; i < m; ++i)
+    if (len[i] < 1 || len[i] > 32 || start[i] < 0 || start[i] + len[i] > n_bits)
+      throw std::invalid_argument("multi-index: table " + std::to_string(i) + " has a bad substring");
+}
+
 }  // namespace
+
+std::vector<std::int64_t> mih_table_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words,
+                                         const std::int32_t* start, const std::int32_t* len, std::int64_t m,
+                                         int n_threads) {
+  check_substrings(start, len, m, 64 * n_words);
+  std::vector<i64> nk(static_cast<size_t>(m));
+  parallel_for(m, n_threads,
+               [&](i64 i, int) { nk[static_cast<size_t>(i)] = count_keys(codes, n, n_words, start[i], len[i]); });
+  return nk;
+}
+
+void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, const std::int32_t* start,
+               const std::int32_t* len, std::int64_t m, int n_threads, std::uint32_t* const* offsets,
+               std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* ids,
+               std::uint64_t* table_codes) {
+  check_substrings(start, len, m, 64 * n_words);
+  parallel_for(m, n_threads, [&](i64 i, int) {
+    build_table(codes, n, n_words, start[i], len[i], offsets[i], keys[i], occupied[i], ids + i * n,
+                table_codes + i * n * n_words);
+  });
+}
 
 namespace {
 
@@ -414,9 +432,58 @@ bool use_popcnt() {
 
 }  // namespace
 
-void mih_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads,
-                std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) {
-  check_tables(t);
+MihIndex::MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int n_bits,
+                   const std::int32_t* start, const std::int32_t* len, const std::vector<Table>& tables,
+                   const std::uint32_t* ids, const std::uint64_t* table_codes) {
+  const i64 m = static_cast<i64>(tables.size());
+  if (m < 1 || n < 0 || n_words < 1) throw std::invalid_argument("multi-index: bad table layout");
+  if (n > static_cast<i64>(std::numeric_limits<std::uint32_t>::max()))
+    throw std::invalid_argument("multi-index: more than 2**32 - 1 codes");
+  if (n_bits < 1 || n_bits > 64 * n_words) throw std::invalid_argument("multi-index: n_bits out of range");
+  check_substrings(start, len, m, n_bits);
+  offsets_.resize(static_cast<size_t>(m));
+  keys_.resize(static_cast<size_t>(m));
+  occupied_.resize(static_cast<size_t>(m));
+  n_keys_.resize(static_cast<size_t>(m));
+  for (i64 i = 0; i < m; ++i) {
+    const Table& tb = tables[static_cast<size_t>(i)];
+    const size_t u = static_cast<size_t>(i);
+    const std::string ti = std::to_string(i);
+    if (tb.keys == nullptr) {
+      if (len[i] > kMihDirectMaxBits)
+        throw std::invalid_argument("multi-index: a table of a long substring needs its keys");
+      n_keys_[u] = i64{1} << len[i];
+      if (tb.occupied == nullptr || tb.n_occupied != (n_keys_[u] + 63) / 64)
+        throw std::invalid_argument("multi-index: occupied of table " + ti + " has the wrong length");
+      occupied_[u] = tb.occupied;
+    } else {
+      n_keys_[u] = tb.n_keys;
+      keys_[u] = tb.keys;
+      occupied_[u] = nullptr;
+    }
+    if (tb.offsets == nullptr || tb.n_offsets != n_keys_[u] + 1)
+      throw std::invalid_argument("multi-index: offsets of table " + ti + " have the wrong length");
+    offsets_[u] = tb.offsets;
+  }
+  t_.codes = codes;
+  t_.n = n;
+  t_.n_words = n_words;
+  t_.n_bits = n_bits;
+  t_.m = static_cast<int>(m);
+  t_.start = start;
+  t_.len = len;
+  t_.offsets = offsets_.data();
+  t_.keys = keys_.data();
+  t_.n_keys = n_keys_.data();
+  t_.occupied = occupied_.data();
+  t_.ids = ids;
+  t_.table_codes = table_codes;
+}
+
+void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
+                      std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const {
+  MihTables t = t_;
+  t.scan_ratio = scan_ratio;
   if (k < 1 || k > t.n) throw std::invalid_argument("multi-index: k must be in [1, n]");
   const int L = max_len(t);
   const bool pop = use_popcnt();
@@ -452,9 +519,11 @@ void mih_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, std
   if (n_probed) std::copy(probed.begin(), probed.end(), n_probed);
 }
 
-void mih_radius_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, int r_max, int n_threads,
-                       std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist) {
-  check_tables(t);
+void MihIndex::radius_search(const std::uint64_t* q, std::int64_t nq, int r_max, int n_threads, double scan_ratio,
+                             std::vector<std::vector<std::int64_t>>& idx,
+                             std::vector<std::vector<std::int32_t>>& dist) const {
+  MihTables t = t_;
+  t.scan_ratio = scan_ratio;
   const int L = max_len(t);
   const bool pop = use_popcnt();
   idx.assign(static_cast<size_t>(nq), {});

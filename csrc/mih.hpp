@@ -68,25 +68,78 @@ inline std::uint32_t mih_substring(const std::uint64_t* code, int start, int len
   return static_cast<std::uint32_t>(len >= 32 ? v & 0xffffffffULL : v & ((1ULL << len) - 1));
 }
 
-// Table layout of n codes: for table i, the number of offsets (direct: 2^len_i + 1)
-// or, for a sorted table, the distinct substring values (computed here).
-// Build fills offsets[i] and ids (m x n); direct tables also occupied[i], sorted ones keys[i].
-// Cost O(m n) (direct) or O(m n log n) (sorted), n_threads over tables.
-std::int64_t mih_count_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len);
-// occupied: (2^len + 63) / 64 words for a direct table, unused (may be null) otherwise.
-// table_codes: n x n_words, the codes in the table's bucket order.
-void mih_build_table(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
-                     std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids,
-                     std::uint64_t* table_codes);
+// Building, in two steps so that the caller allocates the arrays (the bindings: NumPy
+// arrays the index then holds).  Both check the substrings (1..32 bits within the
+// n_words words; std::invalid_argument) and run n_threads over the m tables.
+//
+// mih_table_keys: per table, the offsets it needs less one: 2^len for a direct table
+// (len <= kMihDirectMaxBits), else the number of distinct substring values (found
+// by a sort: O(n log n)).
+std::vector<std::int64_t> mih_table_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words,
+                                         const std::int32_t* start, const std::int32_t* len, std::int64_t m,
+                                         int n_threads);
+// mih_build: fills, per table i, offsets[i] (n_keys[i] + 1 entries), keys[i] (sorted
+// tables: n_keys[i] distinct values; null for direct ones), occupied[i] (direct tables:
+// (2^len + 63) / 64 words of bitmap; null for sorted ones), ids + i n (the code ids
+// bucket by bucket) and table_codes + i n n_words (the codes in that order).  O(m n)
+// for direct tables (a counting sort), O(m n log n) for sorted ones.
+void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, const std::int32_t* start,
+               const std::int32_t* len, std::int64_t m, int n_threads, std::uint32_t* const* offsets,
+               std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* ids,
+               std::uint64_t* table_codes);
 
-// Exact k-NN of nq queries (k <= n): out_idx / out_dist (nq x k), ascending distance,
-// ties -> lower index (the same as hamming_topk).  n_probed (may be null): per query,
-// the number of candidate ids read from the tables.
-void mih_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads,
-                std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed);
+// A multi-index as the searches read it: the arrays of a build, or of a saved index,
+// checked once when the index is constructed.  It does not own them: the owner keeps
+// them alive and in place (similearn._core.MihIndex holds the NumPy arrays).
+// Construction checks the layout (sizes and substrings consistent: O(m)); the values
+// of offsets and ids are checked by the searches where they read them, so no content
+// of the arrays can make a search read outside them.  Not copyable (it points into
+// itself), movable.
+class MihIndex {
+ public:
+  // The arrays of one table, each with its length as found.  keys == nullptr: a direct
+  // table (offsets by substring value: 2^len + 1; occupied: its bitmap); otherwise a
+  // sorted one (keys: n_keys sorted distinct values, offsets: n_keys + 1; occupied unused).
+  struct Table {
+    const std::uint32_t* offsets = nullptr;
+    std::int64_t n_offsets = 0;
+    const std::uint32_t* keys = nullptr;
+    std::int64_t n_keys = 0;
+    const std::uint64_t* occupied = nullptr;
+    std::int64_t n_occupied = 0;
+  };
+  // codes: n x n_words; start, len: one per table; ids: m x n; table_codes: m x n x
+  // n_words (those shapes are the caller's to check).  std::invalid_argument when the
+  // substrings, n_bits, n or a table's lengths are inconsistent.
+  MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int n_bits, const std::int32_t* start,
+           const std::int32_t* len, const std::vector<Table>& tables, const std::uint32_t* ids,
+           const std::uint64_t* table_codes);
+  MihIndex(const MihIndex&) = delete;
+  MihIndex& operator=(const MihIndex&) = delete;
+  MihIndex(MihIndex&&) = default;
+  MihIndex& operator=(MihIndex&&) = default;
 
-// All codes within distance r of each query, sorted by (distance, index) per query.
-void mih_radius_search(const MihTables& t, const std::uint64_t* q, std::int64_t nq, int r, int n_threads,
-                       std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist);
+  std::int64_t n() const { return t_.n; }
+  std::int64_t n_words() const { return t_.n_words; }
+  int n_bits() const { return t_.n_bits; }
+  int m() const { return t_.m; }
+
+  // Exact k-NN of nq queries (nq x n_words; 1 <= k <= n): out_idx / out_dist (nq x k),
+  // ascending distance, ties -> lower index (the same as hamming_topk).  n_probed (may
+  // be null): per query, the number of candidate ids read from the tables (n for a
+  // query finished by the scan).  scan_ratio: MihTables::scan_ratio.  Threads over queries.
+  void search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
+              std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const;
+  // All codes within distance r of each query, sorted by (distance, index) per query.
+  void radius_search(const std::uint64_t* q, std::int64_t nq, int r, int n_threads, double scan_ratio,
+                     std::vector<std::vector<std::int64_t>>& idx,
+                     std::vector<std::vector<std::int32_t>>& dist) const;
+
+ private:
+  std::vector<const std::uint32_t*> offsets_, keys_;
+  std::vector<const std::uint64_t*> occupied_;
+  std::vector<std::int64_t> n_keys_;
+  MihTables t_;  // points into the vectors above (their buffers survive a move)
+};
 
 }  // namespace sl

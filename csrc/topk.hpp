@@ -52,7 +52,7 @@ void topk_dense(const T* queries, std::int64_t nq, const T* database, std::int64
 // Stage 1: the k best ranking keys of every query (inner product q.x; cosine
 // q.x / ||x||; Euclidean q.x - ||x||^2 / 2), larger first, ties -> lower index.
 // q.x is the FMA chain of gemm_kernel.hpp; ||x||^2 the double sum of gemmk::sq_norms,
-// so a caller that splits the database (similearn._dask.search) gets the bits of the
+// so a caller that splits the database (similearn.neighbors._dask_search) gets the bits of the
 // whole call.
 // k may exceed the candidates (k > nx, or ids skipped by self_offset / exclude):
 // missing slots get key -inf and index INT64_MAX.

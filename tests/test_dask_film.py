@@ -1,4 +1,4 @@
-"""FILM.fit on a Dask array X sharded by rows (similearn._dask.film) against the in-memory fit.
+"""FILM.fit on a Dask array X sharded by rows (similearn.film._dask) against the in-memory fit.
 
 The same data, triplets / labels and random_state give the same model bit for bit: both
 fits add every sum over rows slab by slab in one canonical tree
@@ -16,7 +16,7 @@ da = pytest.importorskip("dask.array")
 import dask  # noqa: E402
 
 from similearn import FILM  # noqa: E402
-from similearn._dask import film as dfilm  # noqa: E402
+from similearn.film import _dask as dfilm  # noqa: E402
 from similearn.film import randomized_range_svd  # noqa: E402
 from similearn.film import _range_finder  # noqa: E402
 from film_oracle import random_triplets as _triplets  # noqa: E402

@@ -1,4 +1,4 @@
-"""Exact search on Dask arrays equals the in-memory search bit for bit (similearn._dask.search)."""
+"""Exact search on Dask arrays equals the in-memory search bit for bit (similearn.neighbors._dask_search)."""
 import subprocess
 import sys
 
@@ -98,7 +98,7 @@ def test_tie_goes_to_lower_global_index():
 
 
 def test_split_every_does_not_change_result():
-    from similearn._dask.search import dask_topk
+    from similearn.neighbors._dask_search import dask_topk
 
     rng = np.random.default_rng(3)
     X = rng.standard_normal((300, 8))

@@ -22,8 +22,8 @@ from . import _core
 
 # The argument classes and their constructors: building one checks an argument
 # (part of validation), it runs no kernel.
-ARGUMENTS = ("csr", "OptimStep", "FrmlRelevance", "FrmlParams", "FrmlRunConfig", "FrmlRunState", "LinearConfig",
-             "linear_side")
+ARGUMENTS = ("csr", "OptimStep", "MihIndex", "FrmlRelevance", "FrmlParams", "FrmlRunConfig", "FrmlRunState",
+             "LinearConfig", "linear_side")
 # Functions that run no kernel either: the build's description, the working memory a kernel would need,
 # the checks of the input (validation, run before any work).
 INFO = ("build_info", "interaction_work_bytes", "first_nonfinite", "NonFiniteInput")
@@ -85,8 +85,12 @@ from ._core import interaction_block_rows, interaction_work_bytes  # noqa: E402
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
 from ._core import hamming_histograms, hamming_topk, pack_bits  # noqa: E402
-# multi-index hashing (csrc/mih.cpp): substring tables, exact k-NN and radius search
-from ._core import mih_build, mih_radius_search, mih_search  # noqa: E402
+# multi-index hashing (csrc/mih.cpp): the substring tables and their searches as one object.
+# mih_build(codes, substring_start, substring_len, n_bits, n_threads) builds one (the kernel);
+# MihIndex(codes, substring_start, ..., table_codes) adopts the arrays of a saved one (checks their layout,
+# O(m), runs no kernel); the search / radius_search methods of either are the searches.
+MihIndex = _core.MihIndex
+mih_build = _core.MihIndex.build
 
 # ---- FILM (csrc/film.cpp, csrc/stiefel.cpp) ---------------------------------------------------------
 film_forward = _typed("film_forward", 3, "W")
@@ -145,7 +149,7 @@ def build_info():
 __all__ = ["csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "gemm_nt", "gemm_tn", "csr_nn",
            "blas_gemm",
            "interaction_ap_at_k", "interaction_block_rows", "interaction_work_bytes",
-           "hamming_histograms", "hamming_topk", "pack_bits", "mih_build", "mih_search", "mih_radius_search",
+           "hamming_histograms", "hamming_topk", "pack_bits", "MihIndex", "mih_build",
            "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
            "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",

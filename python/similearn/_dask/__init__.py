@@ -1,11 +1,17 @@
-"""Dask integration (the optional extra ``similearn[dask]``): the decorator of the models' row-wise methods.
+"""The Dask layer (the optional extra ``similearn[dask]``): what every concern's Dask code
+shares.  :mod:`similearn._dask.plumbing` (re-exported here) tells a Dask array apart,
+imports dask, checks a Dask input's structure and ships a model to the workers;
+:mod:`similearn._dask.transform` maps a fitted model's row-wise method over the row
+blocks of a Dask array, for the ``dask_rows`` decorator defined here.
 
-Nothing in this package imports dask when it is imported: the public entry points
-call :func:`is_dask_array`, which looks dask up in ``sys.modules`` only (a Dask array
-can exist only if dask has been imported), and import the Dask code paths
-(``similearn._dask.search``, ``.transform``, ``.film``) lazily.  The helpers those
-modules share live in :mod:`similearn._dask.plumbing` (re-exported here); this module
-adds the ``dask_rows`` decorator of the models' row-wise methods.
+The Dask code of one concern lives in its package and imports this one, never the
+other way round: exact search and the sharded Hamming index in
+``similearn.neighbors`` (``_dask_search``, ``_dask_hamming_index``), the retrieval
+metrics in ``similearn.metrics._dask``, FILM's fit in ``similearn.film._dask``.
+
+Nothing here imports dask when it is imported: the public entry points call
+:func:`is_dask_array`, which looks dask up in ``sys.modules`` only (a Dask array can
+exist only if dask has been imported), and import the Dask code paths lazily.
 """
 from __future__ import annotations
 

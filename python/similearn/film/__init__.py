@@ -16,11 +16,11 @@ Barzilai-Borwein / non-monotone search of :func:`similearn.manifold.stiefel_mini
 
 Dask.  ``FILM.fit`` accepts a Dask X sharded by rows.  V enters an iteration only
 through W = V P and V^T M, so :class:`FilmObjective` takes a :class:`DenseOperator`
-(:class:`InMemoryV`, or ``similearn._dask.film.DaskV`` with V's blocks on the workers);
+(:class:`InMemoryV`, or ``similearn.film._dask.DaskV`` with V's blocks on the workers);
 the solver, the sparse C kernels and the random draws run on the client.  Both paths add
 every sum over rows slab by slab in one canonical tree (:mod:`similearn.film._range_finder`):
 a Dask fit is the in-memory fit bit for bit, shipping O((n + j r) d) bytes per iteration
-(j ~ the number of blocks), never O(n r) (:mod:`similearn._dask.film`).
+(j ~ the number of blocks), never O(n r) (:mod:`similearn.film._dask`).
 """
 from __future__ import annotations
 
@@ -62,13 +62,13 @@ def randomized_range_svd(X, rank, n_oversamples=10, n_iter=4, random_state=None,
 
     ``X`` may be a ``dask.array.Array`` sharded by rows (NumPy or scipy.sparse blocks):
     each Gram product is then a block reduction on the workers
-    (:mod:`similearn._dask.film`) over the same slabs in the same canonical tree; only
+    (:mod:`similearn.film._dask`) over the same slabs in the same canonical tree; only
     (D x ell) matrices move, ell = rank + n_oversamples.  The random draws and the
     small dense algebra are the in-memory ones, so the result is the in-memory result
     bit for bit (with the default slab size).
     """
     if is_dask_array(X):
-        from .._dask.film import DaskRowBlocks
+        from ._dask import DaskRowBlocks
 
         blocks = DaskRowBlocks(X, "X", min_samples=1)
         try:
@@ -224,7 +224,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
             Never densified; sparse input goes through sparse products only.  A Dask
             array sharded by rows (NumPy or scipy.sparse blocks, known chunk sizes) is
             fitted where its blocks are (see the module docstring and
-            :mod:`similearn._dask.film`): the in-memory model bit for bit (X is
+            :mod:`similearn.film._dask`): the in-memory model bit for bit (X is
             rechunked once so that blocks start on multiples of 65,536 rows, the slabs
             of every sum over rows).  ``y`` and ``triplets``
             may then be Dask arrays too (computed: n labels, m x 3 indices).
@@ -252,7 +252,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         validate_params(self)
         on_dask = is_dask_array(X)
         if on_dask:
-            from .._dask.film import check_fit_input
+            from ._dask import check_fit_input
 
             X, y, triplets = check_fit_input(X, y, triplets)  # structure only: no pass over X yet
         else:
@@ -285,7 +285,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         with blas_threads(nt if n * r * d >= 2**24 else 1):
             if not on_dask:
                 return self._fit(InMemoryRows(X), n, D, d, r, rs, T, dtype, nt)
-            from .._dask.film import ByteCounter, DaskRowBlocks
+            from ._dask import ByteCounter, DaskRowBlocks
 
             src = DaskRowBlocks(X, "X", counter=ByteCounter(), n_threads=nt)  # one validating pass over X
             try:
@@ -329,7 +329,7 @@ class FILM(SaveLoadMixin, TransformerMixin, BaseEstimator):
         self.timings_ = timings
         self.n_features_in_ = D
         self.rank_ = r
-        if src.counter is not None:  # Dask X: bytes shipped (see similearn._dask.film)
+        if src.counter is not None:  # Dask X: bytes shipped (see similearn.film._dask)
             self.dask_bytes_ = dict(src.counter.by_kind, total=src.counter.total)
             per_iter = hist.get("dask_bytes", [])[1:] if self.batch_size is None else hist.get("dask_bytes", [])
             self.dask_bytes_per_iter_ = float(np.mean(per_iter)) if len(per_iter) else 0.0

@@ -8,10 +8,10 @@ else (the sparse C / C^T kernels, k, z, Lambda, s) works on n x d and r x d arra
 (:class:`similearn.film.FilmObjective`).
 
 * :class:`DenseOperator`: the interface of V; :class:`InMemoryV` holds V in memory,
-  ``similearn._dask.film.DaskV`` keeps V's row blocks on Dask workers.
+  ``similearn.film._dask.DaskV`` keeps V's row blocks on Dask workers.
 * :class:`InMemoryRows`: X in memory as the fit sees it (the Gram products of the range
   finder, V = X U diag(1/sigma), the rows of V a mini-batch needs);
-  ``similearn._dask.film.DaskRowBlocks`` is the same interface over a Dask X.
+  ``similearn.film._dask.DaskRowBlocks`` is the same interface over a Dask X.
 
 Every sum over rows is added slab by slab in the canonical tree of
 :mod:`similearn.film._range_finder`, so the in-memory and the Dask fit agree bit for bit.
@@ -55,7 +55,7 @@ class DenseOperator:
     * ``matmul(P)``: W = V P, P (r x d) float64 -> (n x d) C-contiguous ndarray of ``dtype``;
     * ``rmatmul(M)``: V^T M, M (n x d) ndarray of ``dtype`` -> (r x d) ndarray.
 
-    :class:`InMemoryV` holds V in memory; :class:`similearn._dask.film.DaskV` keeps V's
+    :class:`InMemoryV` holds V in memory; :class:`similearn.film._dask.DaskV` keeps V's
     row blocks on Dask workers and runs both products as block maps / reductions.
     """
 
@@ -102,7 +102,7 @@ class InMemoryV(DenseOperator):
 
 class InMemoryRows:
     """X in memory (a validated ndarray or CSR matrix) seen as FILM's fit sees it, the
-    interface :class:`similearn._dask.film.DaskRowBlocks` gives a Dask X:
+    interface :class:`similearn.film._dask.DaskRowBlocks` gives a Dask X:
     ``gram(Z)`` = X^T (X Z) for the range finder, ``v_operator(Us, dtype, n_threads)``
     = V = X Us as a :class:`DenseOperator`, ``rows_times(rows, Us, dtype)`` = X[rows] Us
     (M-FILM's rows of V).  ``counter`` is None: nothing is shipped."""

@@ -6,7 +6,7 @@ Martinsson & Tropp, "Finding Structure with Randomness" (Algorithm 4.4), on X^T 
 Rayleigh-Ritz.
 
 Kept apart from :mod:`similearn.film` so that the model module holds the model: the
-in-memory Gram products, the Dask ones (:mod:`similearn._dask.film`) and the dense
+in-memory Gram products, the Dask ones (:mod:`similearn.film._dask`) and the dense
 algebra that turns either into (sigma, U).
 """
 from __future__ import annotations

@@ -187,7 +187,7 @@ def retrieval_scores(query_X, database_X, query_labels, database_labels, metric=
     from the labels on the client.  ``block_size`` is ignored.
     """
     if is_dask_array(query_X) or is_dask_array(database_X):
-        from .._dask.search import dask_retrieval_scores
+        from ._dask import dask_retrieval_scores
 
         return dask_retrieval_scores(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
                                      n_threads)
@@ -297,7 +297,7 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
     the value equals the in-memory one.
     """
     if is_dask_array(query_codes) or is_dask_array(database_codes):
-        from .._dask.search import dask_precision_at_k_hamming
+        from ._dask import dask_precision_at_k_hamming
 
         return dask_precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k,
                                            exclude_self, n_threads)

@@ -1,6 +1,6 @@
 """Relevance of database items to queries from their labels (same label, or at
 least one shared label), built a block of queries at a time for the retrieval
-metrics of :mod:`similearn.metrics` and their Dask form (:mod:`similearn._dask.search`).
+metrics of :mod:`similearn.metrics` and their Dask form (:mod:`similearn.metrics._dask`).
 The label forms are those of :func:`similearn._utils.label_forms.parse_labels`."""
 from __future__ import annotations
 

@@ -113,12 +113,12 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     Dask queries give two lazy Dask arrays chunked like the queries.  A task holds one
     database block and the running top-k (queries x k); the database never reaches
     the client.  ``n_threads`` is then the kernel's threads per task (default 1).
-    See :mod:`similearn._dask.search`.  ``exclude`` stays an in-memory sparse matrix:
+    See :mod:`similearn.neighbors._dask_search`.  ``exclude`` stays an in-memory sparse matrix:
     each (query chunk, database block) task gets its own slice of it.
     """
     code = check_metric(metric)
     if is_dask_array(queries) or is_dask_array(database):
-        from .._dask.search import dask_topk
+        from ._dask_search import dask_topk
 
         return dask_topk(queries, database, k, code, exclude_self, n_threads, exclude=exclude)
     queries = check_dense(queries, "queries", min_rows=0)
@@ -213,7 +213,7 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     result is the in-memory one exactly, as for :func:`topk` (``exclude`` too).
     """
     if is_dask_array(query_codes) or is_dask_array(database_codes):
-        from .._dask.search import dask_hamming_topk
+        from ._dask_search import dask_hamming_topk
 
         return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, exclude=exclude)
     q = check_codes(query_codes, "query_codes", min_rows=0)

@@ -7,7 +7,10 @@ Hashing", TPAMI 2014.  The kernels, their costs and the proof of exactness are i
 """
 from __future__ import annotations
 
+import functools
 import math
+import operator
+import weakref
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -41,6 +44,55 @@ def _substrings(n_bits, m):
     lens = np.array([base + (1 if i < extra else 0) for i in range(m)], dtype=np.int32)
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int32)
     return starts, lens
+
+
+def _check_codes(codes, name, n_bits, *, min_rows):
+    """``codes`` as packed ``n_bits``-bit codes: a C-contiguous uint64 ndarray of shape
+    (n, ceil(n_bits / 64)) with the bits beyond ``n_bits`` 0.  O(n)."""
+    C = check_codes(codes, name, min_rows=min_rows)
+    n_words = -(-n_bits // 64)
+    if C.shape[1] != n_words:
+        raise ValueError(f"{name} have {C.shape[1]} words per code (their n_features) but the index holds "
+                         f"{n_bits}-bit codes ({n_words} words); codes must be packed from the same number of bits")
+    pad = 64 * n_words - n_bits
+    if pad and C.shape[0] and np.any(C[:, -1] >> np.uint64(64 - pad)):
+        raise ValueError(f"{name} have bits set beyond bit {n_bits}: they are not {n_bits}-bit codes "
+                         "(pack them with pack_bits from n_bits columns)")
+    return C
+
+
+def _build_tables(C, n_bits, m, n_threads):
+    """The multi-index (``similearn._core.MihIndex``) of the checked codes C, an ndarray
+    of shape (n, n_words), uint64, that it keeps: ``m`` tables (None: :func:`_default_m`).
+    O(m n) (O(m n log n) with tables of substrings over 24 bits), n_threads over tables."""
+    n = C.shape[0]
+    if n > np.iinfo(np.uint32).max:
+        raise ValueError(f"HammingIndex holds at most 2**32 - 1 codes, got {n}")
+    m = _default_m(n, n_bits) if m is None else m
+    if not -(-n_bits // 32) <= m <= n_bits:
+        raise ValueError(f"m={m} tables cannot cut {n_bits}-bit codes into substrings of 1 to 32 bits; "
+                         f"use {-(-n_bits // 32)} <= m <= {n_bits}")
+    starts, lens = _substrings(n_bits, m)
+    return _kernels.mih_build(C, starts, lens, n_bits, n_threads)
+
+
+def _build_block(block, n_bits, m, n_threads):
+    """One shard of an index fitted on a Dask array: the tables of a copy of ``block``
+    (checked codes; it may alias the caller's array), built where the task runs."""
+    return _build_tables(np.array(block, order="C", copy=True), n_bits, m, get_num_threads(n_threads))
+
+
+def _ratio(scan_ratio):
+    return {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
+
+
+# The attributes (less their trailing "_") that hold an in-memory index's tables:
+# the arguments of similearn._core.MihIndex, which reads those very arrays.
+_TABLE_ATTRS = ("codes", "substring_start", "substring_len", "n_bits", "offsets", "keys", "occupied", "ids",
+                "table_codes")
+# index -> (its MihIndex, HammingIndex._sources() when it was built), outside the
+# instance so that save and pickle, which store the instance's attributes, never meet it
+_TABLES = weakref.WeakKeyDictionary()
 
 
 class HammingIndex(BaseEstimator):
@@ -154,18 +206,6 @@ class HammingIndex(BaseEstimator):
         self.n_threads = n_threads
 
     # ------------------------------------------------------------------ building
-    def _check_codes(self, codes, name, n_bits, *, min_rows):
-        C = check_codes(codes, name, min_rows=min_rows)
-        n_words = -(-n_bits // 64)
-        if C.shape[1] != n_words:
-            raise ValueError(f"{name} have {C.shape[1]} words per code (their n_features) but the index holds "
-                             f"{n_bits}-bit codes ({n_words} words); codes must be packed from the same number of bits")
-        pad = 64 * n_words - n_bits
-        if pad and C.shape[0] and np.any(C[:, -1] >> np.uint64(64 - pad)):
-            raise ValueError(f"{name} have bits set beyond bit {n_bits}: they are not {n_bits}-bit codes "
-                             "(pack them with pack_bits from n_bits columns)")
-        return C
-
     def fit(self, codes, y=None):
         """Index packed binary codes.
 
@@ -177,9 +217,10 @@ class HammingIndex(BaseEstimator):
             A Dask array of codes (row-sharded) gets one index per row block, built
             and persisted where the block lives (on a ``dask.distributed`` cluster,
             in the workers' memory); searches run per shard and are merged by the
-            same exact reduction as ``hamming_topk`` on Dask arrays.  Such an index
-            has no ``codes_`` or tables on the client (``shards_``, ``shard_sizes_``,
-            ``shard_m_`` instead) and cannot be saved.
+            same exact reduction as ``hamming_topk`` on Dask arrays
+            (:class:`similearn.neighbors._dask_hamming_index.ShardedHammingIndex`).  Such an
+            index has no ``codes_`` or tables on the client (``shards_``,
+            ``shard_sizes_``, ``shard_m_`` instead) and cannot be saved.
         y : None
             Ignored.
 
@@ -188,7 +229,7 @@ class HammingIndex(BaseEstimator):
         self : HammingIndex
         """
         validate_params(self)
-        for attr in ("shards_", "codes_"):   # a refit starts afresh
+        for attr in ("_shards", "codes_"):   # a refit starts afresh
             self.__dict__.pop(attr, None)
         dask_input = is_dask_array(codes)
         C = codes if dask_input else check_codes(codes, "codes", min_rows=0)
@@ -202,35 +243,22 @@ class HammingIndex(BaseEstimator):
                              f"({C.shape[1]} words per code)")
         self.n_bits_ = int(n_bits)
         if dask_input:
-            return self._fit_dask(C)
-        C = self._check_codes(C, "codes", n_bits, min_rows=0)
+            from ._dask_hamming_index import ShardedHammingIndex
+
+            threads = 1 if self.n_threads is None else self.n_threads   # Dask runs a task per worker thread
+            block = functools.partial(_build_block, n_bits=self.n_bits_, m=self.m, n_threads=threads)
+            sharded = ShardedHammingIndex(block, -(-self.n_bits_ // 64), threads)
+            self._set_shards(sharded.with_codes(self._checked(C, "codes")))
+            return self
+        C = _check_codes(C, "codes", n_bits, min_rows=0)
         self._build(np.array(C, order="C", copy=True))
         return self
 
-    # ------------------------------------------------------------------ Dask: one index per block
-    def _shard_params(self):
-        return {"n_bits": self.n_bits_, "m": self.m, "n_threads": 1 if self.n_threads is None else self.n_threads}
-
-    def _fit_dask(self, codes):
-        from .._dask.hamming_index import build_shards
-
-        if codes.shape[1] != -(-self.n_bits_ // 64):
-            raise ValueError(f"codes have {codes.shape[1]} words per code but n_bits={self.n_bits_} needs "
-                             f"{-(-self.n_bits_ // 64)}")
-        shards, sizes, nbytes, ms = build_shards(codes, self._shard_params())
-        self._set_shards(shards, sizes, nbytes, ms, codes.shape[1])
-        return self
-
-    def _set_shards(self, shards, sizes, nbytes, ms, n_words):
-        self.shards_, self.shard_sizes_, self.shard_m_ = shards, list(sizes), list(ms)
-        self._shard_bytes = list(nbytes)
-        self.n_codes_ = int(sum(sizes))
-        self.n_words_ = int(n_words)
-        self.memory_bytes_ = int(sum(nbytes))
-
     def add(self, codes):
         """Append codes to the index (ids continue from ``n_codes_``); the tables are
-        rebuilt, O(m n) for the n codes then held.
+        rebuilt, O(m n) for the n codes then held.  An index fitted on a Dask array
+        gets one more shard (a NumPy array), or one per block (a Dask array): O(m n)
+        for the n new codes.
 
         Parameters
         ----------
@@ -241,55 +269,92 @@ class HammingIndex(BaseEstimator):
         self : HammingIndex
         """
         check_is_fitted(self, "n_codes_")
-        if hasattr(self, "shards_"):
-            return self._add_shards(codes)
-        C = self._check_codes(codes, "codes", self.n_bits_, min_rows=0)
+        sharded = self.__dict__.get("_shards")
+        if sharded is not None:
+            self._set_shards(sharded.with_codes(self._checked(codes, "codes")))  # a shard copies its codes
+            return self
+        C = _check_codes(codes, "codes", self.n_bits_, min_rows=0)
         self._build(np.concatenate([self.codes_, C]))
         return self
 
-    def _add_shards(self, codes):
-        from .._dask.hamming_index import add_shard, build_shards
-
-        if is_dask_array(codes):
-            if codes.ndim != 2 or codes.shape[1] != self.n_words_:
-                raise ValueError(f"codes have shape {codes.shape} but the index holds codes of {self.n_words_} words")
-            shards, sizes, nbytes, ms = build_shards(codes, self._shard_params())
-        else:
-            C = self._check_codes(codes, "codes", self.n_bits_, min_rows=0)
-            shard, n, b, m = add_shard(np.array(C, order="C", copy=True), self._shard_params())
-            shards, sizes, nbytes, ms = [shard], [n], [b], [m]
-        self._set_shards(self.shards_ + shards, self.shard_sizes_ + sizes, self._shard_bytes + nbytes,
-                         self.shard_m_ + ms, self.n_words_)
-        return self
-
     def _build(self, C):
-        n = C.shape[0]
-        if n > np.iinfo(np.uint32).max:
-            raise ValueError(f"HammingIndex holds at most 2**32 - 1 codes, got {n}")
-        m = _default_m(n, self.n_bits_) if self.m is None else self.m
-        if not -(-self.n_bits_ // 32) <= m <= self.n_bits_:
-            raise ValueError(f"m={m} tables cannot cut {self.n_bits_}-bit codes into substrings of 1 to 32 bits; "
-                             f"use {-(-self.n_bits_ // 32)} <= m <= {self.n_bits_}")
-        starts, lens = _substrings(self.n_bits_, m)
-        offsets, keys, occupied, ids, table_codes = _kernels.mih_build(C, starts, lens, get_num_threads(self.n_threads))
-        self.codes_ = C
-        self.n_codes_ = int(n)
-        self.n_words_ = int(C.shape[1])
-        self.m_ = int(m)
-        self.substring_start_, self.substring_len_ = starts, lens
-        self.offsets_, self.keys_, self.occupied_, self.ids_ = list(offsets), list(keys), list(occupied), ids
-        self.table_codes_ = table_codes
-        self.memory_bytes_ = int(C.nbytes + ids.nbytes + table_codes.nbytes + sum(a.nbytes for a in self.offsets_)
-                                 + sum(a.nbytes for a in self.keys_ + self.occupied_ if a is not None))
+        """Index C (owned by the index from now on): the tables, and the attributes that hold them."""
+        tables = _build_tables(C, self.n_bits_, self.m, get_num_threads(self.n_threads))
+        a = tables.arrays()
+        self.codes_ = a["codes"]
+        self.n_codes_ = tables.n_codes
+        self.n_words_ = tables.n_words
+        self.m_ = tables.m
+        self.substring_start_, self.substring_len_ = a["substring_start"], a["substring_len"]
+        self.offsets_, self.keys_, self.occupied_, self.ids_ = a["offsets"], a["keys"], a["occupied"], a["ids"]
+        self.table_codes_ = a["table_codes"]
+        self.memory_bytes_ = tables.memory_bytes
+        _TABLES[self] = (tables, self._sources())
+
+    def _set_shards(self, sharded):
+        for name in _TABLE_ATTRS + ("m",):   # the tables of an earlier in-memory fit
+            if name != "n_bits":
+                self.__dict__.pop(name + "_", None)
+        _TABLES.pop(self, None)
+        self._shards = sharded
+        self.n_codes_ = sharded.n_codes
+        self.n_words_ = sharded.n_words
+        self.memory_bytes_ = sharded.memory_bytes
+
+    # ------------------------------------------------------------------ the engines
+    def _sources(self):
+        """What the tables are read from: the table attributes, the lists' lengths and items
+        spread, n_bits_ as an int (<= 256: one object per value).  A snapshot, compared
+        by identity: a later change of an attribute or of a list item does not reach it."""
+        lists = (self.offsets_, self.keys_, self.occupied_)
+        return (self.codes_, self.substring_start_, self.substring_len_, int(self.n_bits_), self.ids_,
+                self.table_codes_, *map(len, lists), *lists[0], *lists[1], *lists[2])
+
+    def _tables(self):
+        """The multi-index of an in-memory index (``similearn._core.MihIndex``), reading the
+        very arrays of the attributes: the one built by fit / add, or one constructed from
+        the attributes (their layout checked once, O(m), no copy) the first time they are
+        searched after a load, unpickling or a change of one of them."""
+        sources = self._sources()
+        known = _TABLES.get(self)
+        if known is not None and len(known[1]) == len(sources) and all(map(operator.is_, known[1], sources)):
+            return known[0]
+        tables = _kernels.MihIndex(**{name: getattr(self, name + "_") for name in _TABLE_ATTRS})
+        _TABLES[self] = (tables, sources)
+        return tables
+
+    def _shards_for(self, queries):
+        """The sharded index that answers these checked queries: the one of an index
+        fitted on a Dask array, the tables as one shard for Dask queries, else None."""
+        sharded = self.__dict__.get("_shards")
+        if sharded is None and is_dask_array(queries):
+            from ._dask_hamming_index import ShardedHammingIndex
+
+            sharded = ShardedHammingIndex.of_index(self._tables(), self.n_threads)
+        return sharded
+
+    def _sharded(self, field):
+        sharded = self.__dict__.get("_shards")
+        if sharded is None:
+            raise AttributeError("only an index fitted on a Dask array has shards")
+        return list(getattr(sharded, field))
+
+    # read-only views of the shards of an index fitted on a Dask array (absent otherwise)
+    shards_ = property(lambda self: self._sharded("shards"),
+                       doc="list of dask.delayed.Delayed: the persisted per-block indexes, in row order.")
+    shard_sizes_ = property(lambda self: self._sharded("sizes"), doc="list of int: codes per shard.")
+    shard_m_ = property(lambda self: self._sharded("ms"), doc="list of int: tables per shard.")
 
     # ------------------------------------------------------------------ searching
-    def _tables(self):
-        return (self.codes_, self.substring_start_, self.substring_len_, self.n_bits_, self.offsets_, self.keys_,
-                self.occupied_, self.ids_, self.table_codes_)
+    def _checked(self, codes, name):
+        """Codes or queries checked once: an ndarray now; a Dask array's structure now and
+        each block's values in one task ahead of its use."""
+        if is_dask_array(codes):
+            from ._dask_hamming_index import checked_codes
 
-    def _queries(self, queries):
-        check_is_fitted(self, "n_codes_")
-        return self._check_codes(queries, "queries", self.n_bits_, min_rows=0)
+            check = functools.partial(_check_codes, name=name, n_bits=self.n_bits_, min_rows=0)
+            return checked_codes(codes, name, -(-self.n_bits_ // 64), check)
+        return _check_codes(codes, name, self.n_bits_, min_rows=0)
 
     def search(self, queries, k):
         """Exact k nearest codes of each query.
@@ -318,25 +383,14 @@ class HammingIndex(BaseEstimator):
         """search, plus the number of candidate ids each query read from the tables; a query
         finished by the scan reports exactly n (its probes before the switch are not counted).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
         0 switches only when a table would probe more buckets than codes; tests use it to
-        exercise the probing path on small databases)."""
-        if hasattr(self, "shards_") or is_dask_array(queries):
-            return self._search_dask(queries, k) + (None,)
-        q = self._queries(queries)
-        k = check_k(k, self.n_codes_)
-        extra = {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
-        return _kernels.mih_search(*self._tables(), q, k, get_num_threads(self.n_threads), **extra)
-
-    def _search_dask(self, queries, k):
-        from .._dask.hamming_index import sharded_search
-
+        exercise the probing path on small databases).  Sharded: no counts (None)."""
         check_is_fitted(self, "n_codes_")
-        if hasattr(self, "shards_"):
-            shards, sizes = self.shards_, self.shard_sizes_
-        else:  # Dask queries against an in-memory index: the index is the one shard
-            from dask import delayed
-
-            shards, sizes = [delayed(self, pure=True)], [self.n_codes_]
-        return sharded_search(shards, sizes, queries, k, self.n_words_)
+        q = self._checked(queries, "queries")
+        k = check_k(k, self.n_codes_)
+        sharded = self._shards_for(q)
+        if sharded is not None:
+            return sharded.search(q, k) + (None,)
+        return self._tables().search(q, k, get_num_threads(self.n_threads), **_ratio(scan_ratio))
 
     def radius_search(self, queries, r):
         """Every indexed code within Hamming distance r of each query.
@@ -362,15 +416,13 @@ class HammingIndex(BaseEstimator):
         return self._radius_search(queries, r)
 
     def _radius_search(self, queries, r, scan_ratio=None):
-        q = self._queries(queries)
-        r = check_int(r, "r", low=0)
-        r = min(r, self.n_bits_)
-        if hasattr(self, "shards_"):
-            from .._dask.hamming_index import sharded_radius_search
-
-            return sharded_radius_search(self.shards_, self.shard_sizes_, q, r)
-        extra = {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
-        return _kernels.mih_radius_search(*self._tables(), q, r, get_num_threads(self.n_threads), **extra)
+        check_is_fitted(self, "n_codes_")
+        q = _check_codes(queries, "queries", self.n_bits_, min_rows=0)
+        r = min(check_int(r, "r", low=0), self.n_bits_)
+        sharded = self.__dict__.get("_shards")
+        if sharded is not None:
+            return sharded.radius_search(q, r)
+        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -57,9 +57,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..film._operators import DenseOperator
+from ._operators import DenseOperator
 from .._utils.validation import check_min_count
-from .plumbing import active_client, check_row_chunks, is_dask_array
+from .._dask.plumbing import active_client, check_row_chunks, is_dask_array
 
 __all__ = ["ByteCounter", "DaskRowBlocks", "DaskV", "check_fit_input"]
 
@@ -115,7 +115,7 @@ def _gram_block(xb, Z, a, b, slab):
     """The canonical-tree node over this block's slabs [a, b) (block-local slab
     indices) of X_s^T (X_s Z): (D x ell) float64, exactly as the in-memory
     :func:`similearn.film._range_finder.gram_rows` evaluates that node.  O(nnz(X_s) ell)."""
-    from ..film._range_finder import slab_tree_sum
+    from ._range_finder import slab_tree_sum
 
     def part(r0, r1):
         xs = xb[r0:r1]
@@ -128,7 +128,7 @@ def _v_block(xb, Us, dtype, slab):
     """V_b = X_b Us (Us = U diag(1/sigma), D x r float64), computed in float64 per slab
     and stored in ``dtype`` (C-contiguous), as the in-memory build (the block starts on
     a slab boundary, so the products have the same operands).  O(nnz(X_b) r); (n_b x r)."""
-    from ..film._operators import x_times_us
+    from ._operators import x_times_us
 
     out = np.empty((xb.shape[0], Us.shape[1]), dtype=dtype)
     nt = _block_threads(None)
@@ -140,7 +140,7 @@ def _v_block(xb, Us, dtype, slab):
 def _rows_block(xb, local_rows, Us, dtype):
     """V's rows ``local_rows`` (m_b block-local indices) of block b: X_b[rows] Us in
     float64, returned in ``dtype``, (m_b x r).  O(nnz(X_b[rows]) r)."""
-    from ..film._operators import x_times_us
+    from ._operators import x_times_us
 
     return x_times_us(xb[local_rows], Us, dtype)
 
@@ -158,7 +158,7 @@ def _rmatmul_block(vb, mb, a, b, slab):
     """The canonical-tree node over this block's slabs [a, b) of V_s^T M_s: (r x d) in
     V_b's dtype, as the in-memory :meth:`similearn.film._operators.InMemoryV.rmatmul` evaluates
     it.  O(n_b r d)."""
-    from ..film._operators import slab_vtm
+    from ._operators import slab_vtm
 
     return slab_vtm(_aligned(vb), np.ascontiguousarray(mb, dtype=vb.dtype), a, b, slab, _block_threads(None))
 
@@ -193,7 +193,7 @@ def canonical_sum(engine, slab_bounds, leaf):
 def _canonical_node(engine, bounds, leaf, count, a, b):
     # module-level recursion (a nested recursive closure would be a reference cycle
     # keeping ``leaf``'s operands, e.g. M's blocks, alive until the cyclic GC runs)
-    from ..film._range_finder import split_point
+    from ._range_finder import split_point
 
     i = int(np.searchsorted(bounds, a, side="right")) - 1
     if b <= bounds[i + 1]:
@@ -397,7 +397,7 @@ class DaskRowBlocks:
     def __init__(self, X, name="X", counter=None, n_threads=None, min_samples=2):
         import dask
 
-        from ..film import _range_finder
+        from . import _range_finder
 
         X = check_row_chunks(X, name)
         _check_shape(X, name, min_samples)
@@ -514,7 +514,7 @@ class DaskV(DenseOperator):
     """
 
     def __init__(self, engine, blocks, sizes, r, dtype, counter, n_threads=None, slab=None):
-        from ..film import _range_finder
+        from . import _range_finder
 
         self.engine = engine
         self.blocks = blocks

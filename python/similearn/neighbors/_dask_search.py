@@ -34,9 +34,10 @@ import numpy as np
 
 from .. import _kernels
 from .._utils.validation import check_codes, check_dense, check_int, check_k
-from .plumbing import check_row_chunks, require_dask
+from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
+from ._checks import check_exclude
 
-__all__ = ["dask_topk", "dask_hamming_topk", "dask_retrieval_scores", "dask_precision_at_k_hamming", "SPLIT_EVERY"]
+__all__ = ["dask_topk", "dask_hamming_topk", "SPLIT_EVERY"]
 
 SPLIT_EVERY = 8  # partial results merged per reduction task
 _MISSING = np.iinfo(np.int64).max  # index of an unfilled slot (see csrc/topk.hpp)
@@ -182,7 +183,6 @@ class _Plan:
     """Validated operands of one sharded search (queries may be NumPy or Dask)."""
 
     def __init__(self, queries, database, qname, dname, is_codes):
-        from .plumbing import is_dask_array
 
         da = require_dask("a search on Dask arrays")
         self.da, self.qname, self.dname = da, qname, dname
@@ -233,7 +233,6 @@ class _Plan:
     def settings(self, k, exclude_self, exclude, split_every, n_threads):
         """The search's validated settings: (k, exclude_self, exclude, split_every, kernel threads).
         ``exclude`` validated against the global shape: None or (indptr, indices)."""
-        from ..neighbors._checks import check_exclude
 
         self_excl = bool(exclude_self)
         if self_excl and not (self.q_is_dask and self.queries.name == self.database.name):
@@ -343,77 +342,3 @@ def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, s
 
     dsk, deps, results = plan.build(token, block, finalize, k, False, split_every, self_excl, ex)
     return plan.collect(dsk, deps, results, token, k, np.dtype(np.int32))
-
-
-def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
-                          n_threads):
-    """The cut-off metrics of :func:`similearn.metrics.retrieval_scores` ("map@k", "p@k")
-    over a Dask database: the top max(ks) come from :func:`dask_topk`, relevance from
-    the labels on the client (labels are O(n_database), the embeddings never move).
-    MAP and AUC rank the whole database per query and are not computed here."""
-    from ..metrics._ranking import check_ks, topk_metrics
-    from ..metrics._relevance import MEMORY_BUDGET
-    from ..neighbors._checks import check_metric
-
-    code = check_metric(metric)
-    plan_n = int(database_X.shape[0]) - (1 if exclude_self else 0)
-    if plan_n < 1:
-        raise ValueError("exclude_self=True needs at least 2 database rows")
-    ks = check_ks(ks, plan_n)
-    nq, ndb = int(query_X.shape[0]), int(database_X.shape[0])
-    rel = _relevance(query_labels, database_labels, nq, ndb)  # labels checked before the search
-    idx, _ = dask_topk(query_X, database_X, max(ks), code, exclude_self, n_threads)
-    if not isinstance(idx, np.ndarray):
-        idx = idx.compute()
-    rs_k = rel.at(0, nq, idx)
-    if rel.single:  # relevant rows per query from the label counts, O(n_database)
-        counts = np.bincount(rel.dc, minlength=int(rel.dc.max()) + 1 if ndb else 0)
-        n_rel = np.where(rel.qc >= 0, counts[np.maximum(rel.qc, 0)] if counts.size else 0, 0).astype(np.int64)
-    else:  # multi-label: labels only, in blocks of queries
-        n_rel = np.empty(nq, np.int64)
-        bs = max(1, MEMORY_BUDGET // max(1, ndb))
-        for s in range(0, nq, bs):
-            n_rel[s:s + bs] = rel.block(s, min(nq, s + bs)).sum(axis=1, dtype=np.int64)
-    if exclude_self and nq:  # query i is database row i: it was relevant to itself
-        n_rel -= rel.at(0, nq, np.arange(nq, dtype=np.int64)[:, None])[:, 0].astype(np.int64)
-    tk = topk_metrics(rs_k, n_rel, ks)
-    ok = n_rel > 0
-    n_ok = int(ok.sum())
-    out = {}
-    for k in ks:
-        out[f"map@{k}"] = float(np.mean(tk[k][0][ok])) if n_ok else float("nan")
-    for k in ks:
-        out[f"p@{k}"] = float(np.mean(tk[k][1])) if nq else float("nan")
-    out["n_queries"] = n_ok
-    out["n_skipped"] = nq - n_ok
-    if n_ok < nq:
-        import warnings
-
-        from sklearn.exceptions import UndefinedMetricWarning
-
-        warnings.warn(f"{nq - n_ok} of {nq} queries have no relevant database item: they are left out of "
-                      "'map@k' and count as 0 in 'p@k'", UndefinedMetricWarning, stacklevel=3)
-    return out
-
-
-def _relevance(query_labels, database_labels, nq, ndb):
-    """The labels' relevance structure on the client (Dask labels computed: O(n) values)."""
-    from ..metrics._relevance import Relevance
-    from .plumbing import is_dask_array
-
-    query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab
-                                     for lab in (query_labels, database_labels))
-    return Relevance(query_labels, database_labels, nq, ndb)
-
-
-def dask_precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k, exclude_self,
-                                n_threads):
-    """:func:`similearn.metrics.precision_at_k_hamming` over Dask codes: the top k by
-    :func:`dask_hamming_topk` (the in-memory ranking, ties to the lower index), the
-    relevance from the labels on the client."""
-    rel = _relevance(query_labels, database_labels, int(query_codes.shape[0]), int(database_codes.shape[0]))
-    idx, _ = dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads)
-    if not isinstance(idx, np.ndarray):
-        idx = idx.compute()
-    return float(np.mean(rel.at(0, idx.shape[0], idx).sum(axis=1) / idx.shape[1])) if idx.shape[0] else float("nan")
-

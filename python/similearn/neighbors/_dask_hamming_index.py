@@ -1,0 +1,212 @@
+"""A multi-index over a Dask array of codes: one index per row block, built and kept
+where the block lives, searched per shard and merged exactly (the pattern of faiss's
+``IndexBinaryShards``).
+
+:class:`similearn.neighbors.HammingIndex` fitted on a Dask array delegates to a
+:class:`ShardedHammingIndex` (and wraps its in-memory tables as one shard for Dask
+queries).  This module never imports the estimator's module (``_hamming_index``, which
+imports this one when a Dask array arrives): the caller hands it the function that
+builds one block's index and the one that checks a block of codes,
+and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
+``search(Q, k, n_threads)`` -> (indices, distances, probed) and
+``radius_search(Q, r, n_threads)`` -> (indptr, indices, distances), which
+``similearn._core.MihIndex`` is.
+
+* build (:meth:`ShardedHammingIndex.with_codes` of a Dask array): one task per row
+  block builds its index; the shards are persisted on the current scheduler (on a
+  ``dask.distributed`` cluster they stay in the workers' memory, nothing of the codes
+  reaches the client) and their sizes computed, which also surfaces a bad block then.
+* search: per query chunk, one task per shard searches it for min(k, shard size)
+  neighbours with global ids (block offset + local id); the partial results go
+  through the same tree reduction by (distance, index) as ``hamming_topk`` on Dask
+  arrays (``_dask_search._tree``), so the result equals ``hamming_topk`` on the whole
+  database bit for bit, for any chunking.
+* radius_search: every shard's CSR rows, ids offset, merged by (distance, index) on
+  the client (the output is the client's anyway).
+* with_codes of a NumPy array: one more shard.
+
+Queries reach the shards checked: NumPy ones by the caller, each chunk of Dask ones
+once, by the task that :func:`checked_codes` puts ahead of every shard's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._config import get_num_threads
+from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
+from ._dask_search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree
+
+__all__ = ["ShardedHammingIndex", "checked_codes"]
+
+
+# --------------------------------------------------------------------------- tasks
+
+def _check_block(block, check):
+    return check(np.ascontiguousarray(block))
+
+
+def _shard_info(shard):
+    return shard.n_codes, shard.memory_bytes, shard.m
+
+
+def _search_shard(Q, shard, k, offset, n_threads):
+    kb = min(k, shard.n_codes)
+    if kb == 0 or Q.shape[0] == 0:
+        return np.empty((Q.shape[0], 0), np.int64), np.empty((Q.shape[0], 0), np.int32)
+    idx, dist, _ = shard.search(Q, kb, get_num_threads(n_threads))
+    return idx + np.int64(offset), dist
+
+
+def _radius_shard(Q, shard, r, n_threads):
+    return shard.radius_search(Q, r, get_num_threads(n_threads))
+
+
+# --------------------------------------------------------------------------- entry points
+
+def checked_codes(codes, name, n_words, check):
+    """A Dask array of packed codes, checked once: its structure now (known row chunks,
+    uint64, ``n_words`` words per code; TypeError / ValueError), each block's values by
+    ``check(block) -> block`` (C-contiguous ndarray in and out) in one task per block
+    ahead of every use of it.  Lazy, chunked like ``codes``."""
+    require_dask("a HammingIndex on Dask arrays")
+    codes = check_row_chunks(codes, name)
+    if codes.dtype != np.uint64:
+        raise TypeError(f"{name} must be packed uint64 codes (see similearn.neighbors.pack_bits), got dtype "
+                        f"{codes.dtype}")
+    if codes.shape[1] != n_words:
+        raise ValueError(f"{name} have {codes.shape[1]} words per code (their n_features) but the index holds "
+                         f"codes of {n_words} words")
+    return codes.map_blocks(_check_block, check, dtype=np.uint64)
+
+
+class ShardedHammingIndex:
+    """Exact Hamming k-NN and radius search over shards: one index per row block of the
+    codes, kept where it was built, searched where it lives and merged exactly.
+
+    Parameters
+    ----------
+    build_block : callable
+        ``build_block(block) -> shard``: the index of one checked block, an ndarray
+        of shape (n_block, n_words), uint64 (it may alias the caller's codes: the
+        shard keeps a copy).  Picklable, for a distributed cluster.
+    n_words : int
+        64-bit words per code.
+    n_threads : int or None
+        Kernel threads per shard search task, resolved where the task runs (as
+        ``similearn.get_num_threads`` does: -1 all CPUs, None the default).
+
+    Attributes
+    ----------
+    shards : list of dask.delayed.Delayed
+        The persisted shard indexes, in row order.
+    sizes, nbytes, ms : list of int
+        Codes, bytes and tables of each shard.
+
+    Notes
+    -----
+    Immutable: :meth:`with_codes` returns a new index.  A search costs one task per
+    (query chunk, shard) plus the tree reduction: O(n_shards) tasks per chunk.
+    """
+
+    def __init__(self, build_block, n_words, n_threads, shards=(), sizes=(), nbytes=(), ms=()):
+        self.build_block, self.n_words, self.n_threads = build_block, int(n_words), n_threads
+        self.shards, self.sizes, self.nbytes, self.ms = list(shards), list(sizes), list(nbytes), list(ms)
+
+    @classmethod
+    def of_index(cls, index, n_threads):
+        """An in-memory index (a shard object) as the one shard of a sharded index, to
+        answer Dask queries; it cannot take codes."""
+        from dask import delayed
+
+        return cls(None, index.n_words, n_threads, [delayed(index, pure=True)], [index.n_codes],
+                   [index.memory_bytes], [index.m])
+
+    @property
+    def n_codes(self):
+        return int(sum(self.sizes))
+
+    @property
+    def memory_bytes(self):
+        return int(sum(self.nbytes))
+
+    def with_codes(self, codes):
+        """This index with the shards of ``codes`` appended (ids continue from
+        ``n_codes``): one per row block of a Dask array (from :func:`checked_codes`), or
+        one of a checked C-contiguous ndarray of shape (n_new, n_words), uint64.  Builds
+        and persists the new shards; O(m n) per shard of n codes, in its task."""
+        import dask
+        from dask import delayed
+
+        blocks = codes.to_delayed().ravel() if is_dask_array(codes) else [codes]
+        shards = dask.persist(*[delayed(self.build_block)(b) for b in blocks])
+        info = dask.compute(*[delayed(_shard_info)(s) for s in shards])
+        return type(self)(self.build_block, self.n_words, self.n_threads, self.shards + list(shards),
+                          self.sizes + [int(n) for n, _, _ in info], self.nbytes + [int(b) for _, b, _ in info],
+                          self.ms + [int(m) for _, _, m in info])
+
+    def search(self, queries, k, split_every=SPLIT_EVERY):
+        """Exact k-NN over the shards (see the module docstring).
+
+        queries: a checked ndarray of shape (n_queries, n_words), uint64, or a Dask
+        array from :func:`checked_codes`; k: 1 <= k <= n_codes (checked by the caller).
+        Returns (indices int64, distances int32), each (n_queries, k): NumPy for NumPy
+        queries, lazy Dask arrays chunked like Dask ones."""
+        da = require_dask("a search of a sharded HammingIndex")
+        import dask
+        from dask.base import tokenize
+        from dask.highlevelgraph import HighLevelGraph
+
+        q_is_dask = is_dask_array(queries)
+        offsets = _offsets(self.sizes)
+        token = tokenize(queries.name if q_is_dask else queries.tobytes(), [s.key for s in self.shards], k,
+                         split_every)
+        dsk, deps = {}, list(self.shards)
+        if q_is_dask:
+            deps.append(queries)
+            q_keys = [kk[0] for kk in queries.__dask_keys__()]
+            q_chunks = queries.chunks[0]
+        else:
+            q_keys = [(f"sl-mihq-{token}",)]
+            dsk[q_keys[0]] = queries
+            q_chunks = (queries.shape[0],)
+        results = []
+        for i, qk in enumerate(q_keys):
+            leaves = []
+            for b, s in enumerate(self.shards):
+                key = (f"sl-mih-{token}", i, b)
+                dsk[key] = (_search_shard, qk, s.key, k, int(offsets[b]), self.n_threads)
+                leaves.append(key)
+            root = _tree(dsk, f"sl-mih-merge-{token}-{i}", leaves, k, False, split_every)
+            fkey = (f"sl-mih-final-{token}", i)
+            dsk[fkey] = (_hamming_finalize, root, k)
+            results.append(fkey)
+        out = []
+        for j, (nm, dt) in enumerate(((f"sl-mih-idx-{token}", np.dtype(np.int64)),
+                                      (f"sl-mih-dist-{token}", np.dtype(np.int32)))):
+            layer = dict(dsk)
+            for i, fk in enumerate(results):
+                layer[(nm, i, 0)] = (_getitem, fk, j)
+            graph = HighLevelGraph.from_collections(nm, layer, dependencies=deps)
+            out.append(da.Array(graph, nm, (q_chunks, (k,)), dtype=dt, meta=np.empty((0, 0), dt)))
+        if q_is_dask:
+            return tuple(out)
+        return dask.compute(*out)
+
+    def radius_search(self, queries, r):
+        """Every code within r of each query (a checked ndarray of shape (n_queries,
+        n_words), uint64) over the shards, as (indptr int64 (n_queries + 1,), indices
+        int64, distances int32), rows sorted by (distance, index).  O(hits log hits) on
+        the client for the merge."""
+        import dask
+        from dask import delayed
+
+        parts = dask.compute(*[delayed(_radius_shard)(queries, s, r, self.n_threads) for s in self.shards])
+        offsets = _offsets(self.sizes)
+        nq = queries.shape[0]
+        # every shard's hits with their query row and global id, then one sort by (query, distance, id)
+        qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])
+        ind = np.concatenate([i + np.int64(o) for (_, i, _), o in zip(parts, offsets)])
+        dist = np.concatenate([d for _, _, d in parts])
+        order = np.lexsort((ind, dist, qid))
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(qid, minlength=nq))]).astype(np.int64)
+        return indptr, ind[order].astype(np.int64), dist[order].astype(np.int32)
