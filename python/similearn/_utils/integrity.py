@@ -26,8 +26,9 @@ the file can recompute them.
 
 Invariants (every file format version)
 --------------------------------------
-After decoding, the fitted state (the instance attributes that are not
-parameters) must satisfy:
+After decoding, the fitted state as the file holds it (the attributes that are not
+parameters: the instance attributes, or what the class's ``_file_state`` gives, see
+:mod:`similearn._utils.serialization`) must satisfy:
 
 (a) finiteness: every floating or complex array in it is finite (arrays nested in
     lists, tuples and dicts and the data of sparse matrices included), except in
@@ -156,7 +157,8 @@ def verify_member(a, record, label):
 def check_state(estimator, state, members=None):
     """Check the invariants (a)-(c) of the module docstring.
 
-    ``state``: the decoded fitted attributes (already set on ``estimator``);
+    ``state``: the decoded fitted attributes as the file holds them (``estimator``: constructed
+    from the file's parameters, which shape terms may name; the state is not set on it yet);
     ``members``: location -> member key, to name the member behind a bad array.
     Raises :class:`ModelFileError` naming the attribute (and member).
     """
@@ -169,7 +171,7 @@ def check_state(estimator, state, members=None):
         if name not in exempt:
             for loc, a in _arrays(value, name):
                 _check_finite(a, describe(loc, members.get(loc)))
-    _check_shapes(cls, vars(estimator), members)
+    _check_shapes(cls, {**vars(estimator), **state}, members)
 
 
 def _check_count(value, label):

@@ -12,7 +12,7 @@ Its members, and no others:
        "similearn_version": "0.1.0", "numpy_version": ..., "sklearn_version": ...,
        "class": "similearn.neighbors.KNeighborsClassifier",  # public name (registry)
        "params": {name: value, ...},   # estimator.get_params(deep=False)
-       "state":  {name: value, ...},   # every other instance attribute
+       "state":  {name: value, ...},   # the fitted state: every other attribute
        "arrays": {"a0": {"sha256": hex, "dtype": "<f8", "shape": [3, 8]}, ...}}
 
 * ``__similearn_meta_sha256__``: uint8 array, the 32-byte SHA-256 of the bytes of
@@ -27,6 +27,19 @@ file whose metadata or any member differs from what ``save`` wrote, a missing or
 unexpected member, and fitted state that breaks the estimator's invariants
 (non-finite arrays, inconsistent shapes, negative counts; declared per class by
 ``_state_shapes`` / ``_save_nonfinite``, see :mod:`similearn._integrity`).
+
+The fitted state is the estimator's instance attributes, unless its class chooses what a
+file holds with two methods (for a top-level estimator and one held by a parameter alike):
+
+* ``_file_state(self) -> dict``: attribute name -> value, what ``save`` writes in place of
+  the instance attributes (the parameters left out all the same);
+* ``_set_file_state(self, state)``: sets the estimator (constructed from the parameters)
+  from such a dict, in place of setting each attribute; ``load`` calls it once the
+  invariants (``_state_shapes`` ...) have been checked on the file's attributes.
+
+A class keeps its files' layout that way while it holds its state differently
+(:class:`~similearn.gramian.TwoTower` holds its training state in one object, and its files
+the attributes of similearn 0.1.0).
 
 Version 1 (similearn before the checksums) is the same without ``"arrays"`` and
 ``__similearn_meta_sha256__``.  Such files still load, with a
@@ -172,7 +185,8 @@ class _Encoder:
         params = est.get_params(deep=False)
         return {_TAG: "estimator", "class": _class_path(cls),
                 "params": {k: self.encode(x, f"{what}.{k}", False) for k, x in params.items()},
-                "state": {k: self.encode(x, f"{what}.{k}", True) for k, x in vars(est).items() if k not in params}}
+                "state": {k: self.encode(x, f"{what}.{k}", True) for k, x in _file_state(est).items()
+                          if k not in params}}
 
     def _encode_array(self, a, what):
         a = np.asarray(a)  # drop ndarray subclasses such as memmap
@@ -184,6 +198,23 @@ class _Encoder:
                             "format stores only arrays of numbers, booleans or strings (object arrays would need "
                             "pickle)")
         return {_TAG: "ndarray", "key": self._add(a)}
+
+
+def _file_state(estimator):
+    """The fitted state of ``estimator`` as a file holds it, parameters included (the caller
+    drops them): its ``_file_state()``, or its instance attributes."""
+    hook = getattr(estimator, "_file_state", None)
+    return hook() if hook is not None else vars(estimator)
+
+
+def _set_file_state(estimator, state):
+    """Set the fitted state ``state`` (attribute name -> value, as the file holds it) on ``estimator``:
+    its ``_set_file_state(state)``, or each attribute."""
+    hook = getattr(estimator, "_set_file_state", None)
+    if hook is not None:
+        hook(state)
+    else:
+        vars(estimator).update(state)
 
 
 def _describe(estimator):
@@ -229,7 +260,7 @@ def save(estimator, path):
     enc = _Encoder(owner)
     params = estimator.get_params(deep=False)
     json_params = {name: enc.encode(value, f"parameter {name!r}", False) for name, value in params.items()}
-    state = {name: value for name, value in vars(estimator).items() if name not in params}
+    state = {name: value for name, value in _file_state(estimator).items() if name not in params}
     json_state = {name: enc.encode(value, f"attribute {name!r}", True) for name, value in state.items()}
     import sklearn
 
@@ -363,10 +394,10 @@ class _Decoder:
         except TypeError as exc:
             raise ModelFileError(f"{describe(what)}: the saved parameters do not match {est_cls.__name__}: {exc}") \
                 from None
-        vars(est).update(state)
         prefix = f"{what}."
         check_state(est, state, {loc[len(prefix):]: key for loc, key in self.members.items()
                                  if loc.startswith(prefix)})
+        _set_file_state(est, state)
         return est
 
     def check_members(self):
@@ -496,8 +527,8 @@ def load(path, *, cls=None):
             except TypeError as exc:
                 raise ValueError(f"the parameters saved in {where!r} ({sorted(params)}) do not match "
                                  f"{est_cls.__name__}'s constructor: {exc}") from None
-            vars(estimator).update(state)
             check_state(estimator, state, dec.members)
+            _set_file_state(estimator, state)
         except ModelFileError as exc:
             raise ValueError(f"{where!r} is a corrupt similearn model file: {exc}") from None
     return estimator
