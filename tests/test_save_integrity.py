@@ -274,11 +274,9 @@ def test_messages_name_the_attribute(saved, tmp_path):
     case = next(c for c in CASES if c.name == "TwoTower")
     members = _members(saved(case)[2])
     meta = _meta(members)
-    params = dict(dict(meta["state"]["_state"]["items"])["params"]["items"])  # the training state's parameters
-    key = params["E_left"]["key"]  # _state["params"]["E_left"]
+    key = meta["state"]["params_"]["items"][0][1]["key"]  # params_["E_left"]
     _replace(members, key, np.full_like(_array(members, key), np.inf), update=("sha256",))
-    _refused(_archive(members), tmp_path,
-             re.escape(f"member '{key}' (attribute _state['params']['E_left']) holds NaN"))
+    _refused(_archive(members), tmp_path, re.escape(f"member '{key}' (attribute params_['E_left']) holds NaN"))
     members = _members(saved(case)[2])
     key = meta["state"]["_interactions"]["data"]
     del members[key]

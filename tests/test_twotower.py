@@ -1,6 +1,9 @@
 """similearn.TwoTower: gradients against finite differences of the objective, the
 closed-form optimum of the linear case, SOGram against sampling, the API and
 bad input."""
+import copy
+import json
+import os
 import pickle
 
 import numpy as np
@@ -9,9 +12,13 @@ import scipy.sparse as sp
 from sklearn.base import clone
 
 import gramian_oracle as O
+from estimator_cases import CASE_BY_NAME
 from similearn import TwoTower
+from similearn import load as similearn_load
+from similearn import save as similearn_save
 from similearn.datasets import make_interactions
 from similearn.gramian import exact_gramian, gramian_error, training
+from similearn.gramian._state import FILE_ATTRIBUTES
 from similearn.metrics import interaction_map_at_k
 from similearn.neighbors import topk as similearn_topk
 
@@ -492,3 +499,107 @@ def test_l2_normalised_features_match_the_diagonal_product_without_column_sized_
     assert peak < 1 << 20, peak
     np.testing.assert_array_equal(np.asarray(got.data), np.array([0.6, 0.8, 1.0], np.float32))
     np.testing.assert_array_equal(np.asarray(got.indptr), [0, 2, 2, 3, 3])
+
+
+# ---------------------------------------------------------------------- the training state: its file, its pickle,
+# the studies' hook
+
+_SAVED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "saved_models")
+_TIMES = ("epoch_times_", "validation_times_", "fit_time_")  # wall-clock seconds: differ run to run
+
+
+def _file_meta(path):
+    with np.load(path) as z:
+        return json.loads(z["__similearn_meta__"].tobytes().decode("utf-8"))
+
+
+def _contents(value, table):
+    """A file's JSON value with each array reference replaced by the array's record (checksum, dtype,
+    shape): what the file holds, whatever the members are numbered."""
+    if isinstance(value, list):
+        return [_contents(x, table) for x in value]
+    if isinstance(value, dict):
+        if value.get("__type__") == "ndarray":
+            return table[value["key"]], value.get("object_strings")
+        if value.get("__type__") == "sparse":
+            return value["format"], value["shape"], [table[value[k]] for k in ("data", "indices", "indptr")]
+        return {k: _contents(x, table) for k, x in value.items()}
+    return value
+
+
+def _small_interactions():
+    d = make_interactions(n_left=60, n_right=50, n_pairs=700, random_state=2)
+    return (d.left_features, d.right_features), d.pairs
+
+
+def test_model_file_holds_what_the_file_of_0_1_0_holds(tmp_path):
+    """The fit of tests/data/saved_models' TwoTower, saved now, writes the attributes and arrays
+    (bit for bit) that similearn 0.1.0's file of it holds: the training state's object is not
+    part of the file format."""
+    case = CASE_BY_NAME["TwoTower"]
+    fit = case.data(np.random.default_rng(0), "float64", False)
+    m = case.make(random_state=0).fit(*fit.args)
+    old, new = _file_meta(os.path.join(_SAVED, "TwoTower_v0.1.0.npz")), _file_meta(m.save(tmp_path / "m.npz"))
+    old_state, new_state = (_contents(meta["state"], meta["arrays"]) for meta in (old, new))
+    assert "_state" not in new_state and set(FILE_ATTRIBUTES) <= set(new_state)
+    assert sorted(new_state) == sorted(old_state)
+    for name in old_state:
+        if name not in _TIMES:
+            assert new_state[name] == old_state[name], name
+
+
+@pytest.mark.parametrize("kw, fitted, crosses", [
+    (dict(penalty="exact"), "fit", False),  # the exact Gramians without a prior estimate no cross
+    (dict(penalty="exact"), "prior", True),
+    (dict(), "fit", True),  # None per side
+    (dict(n_epochs=0), "fit", False),  # no step
+    (dict(n_epochs=0, penalty="none"), "fit", True),
+    (dict(), "partial", True),
+])
+def test_cross_estimates_are_in_a_file_when_0_1_0_wrote_them(tmp_path, kw, fitted, crosses):
+    X, pairs = _small_interactions()
+    m = TwoTower(**{**dict(n_components=4, n_epochs=1, batch_size=64, validation=None, random_state=0), **kw})
+    if fitted == "partial":
+        m.partial_fit(*X, pairs)
+    else:
+        rng = np.random.default_rng(0)
+        m.fit(*X, pairs, prior=(rng.random((60, 2)), rng.random((50, 2))) if fitted == "prior" else None)
+    path = m.save(tmp_path / "m.npz")
+    state = _file_meta(path)["state"]
+    assert ("cross_left_" in state and "cross_right_" in state) == crosses
+    again = _file_meta(TwoTower.load(path).save(tmp_path / "again.npz"))["state"]
+    assert list(again) == list(state)  # a loaded model keeps the layout
+
+
+def test_pickle_of_0_1_0_unpickles_into_the_training_state():
+    """A pickle written by similearn 0.1.0 holds the model's attributes in the file layout
+    (params_, _opt_state, ...: FILE_ATTRIBUTES); unpickling gathers them into the training state."""
+    X, pairs = _small_interactions()
+    m = TwoTower(n_components=4, n_epochs=1, batch_size=64, validation=None, random_state=0, hidden_sizes=(5,))
+    m.fit(*X, pairs[:400])
+    old = copy.deepcopy(m._file_state())  # the instance attributes of the same model in 0.1.0
+    assert "_state" not in old and set(FILE_ATTRIBUTES) <= set(old)
+    u = TwoTower.__new__(TwoTower)
+    u.__setstate__(old)  # what unpickling a 0.1.0 pickle does
+    assert not set(FILE_ATTRIBUTES) & set(vars(u)) and "_state" in vars(u)
+    v = pickle.loads(pickle.dumps(m))
+    for model in (m, u, v):
+        model.partial_fit(*X, pairs[400:])
+    for other in (u, v):
+        for (name, a), (_, b) in zip(_flat(m.params_), _flat(other.params_)):
+            assert np.array_equal(a, b), name
+        assert np.array_equal(m.gramian_left_, other.gramian_left_) and m.t_ == other.t_
+
+
+def test_estimator_held_by_a_parameter_is_saved_in_the_file_layout(tmp_path):
+    """The file-layout hook of similearn._utils.serialization applies to a model nested in another's
+    parameters as well."""
+    from similearn import PairwiseKNNMatcher
+
+    X, pairs = _small_interactions()
+    m = TwoTower(n_components=4, n_epochs=1, batch_size=64, validation=None, random_state=0).fit(*X, pairs)
+    path = similearn_save(PairwiseKNNMatcher(transformer=m), tmp_path / "outer.npz")
+    meta = _file_meta(path)["params"]["transformer"]
+    assert list(meta["state"]) == list(_file_meta(m.save(tmp_path / "m.npz"))["state"])
+    inner = similearn_load(path).transformer
+    assert type(inner) is TwoTower and np.array_equal(inner.transform_left(X[0]), m.transform_left(X[0]))

@@ -27,8 +27,8 @@ def _same_model(a, b):
             assert np.array_equal(x, y), key
     assert np.array_equal(a.gramian_left_, b.gramian_left_) and np.array_equal(a.gramian_right_, b.gramian_right_)
     assert a.t_ == b.t_
-    for name in a._state["opt_state"]:
-        for x, y in zip(a._state["opt_state"][name], b._state["opt_state"][name]):
+    for name in a._state.opt_state:
+        for x, y in zip(a._state.opt_state[name], b._state.opt_state[name]):
             assert np.array_equal(x, y), name
     assert np.array_equal(a.left_embedding_, b.left_embedding_)
 

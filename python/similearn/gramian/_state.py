@@ -9,59 +9,52 @@ call (``partial_fit``, the next epoch) continues from.
 ``t_``, ``gramian_left_``, ``gramian_right_``, ``cross_left_``, ``cross_right_`` and
 ``estimator_state_`` are views of it.
 
-It is a dict of plain values (arrays, lists and dicts of them, ints, None), so that a model
-file (:func:`similearn.save`) stores it as it is, under the estimator's attribute
-``_state``; :func:`similearn.load` gives back a plain dict, which :meth:`TrainingState.of`
-wraps again.  Files written before the state existed (similearn 0.1.0) hold the same
-values as separate attributes of the estimator (:data:`LEGACY_ATTRIBUTES`), from which
-:meth:`TrainingState.from_legacy` rebuilds it.
+A model file (:func:`similearn.save`) does not store the object: it holds the state as the
+estimator attributes similearn 0.1.0 kept it in, one per part (:data:`FILE_ATTRIBUTES`,
+:meth:`TrainingState.to_file`, :meth:`TrainingState.from_file`), so that moving the state
+into this class changed no file: 0.1.0 files load, and files written now load in 0.1.0.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-__all__ = ["TrainingState", "LEGACY_ATTRIBUTES", "legacy_path"]
+__all__ = ["TrainingState", "FILE_ATTRIBUTES"]
 
 SIDES = ("left", "right")
 
-#: Where similearn 0.1.0 kept each part of the state: an attribute of the estimator
-#: (a key path of the state -> the attribute's name).
-LEGACY_ATTRIBUTES = {
-    "params": "params_", "opt_state": "_opt_state", "t": "t_",
-    "counts.left": "_counts_left", "counts.right": "_counts_right",
-    "weights.left": "_p_left", "weights.right": "_p_right",
-    "prior.left": "_Q", "prior.right": "_R",
-    "gramians.left": "gramian_left_", "gramians.right": "gramian_right_",
-    "crosses.left": "cross_left_", "crosses.right": "cross_right_",
-    "estimators": "estimator_state_",
+#: The layout of the training state in a model file (and in a pickle of similearn 0.1.0): the
+#: estimator attribute that holds each part -> (field of :class:`TrainingState`, side of a
+#: per-side field or None), in the order 0.1.0 set them.
+FILE_ATTRIBUTES = {
+    "params_": ("params", None),
+    "_opt_state": ("opt_state", None),
+    "t_": ("t", None),
+    "_counts_left": ("counts", "left"), "_counts_right": ("counts", "right"),
+    "gramian_left_": ("gramians", "left"), "gramian_right_": ("gramians", "right"),
+    "estimator_state_": ("estimators", None),
+    "_Q": ("prior", "left"), "_R": ("prior", "right"),
+    "_p_left": ("weights", "left"), "_p_right": ("weights", "right"),
+    "cross_left_": ("crosses", "left"), "cross_right_": ("crosses", "right"),
 }
 
-# what an epoch changes in the state (the early stopping's copy of the best epoch)
+# the per-side fields that may be None as a whole: their attributes are then absent from a file
+# (weights before the first training call; crosses until training records cross estimates)
+_ABSENT_WHEN_NONE = ("weights", "crosses")
+
+# what an epoch changes (the early stopping's copy of the best epoch)
 _EPOCH_FIELDS = ("params", "opt_state", "t", "gramians", "crosses")
-
-
-def legacy_path(path):
-    """The place in a 0.1.0 estimator of the value at key path ``path`` of the state
-    (``"params.E_left"`` -> ``"params_.E_left"``, ``"counts.left"`` -> ``"_counts_left"``)."""
-    for key, attr in LEGACY_ATTRIBUTES.items():
-        if path == key or path.startswith(key + "."):
-            return attr + path[len(key):]
-    raise KeyError(path)
 
 
 def _per_side(left=None, right=None):
     return {"left": left, "right": right}
 
 
-def _field(key, doc):
-    """The property reading and writing item ``key`` of the state."""
-    return property(lambda self: self[key], lambda self, value: self.__setitem__(key, value), doc=doc)
-
-
-class TrainingState(dict):
+@dataclass(slots=True, eq=False, repr=False)
+class TrainingState:
     """The state two-tower training owns (Krichene et al., "Efficient training on very large
-    corpora via Gramian estimation", ICLR 2019): a dict with these keys, also attributes
-    (``state.params`` is ``state["params"]``).
+    corpora via Gramian estimation", ICLR 2019).
 
     params : dict
         The towers' parameters (:func:`similearn.gramian.towers.init_params`): "E_left"
@@ -92,9 +85,12 @@ class TrainingState(dict):
         SAGram: Alg. 1 line 8; the exact Gramians with ``penalty="exact"``); zeros at
         step 0 and without a penalty.  The penalty's gradient w.r.t. u_i is
         2 lam Ghat_v u_i (Eq. 7).
-    crosses : dict "left", "right" -> array (k, kP) or None
+    crosses : dict "left", "right" -> array (k, kP) or None, or None
         With a prior, the estimates Hhat_u, Hhat_v of H_u = sum_i p_i u_i q_i^T (App. B:
-        the penalty gains - 2 lam <H_u, H_v>); None otherwise.
+        the penalty gains - 2 lam <H_u, H_v>); None per side without a prior.  None as a
+        whole while training has recorded no cross estimate: at step 0, and with
+        ``penalty="exact"`` without a prior, whose steps compute none (a model file then
+        has no ``cross_left_`` / ``cross_right_``, as in 0.1.0).
     estimators : dict "left", "right" -> dict, or None
         The Gramian estimators after the last training call, serialisable
         (:func:`similearn.gramian.training.estimator_state`: class, parameters, state);
@@ -102,7 +98,15 @@ class TrainingState(dict):
         count from them.  None without an estimator (``penalty="exact"`` or ``"none"``).
     """
 
-    __slots__ = ()
+    params: dict
+    opt_state: dict
+    t: int
+    counts: dict
+    weights: dict | None
+    prior: dict
+    gramians: dict
+    crosses: dict | None
+    estimators: dict | None
 
     @classmethod
     def new(cls, params, opt_state, n_left, n_right, k, prior=None):
@@ -113,73 +117,82 @@ class TrainingState(dict):
                    counts=_per_side(np.zeros(n_left, dtype=np.int64), np.zeros(n_right, dtype=np.int64)),
                    weights=None, prior=_per_side(*(prior or (None, None))),
                    gramians=_per_side(np.zeros((k, k), dtype=dt), np.zeros((k, k), dtype=dt)),
-                   crosses=_per_side(), estimators=None)
+                   crosses=None, estimators=None)
+
+    # ------------------------------------------------------------------ the file layout
+    def to_file(self):
+        """The state as a model file holds it: attribute name -> value (:data:`FILE_ATTRIBUTES`;
+        weights and crosses left out while they are None)."""
+        out = {}
+        for name, (key, side) in FILE_ATTRIBUTES.items():
+            value = getattr(self, key)
+            if value is None and key in _ABSENT_WHEN_NONE:
+                continue
+            out[name] = value if side is None else value[side]
+        return out
 
     @classmethod
-    def of(cls, value):
-        """``value`` as a TrainingState: itself, or the plain dict a model file restores."""
-        return value if isinstance(value, cls) else cls(value)
-
-    @classmethod
-    def from_legacy(cls, attrs):
-        """The state of a model saved (or pickled) by similearn 0.1.0, from its attributes
-        (``attrs``: attribute name -> value, :data:`LEGACY_ATTRIBUTES`; the cross estimates
-        may be absent)."""
-        st = cls()
-        for path, attr in LEGACY_ATTRIBUTES.items():
-            key, _, side = path.partition(".")
-            value = attrs.get(attr)
-            if side:
-                st.setdefault(key, _per_side())[side] = value
+    def from_file(cls, attrs):
+        """The state held by the attributes ``attrs`` (name -> value, :data:`FILE_ATTRIBUTES`) of a
+        model file or of a pickle of similearn 0.1.0; an absent attribute is None."""
+        fields = {}
+        for name, (key, side) in FILE_ATTRIBUTES.items():
+            value = attrs.get(name)
+            if side is None:
+                fields[key] = value
             else:
-                st[key] = value
-        if st["weights"]["left"] is None:
-            st["weights"] = None
-        return st
+                fields.setdefault(key, {})[side] = value
+        for key in _ABSENT_WHEN_NONE:
+            if not any(name in attrs for name, (k, _) in FILE_ATTRIBUTES.items() if k == key):
+                fields[key] = None
+        return cls(**fields)
 
-    # ------------------------------------------------------------------ fields
-    params = _field("params", "The towers' parameters.")
-    opt_state = _field("opt_state", "The optimiser's state of every trained array.")
-    t = _field("t", "Optimiser steps taken.")
-    counts = _field("counts", "Pairs seen per item, per side (int64).")
-    weights = _field("weights", "The item weights p_j per side (float64), or None before the first training call.")
-    prior = _field("prior", "The low-rank prior rows per side (None without a prior).")
-    gramians = _field("gramians", "The Gramian estimates per side, (k, k).")
-    crosses = _field("crosses", "App. B's cross estimates per side (None without a prior).")
-    estimators = _field("estimators", "The serialisable Gramian estimators of the last training call, or None.")
+    # ------------------------------------------------------------------ reading
+    def __repr__(self):
+        return (f"{type(self).__name__}(t={self.t}, dtype={self.dtype}, n_left={self.counts['left'].size}, "
+                f"n_right={self.counts['right'].size}, prior={self.has_prior})")
 
     @property
     def dtype(self):
         """The dtype of the parameters (and of the estimates)."""
-        return self["params"]["E_left"].dtype
+        return self.params["E_left"].dtype
 
     @property
     def has_prior(self):
         """Whether training uses the low-rank prior of App. B."""
-        return self["prior"]["left"] is not None
+        return self.prior["left"] is not None
 
-    def set_estimates(self, gramians, crosses=(None, None)):
-        """The current estimates: (Ghat_u, Ghat_v) and, with a prior, (Hhat_u, Hhat_v)."""
-        self["gramians"] = _per_side(*gramians)
-        self["crosses"] = _per_side(*crosses)
+    # ------------------------------------------------------------------ changes
+    def set_gramians(self, left, right):
+        """The current Gramian estimates Ghat_u, Ghat_v."""
+        self.gramians = _per_side(left, right)
+
+    def set_crosses(self, left=None, right=None):
+        """The current cross estimates Hhat_u, Hhat_v of App. B (None: none, without a prior)."""
+        self.crosses = _per_side(left, right)
 
     def set_prior(self, Q, R):
         """The low-rank prior of App. B: rows Q (n_left, kP), R (n_right, kP)."""
-        self["prior"] = _per_side(Q, R)
+        self.prior = _per_side(Q, R)
 
     def add_pairs(self, P):
         """Count the pairs ``P`` ((n, 2) int64 rows (left, right)) as seen."""
         for col, side in enumerate(SIDES):
-            c = self["counts"][side]
+            c = self.counts[side]
             c += np.bincount(P[:, col], minlength=c.size)
 
     def tie_shared_table(self):
         """One input table for both towers (``shared_embeddings``): a model file stores the
         shared table twice; its copies are the same values, tied back into one array."""
-        self["params"]["E_right"] = self["params"]["E_left"]
+        self.params["E_right"] = self.params["E_left"]
 
+    # ------------------------------------------------------------------ the early stopping
     def epoch_values(self):
         """What an epoch changes, by reference: parameters, optimiser state, step count,
-        estimates (the early stopping keeps a deep copy of the best epoch's and puts it back
-        with ``update``)."""
-        return {key: self[key] for key in _EPOCH_FIELDS}
+        estimates (the early stopping keeps a deep copy of the best epoch's)."""
+        return {key: getattr(self, key) for key in _EPOCH_FIELDS}
+
+    def restore_epoch(self, values):
+        """Put back the fields of ``values`` (a copy of :meth:`epoch_values`)."""
+        for key in _EPOCH_FIELDS:
+            setattr(self, key, values[key])

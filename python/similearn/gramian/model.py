@@ -69,46 +69,13 @@ from .._utils.validation import n_entries, seed_from_random_state
 from ..base import SaveLoadMixin
 from . import towers, training, validation
 from ._inputs import check_features, check_prior, check_targets, n_columns
-from ._state import LEGACY_ATTRIBUTES, TrainingState, legacy_path
+from ._state import FILE_ATTRIBUTES, TrainingState
 from .estimators import exact_gramian, gramian_error
 from .outputs import TowerOutputs
 
 __all__ = ["TwoTower"]
 
-
 _PENALTIES = ("sogram", "sagram", "uniform", "linear", "sqrt", "exact", "none")
-
-# shapes of the training state (TwoTower._state, a TrainingState) by key path, checked by similearn.load
-# (terms: similearn._utils.integrity); =left / =right: the towers' layer widths (embedding_dim,
-# hidden_sizes..., n_components), =rank: the rank of the low-rank prior
-_TRAINING_STATE_SHAPES = {
-    "params.E_left": ("n_features_left_", ("structure_.embedding_dim", "=left[0]")),
-    "params.W_left[i]": ("=left[i]", "=left[i+1]"),
-    "params.b_left[i]": ("=left[i+1]",),
-    "params.E_right": ("n_features_right_", ("structure_.embedding_dim", "=right[0]")),
-    "params.W_right[i]": ("=right[i]", "=right[i+1]"),
-    "params.b_right[i]": ("=right[i+1]",),
-    "gramians.left": (("structure_.n_components", "=left[-1]"), "structure_.n_components"),
-    "gramians.right": (("structure_.n_components", "=right[-1]"), "structure_.n_components"),
-    "opt_state.E_left[i]": ("n_features_left_", "structure_.embedding_dim"),
-    "opt_state.E_right[i]": ("n_features_right_", "structure_.embedding_dim"),
-    "counts.left": ("n_left_",),
-    "counts.right": ("n_right_",),
-    "weights.left": ("n_left_",),
-    "weights.right": ("n_right_",),
-    "prior.left": ("n_left_", "=rank"),
-    "prior.right": ("n_right_", "=rank"),
-    "crosses.left": ("structure_.n_components", "=rank"),
-    "crosses.right": ("structure_.n_components", "=rank"),
-    "estimators.left.state.p_": ("n_left_",),
-    "estimators.left.state.gramian_": ("structure_.n_components", "structure_.n_components"),
-    "estimators.left.state.cache_": ("n_left_", "structure_.n_components"),
-    "estimators.left.state.prior_": ("n_left_", "=rank"),
-    "estimators.right.state.p_": ("n_right_",),
-    "estimators.right.state.gramian_": ("structure_.n_components", "structure_.n_components"),
-    "estimators.right.state.cache_": ("n_right_", "structure_.n_components"),
-    "estimators.right.state.prior_": ("n_right_", "=rank"),
-}
 
 
 class _FitInputs(NamedTuple):
@@ -135,13 +102,32 @@ class _FitInputs(NamedTuple):
         return self.shape[3]
 
 
-def _state_view(key, side=None, doc=None):
-    """A read-only fitted attribute of :class:`TwoTower`: item ``key`` of its training state (of
-    ``side`` for a per-side item)."""
+def _state_view(name, doc):
+    """A read-only fitted attribute of :class:`TwoTower`: the part of its training state that a model
+    file holds in attribute ``name`` (:data:`~similearn.gramian._state.FILE_ATTRIBUTES`)."""
+    key, side = FILE_ATTRIBUTES[name]
+
     def get(self):
-        value = self._training_state()[key]
-        return value if side is None else value[side]
+        state = vars(self).get("_state")
+        if state is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r} (it is not fitted)")
+        value = getattr(state, key)
+        return value if side is None or value is None else value[side]
     return property(get, doc=doc)
+
+
+def _from_file_layout(attrs):
+    """Instance attributes from ``attrs`` in the file layout: the training state's attributes
+    (:data:`~similearn.gramian._state.FILE_ATTRIBUTES`), if any, become one ``_state`` in their place."""
+    if not any(name in attrs for name in FILE_ATTRIBUTES):
+        return dict(attrs)
+    out = {}
+    for name, value in attrs.items():
+        if name not in FILE_ATTRIBUTES:
+            out[name] = value
+        elif "_state" not in out:
+            out["_state"] = TrainingState.from_file(attrs)
+    return out
 
 
 class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
@@ -361,16 +347,41 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     (2, 5)
     """
 
-    # shapes of the fitted state, checked by similearn.load: the training state, also where the files of
-    # similearn 0.1.0 hold its parts (legacy_path), and the serving state
+    # shapes of the fitted state, checked by similearn.load (terms: similearn._utils.integrity);
+    # =left / =right: the towers' layer widths (embedding_dim, hidden_sizes..., n_components),
+    # =rank: the rank of the low-rank prior
     _state_shapes = {
-        **{f"_state.{path}": shape for path, shape in _TRAINING_STATE_SHAPES.items()},
-        **{legacy_path(path): shape for path, shape in _TRAINING_STATE_SHAPES.items()},
+        "params_.E_left": ("n_features_left_", ("structure_.embedding_dim", "=left[0]")),
+        "params_.W_left[i]": ("=left[i]", "=left[i+1]"),
+        "params_.b_left[i]": ("=left[i+1]",),
+        "params_.E_right": ("n_features_right_", ("structure_.embedding_dim", "=right[0]")),
+        "params_.W_right[i]": ("=right[i]", "=right[i+1]"),
+        "params_.b_right[i]": ("=right[i+1]",),
+        "gramian_left_": (("structure_.n_components", "=left[-1]"), "structure_.n_components"),
+        "gramian_right_": (("structure_.n_components", "=right[-1]"), "structure_.n_components"),
+        "_opt_state.E_left[i]": ("n_features_left_", "structure_.embedding_dim"),
+        "_opt_state.E_right[i]": ("n_features_right_", "structure_.embedding_dim"),
+        "_counts_left": ("n_left_",),
+        "_counts_right": ("n_right_",),
+        "_p_left": ("n_left_",),
+        "_p_right": ("n_right_",),
         "_interactions": ("n_left_", "n_right_"),
         "_catalogue.left": ("n_left_", "n_features_left_"),
         "_catalogue.right": ("n_right_", "n_features_right_"),
         "_embedding_cache.left": ("n_left_", "structure_.n_components"),
         "_embedding_cache.right": ("n_right_", "structure_.n_components"),
+        "_Q": ("n_left_", "=rank"),
+        "_R": ("n_right_", "=rank"),
+        "cross_left_": ("structure_.n_components", "=rank"),
+        "cross_right_": ("structure_.n_components", "=rank"),
+        "estimator_state_.left.state.p_": ("n_left_",),
+        "estimator_state_.left.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+        "estimator_state_.left.state.cache_": ("n_left_", "structure_.n_components"),
+        "estimator_state_.left.state.prior_": ("n_left_", "=rank"),
+        "estimator_state_.right.state.p_": ("n_right_",),
+        "estimator_state_.right.state.gramian_": ("structure_.n_components", "structure_.n_components"),
+        "estimator_state_.right.state.cache_": ("n_right_", "structure_.n_components"),
+        "estimator_state_.right.state.prior_": ("n_right_", "=rank"),
     }
 
     def __init__(self, n_components=64, *, hidden_sizes=(), embedding_dim=None, shared_embeddings=False,
@@ -451,36 +462,36 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         return k, hs, d, np.dtype(self.dtype)
 
     # ------------------------------------------------------------------ the training state
-    def _training_state(self):
-        """The :class:`~similearn.gramian._state.TrainingState` of the fitted model (AttributeError
-        before the first fit).  A model file stores it as a plain dict, wrapped again here; a file
-        or pickle of similearn 0.1.0 holds its parts as attributes of their own (``params_``,
-        ``_opt_state``, ...), moved into the state here on first use."""
-        attrs = vars(self)
-        state = attrs.get("_state")
-        if type(state) is TrainingState:
-            return state
-        if state is None:
-            if "params_" not in attrs:
-                raise AttributeError(f"{type(self).__name__!r} object has no training state: it is not fitted")
-            state = TrainingState.from_legacy(attrs)
-        self._set_state(TrainingState.of(state))
-        return self._state
+    # The fitted model holds its training state in one object, ``_state``
+    # (:class:`~similearn.gramian._state.TrainingState`); a model file holds it as the attributes
+    # of similearn 0.1.0 (FILE_ATTRIBUTES), which ``_state_shapes`` above checks.
+    params_ = _state_view("params_", doc="The towers' parameters (see the class docstring).")
+    t_ = _state_view("t_", doc="Optimiser steps taken.")
+    gramian_left_ = _state_view("gramian_left_", doc="Ghat_u, the current estimate of the left Gramian (k, k).")
+    gramian_right_ = _state_view("gramian_right_", doc="Ghat_v, the current estimate of the right Gramian (k, k).")
+    cross_left_ = _state_view("cross_left_", doc="Hhat_u (k, kP) with a low-rank prior (App. B), else None.")
+    cross_right_ = _state_view("cross_right_", doc="Hhat_v (k, kP) with a low-rank prior (App. B), else None.")
+    estimator_state_ = _state_view("estimator_state_", doc="The Gramian estimators (class, parameters, state) "
+                                                           "after the last training call, or None.")
 
-    def _set_state(self, state):
-        """Hold ``state``; the attributes a model of similearn 0.1.0 kept its parts in are dropped."""
-        for name in LEGACY_ATTRIBUTES.values():
-            vars(self).pop(name, None)
-        self._state = state
+    def _file_state(self):
+        """The attributes a model file holds (:mod:`similearn._utils.serialization`): the training
+        state as the attributes of :data:`~similearn.gramian._state.FILE_ATTRIBUTES`, in its place."""
+        out = {}
+        for name, value in vars(self).items():
+            if name == "_state":
+                out.update(value.to_file())
+            else:
+                out[name] = value
+        return out
 
-    params_ = _state_view("params", doc="The towers' parameters (see the class docstring).")
-    t_ = _state_view("t", doc="Optimiser steps taken.")
-    gramian_left_ = _state_view("gramians", "left", doc="Ghat_u, the current estimate of the left Gramian (k, k).")
-    gramian_right_ = _state_view("gramians", "right", doc="Ghat_v, the current estimate of the right Gramian (k, k).")
-    cross_left_ = _state_view("crosses", "left", doc="Hhat_u (k, kP) with a low-rank prior (App. B), else None.")
-    cross_right_ = _state_view("crosses", "right", doc="Hhat_v (k, kP) with a low-rank prior (App. B), else None.")
-    estimator_state_ = _state_view("estimators", doc="The Gramian estimators (class, parameters, state) after "
-                                                     "the last training call, or None.")
+    def _set_file_state(self, attrs):
+        """Set the attributes ``attrs`` of a model file (those :meth:`_file_state` gives)."""
+        vars(self).update(_from_file_layout(attrs))
+
+    def __setstate__(self, state):
+        # a pickle of similearn 0.1.0 holds the training state in the attributes of the file layout
+        super().__setstate__(_from_file_layout(state) if "_state" not in state else state)
 
     def _embed_all(self, side, X, nt):
         return towers.embed_all(self.params_, side, X, nt, int(self.n_components))
@@ -552,7 +563,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
                 raise ValueError(f"partial_fit: {key} changed from {old!r} to {now[key]!r} since the model was "
                                  "fitted; fit a new model instead")
         if self.shared_embeddings:  # one table (a loaded model has two equal arrays: tie them again)
-            self._training_state().tie_shared_table()
+            self._state.tie_shared_table()
 
     def _start(self, inputs, rng, nt):
         """The model at step 0 on the catalogues of ``inputs``: new parameters drawn from ``rng``, no
@@ -560,8 +571,8 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         XL, XR = inputs.XL, inputs.XR
         self.n_left_, self.n_right_ = XL.shape[0], XR.shape[0]
         self.n_features_left_, self.n_features_right_ = XL.shape[1], XR.shape[1]
-        self._set_state(training.initial_state(self, (XL.shape[1], XR.shape[1]), (XL.shape[0], XR.shape[0]),
-                                               inputs.shape, rng, nt, inputs.prior))
+        self._state = training.initial_state(self, (XL.shape[1], XR.shape[1]), (XL.shape[0], XR.shape[0]),
+                                             inputs.shape, rng, nt, inputs.prior)
         self.structure_ = self._structure(*inputs.shape)
         self.loss_history_ = []
         self.loss_parts_history_ = {"data": [], "penalty": []}
@@ -571,7 +582,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
     def _train(self, XL, XR, P, s, n_epochs, rng, nt, pool, monitor=None):
         """At most ``n_epochs`` passes over the pairs (:func:`training.run_epochs`; the
         ``monitor`` may stop them), then the bookkeeping ``recommend`` and the embeddings need."""
-        run = training.start(self, self._training_state(), XL, XR, P, s, rng, nt, pool)
+        run = training.start(self, self._state, XL, XR, P, s, rng, nt, pool)
         self.output_l2_ = run.rho
         try:
             with blas_threads(1):
@@ -675,7 +686,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
             if self.params_["E_left"].dtype != inputs.dtype:
                 raise ValueError("partial_fit: dtype differs from the first call")
             if inputs.prior is not None:
-                self._training_state().set_prior(*inputs.prior)
+                self._state.set_prior(*inputs.prior)
         # one stream per call, a function of (seed, call number): reproducible and serialisable
         rng = np.random.default_rng([self._seed, self.n_iter_ + 1])
         self._train(inputs.XL, inputs.XR, inputs.P, inputs.s, 1, rng, nt, pool=first)
@@ -732,7 +743,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         XL = check_features(left_features, "left_features", dt, self.normalize, self.n_features_left_)
         XR = check_features(right_features, "right_features", dt, self.normalize, self.n_features_right_)
         with blas_threads(nt):  # the Gramians the penalty is about (item weights per gramian_weights)
-            p = self._training_state().weights
+            p = self._state.weights
             GL = exact_gramian(self._embed_all("left", XL, nt), p["left"])
             GR = exact_gramian(self._embed_all("right", XR, nt), p["right"])
         return gramian_error(self.gramian_left_, GL), gramian_error(self.gramian_right_, GR)

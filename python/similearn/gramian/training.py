@@ -247,6 +247,8 @@ def start(m, state, XL, XR, P, s, rng, n_threads, pool):
 
         run.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="similearn-tower")
         run.side_threads = max(1, n_threads // 2)
+    if m.penalty == "none":  # no cross estimates (None per side)
+        state.set_crosses()
     return run
 
 
@@ -315,7 +317,8 @@ def _gramian_step(m, run, gb):
                 gb[side] = (ids[side], E, out[1], 1.0 / ids[side].size)
 
         run.both(update)
-        state.set_estimates((est["left"].gramian_, est["right"].gramian_), (est["left"].cross_, est["right"].cross_))
+        state.set_gramians(est["left"].gramian_, est["right"].gramian_)
+        state.set_crosses(est["left"].cross_, est["right"].cross_)
     elif m.penalty == "exact":
         nt = run.n_threads
         if items:  # B' = the whole catalogue, each item weighted 1/N
@@ -328,11 +331,10 @@ def _gramian_step(m, run, gb):
             UL, UR = towers.embed_all(P, "left", X["left"], nt, run.k), towers.embed_all(P, "right", X["right"], nt,
                                                                                         run.k)
         p, prior, outputs = state.weights, state.prior, ((UL, "left"), (UR, "right"))
-        G = [np.ascontiguousarray(exact_gramian(U, p[side]), dtype=run.dtype) for U, side in outputs]
-        H = state.crosses["left"], state.crosses["right"]
-        if state.has_prior:
-            H = [np.ascontiguousarray(U.T @ (p[side][:, None] * prior[side]), dtype=run.dtype) for U, side in outputs]
-        state.set_estimates(G, H)
+        state.set_gramians(*(np.ascontiguousarray(exact_gramian(U, p[side]), dtype=run.dtype) for U, side in outputs))
+        if state.has_prior:  # without a prior, no cross estimate is recorded
+            state.set_crosses(*(np.ascontiguousarray(U.T @ (p[side][:, None] * prior[side]), dtype=run.dtype)
+                                for U, side in outputs))
 
 
 def python_step(m, run, batch):
@@ -499,7 +501,8 @@ class FusedEngine:
                 estL.n_projections_ += int(n_proj[0])
                 estR.n_projections_ += int(n_proj[1])
         if estL is not None:
-            state.set_estimates((GL, GR))
+            state.set_gramians(GL, GR)
+            state.set_crosses()
         return tot_data, tot_pen
 
 

@@ -164,13 +164,14 @@ class Monitor:
         if best is None or len(m.validation_scores_) == m.best_epoch_:
             return
         state = run.state
-        state.update(best["state"])
+        state.restore_epoch(best["state"])
         for est, saved in zip(run.est, best["est"]):
             if est is not None:
                 vars(est).update(saved)
         if run.est[0] is not None:  # the state's estimates are the estimators' arrays
-            state.set_estimates((run.est[0].gramian_, run.est[1].gramian_),
-                                (state.crosses["left"], state.crosses["right"]))
+            state.set_gramians(run.est[0].gramian_, run.est[1].gramian_)
+        if state.crosses is None:  # the restored model records its cross estimates: none (as 0.1.0 did)
+            state.set_crosses()
 
 
 # what an epoch changes in a Gramian estimator (the rest is fixed by initialize)
