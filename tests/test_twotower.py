@@ -16,8 +16,9 @@ from estimator_cases import CASE_BY_NAME
 from similearn import TwoTower
 from similearn import load as similearn_load
 from similearn import save as similearn_save
+from similearn._config import blas_threads
 from similearn.datasets import make_interactions
-from similearn.gramian import exact_gramian, gramian_error, training
+from similearn.gramian import SAGram, SOGram, exact_gramian, gramian_error, gramian_error_trajectory, training
 from similearn.gramian._state import FILE_ATTRIBUTES
 from similearn.metrics import interaction_map_at_k
 from similearn.neighbors import topk as similearn_topk
@@ -603,3 +604,58 @@ def test_estimator_held_by_a_parameter_is_saved_in_the_file_layout(tmp_path):
     assert list(meta["state"]) == list(_file_meta(m.save(tmp_path / "m.npz"))["state"])
     inner = similearn_load(path).transformer
     assert type(inner) is TwoTower and np.array_equal(inner.transform_left(X[0]), m.transform_left(X[0]))
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(hidden_sizes=(6,), penalty="sagram", gramian_weights="pairs"),
+                                dict(penalty="exact", optimizer="adam", shared_embeddings=True)])
+def test_start_training_then_the_documented_steps_give_fits_model(kw):
+    """TwoTower.start_training (without random_state: fit's draws) stepped epoch by epoch with
+    run.shuffle() and training.python_step gives the model fit gives, bit for bit."""
+    X, pairs = _small_interactions()
+    if kw.get("shared_embeddings"):
+        X = (X[0][:, :20], X[1][:, :20])
+    base = dict(n_components=6, n_epochs=2, batch_size=64, validation=None, random_state=4, **kw)
+    fitted = TwoTower(**base).fit(*X, pairs)
+    m = TwoTower(**base)
+    run = m.start_training(*X, pairs)
+    n = run.P.shape[0]
+    try:
+        with blas_threads(1):
+            for _ in range(2):
+                run.shuffle()
+                for start in range(0, n, run.batch_size):
+                    training.python_step(m, run, slice(start, min(n, start + run.batch_size)))
+    finally:
+        run.close()
+    assert run.state.params is m.params_ and m.t_ == fitted.t_ > 0
+    for (name, a), (_, b) in zip(_flat(m.params_), _flat(fitted.params_)):
+        assert np.array_equal(a, b), name
+    assert np.array_equal(m.gramian_left_, fitted.gramian_left_)
+    assert np.array_equal(m.gramian_right_, fitted.gramian_right_)
+    other = TwoTower(**base).start_training(*X, pairs, random_state=0)  # a seed of its own: other draws
+    other.shuffle()
+    assert not np.array_equal(other.PL, run.PL) or not np.array_equal(other.PR, run.PR)
+    other.close()
+
+
+def test_gramian_error_trajectory_measures_each_estimate_against_the_exact_gramian():
+    """Along a trajectory that does not move (a step size of 1e-30), SAGram's cache, filled with
+    the towers' outputs at step 0, gives the exact Gramians and SOGram's running average converges
+    to them; when training moves the towers, SAGram's cache lags behind."""
+    X, pairs = _small_interactions()
+
+    def estimators():
+        return {"sagram": (SAGram(), SAGram()), "sogram": (SOGram(0.02), SOGram(0.02))}
+
+    frozen = TwoTower(n_components=6, batch_size=64, learning_rate=1e-30, random_state=0)
+    res = gramian_error_trajectory(frozen, *X, pairs, estimators(), n_steps=30, eval_every=10, random_state=1)
+    assert list(res["step"]) == [10, 20, 30] and res["time"].shape == (3,)
+    assert res["sagram"].shape == res["sogram"].shape == (3, 2)
+    assert np.all(res["sagram"] < 1e-5)
+    assert np.all(res["sogram"][0] > 0.5) and np.all(np.diff(res["sogram"], axis=0) < 0)
+    again = gramian_error_trajectory(frozen, *X, pairs, estimators(), n_steps=30, eval_every=10, random_state=1)
+    for name in ("step", "sagram", "sogram"):
+        assert np.array_equal(again[name], res[name])
+    moving = clone(frozen).set_params(learning_rate="auto")
+    res = gramian_error_trajectory(moving, *X, pairs, estimators(), n_steps=30, eval_every=10, random_state=1)
+    assert np.all(res["sagram"] > 1e-4)

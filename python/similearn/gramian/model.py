@@ -701,9 +701,12 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         The inputs are checked and the parameters drawn exactly as :meth:`fit` does (from the
         ``random_state`` parameter); the pairs are counted and the Gramian estimators
         initialised as at the start of :meth:`fit`'s first epoch.  The run's own draws (order
-        of the pairs, Gramian batches) come from the ``random_state`` argument.  Step it with
-        ``run.shuffle()`` and :func:`similearn.gramian.training.python_step` ``(self, run,
-        batch)``, read the towers and estimates in ``run.state`` (the model's training state,
+        of the pairs, Gramian batches) come from the ``random_state`` argument, or, without
+        one, continue the stream that drew the parameters, as :meth:`fit`'s do.  Step it with
+        ``run.shuffle()`` once per epoch and :func:`similearn.gramian.training.python_step`
+        ``(self, run, batch)`` for each slice of ``run.batch_size`` pairs (that is
+        :meth:`fit`'s epoch, bit for bit, with the BLAS on one thread as in :meth:`fit`), read the
+        towers and estimates in ``run.state`` (the model's training state,
         :class:`~similearn.gramian._state.TrainingState`), and ``run.close()`` it at the end.
         No epoch is recorded, and the model does not serve (``recommend``, ``left_embedding_``)
         until it is fitted.
@@ -719,7 +722,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         targets : array of shape (n_pairs,), optional
             As in :meth:`fit`.
         random_state : int, RandomState, Generator or None
-            The seed of the run's draws.
+            The seed of the run's draws; None: those of :meth:`fit`.
 
         Returns
         -------
@@ -729,8 +732,10 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         inputs = self._setup(left_features, right_features, pairs, targets, None, True)
         self._seed = seed_from_random_state(self.random_state)
         nt = get_num_threads(self.n_threads)
-        self._start(inputs, np.random.default_rng(self._seed), nt)
-        rng = np.random.default_rng(seed_from_random_state(random_state))
+        rng = np.random.default_rng(self._seed)
+        self._start(inputs, rng, nt)
+        if random_state is not None:
+            rng = np.random.default_rng(seed_from_random_state(random_state))
         return training.start(self, self._state, inputs.XL, inputs.XR, inputs.P, inputs.s, rng, nt, True)
 
     def estimation_error(self, left_features, right_features):

@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils import check_random_state
 
 from .._config import blas_threads
 from .._utils.validation import check_int
@@ -56,7 +57,9 @@ def gramian_error_trajectory(model, left_features, right_features, pairs, estima
     if not isinstance(estimators, dict) or not estimators:
         raise ValueError("estimators must be a non-empty dict name -> (left, right)")
     m = clone(model)
-    run = m.start_training(left_features, right_features, pairs, targets, random_state=random_state)
+    # the trajectory's own draws: random_state, or without one NumPy's global stream (not the model's)
+    run = m.start_training(left_features, right_features, pairs, targets,
+                           random_state=check_random_state(None) if random_state is None else random_state)
     try:
         return _trajectory(m, run, estimators, n_steps, eval_every)
     finally:
