@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import math
 import operator
-import weakref
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -90,9 +89,6 @@ def _ratio(scan_ratio):
 # the arguments of similearn._core.MihIndex, which reads those very arrays.
 _TABLE_ATTRS = ("codes", "substring_start", "substring_len", "n_bits", "offsets", "keys", "occupied", "ids",
                 "table_codes")
-# index -> (its MihIndex, HammingIndex._sources() when it was built), outside the
-# instance so that save and pickle, which store the instance's attributes, never meet it
-_TABLES = weakref.WeakKeyDictionary()
 
 
 class HammingIndex(BaseEstimator):
@@ -289,13 +285,13 @@ class HammingIndex(BaseEstimator):
         self.offsets_, self.keys_, self.occupied_, self.ids_ = a["offsets"], a["keys"], a["occupied"], a["ids"]
         self.table_codes_ = a["table_codes"]
         self.memory_bytes_ = tables.memory_bytes
-        _TABLES[self] = (tables, self._sources())
+        self._mih = (tables, self._sources())
 
     def _set_shards(self, sharded):
         for name in _TABLE_ATTRS + ("m",):   # the tables of an earlier in-memory fit
             if name != "n_bits":
                 self.__dict__.pop(name + "_", None)
-        _TABLES.pop(self, None)
+        self.__dict__.pop("_mih", None)
         self._shards = sharded
         self.n_codes_ = sharded.n_codes
         self.n_words_ = sharded.n_words
@@ -316,12 +312,18 @@ class HammingIndex(BaseEstimator):
         the attributes (their layout checked once, O(m), no copy) the first time they are
         searched after a load, unpickling or a change of one of them."""
         sources = self._sources()
-        known = _TABLES.get(self)
+        known = self.__dict__.get("_mih")
         if known is not None and len(known[1]) == len(sources) and all(map(operator.is_, known[1], sources)):
             return known[0]
         tables = _kernels.MihIndex(**{name: getattr(self, name + "_") for name in _TABLE_ATTRS})
-        _TABLES[self] = (tables, sources)
+        self._mih = (tables, sources)
         return tables
+
+    def _file_state(self):
+        """What a model file holds (similearn.save): the attributes, less the C++ object
+        over the table attributes (``_mih``: it is rebuilt from them, O(m), at the first
+        search after a load).  Pickle keeps it: it pickles as those very arrays."""
+        return {name: value for name, value in vars(self).items() if name != "_mih"}
 
     def _shards_for(self, queries):
         """The sharded index that answers these checked queries: the one of an index
