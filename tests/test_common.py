@@ -220,7 +220,17 @@ def test_file_saved_by_0_1_0_loads_with_equal_outputs(case):
     assert type(est) is type(case.make())
     with np.load(os.path.join(_SAVED, f"{case.name}_v0.1.0_expected.npz")) as z:
         expected = tuple(z[f"arr_{i}"] for i in range(len(z.files)))
-    _assert_identical(expected, _outputs(case, est, fit))
+    got = _outputs(case, est, fit)
+    assert len(got) == len(expected)
+    for a, b in zip(expected, got):
+        # the fixtures were written on x86-64: similearn's kernels give those bits on every
+        # CPU, but PairwiseKNNMatcher's probabilities go through scikit-learn's logistic
+        # regression and the BLAS, whose rounding differs by CPU (aarch64: 1e-16)
+        assert a.shape == b.shape and a.dtype == b.dtype
+        if a.dtype.kind == "f":
+            np.testing.assert_allclose(b, a, rtol=0, atol=1e-12 * max(float(np.abs(a).max()), 1e-300))
+        else:
+            np.testing.assert_array_equal(b, a)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.seeded], ids=repr)
