@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import warnings
 import sys
 from pathlib import Path
 
@@ -70,6 +71,9 @@ autoclass_content = "class"
 # is not installed, autodoc imports those modules against a mock so that their pages
 # are still generated from the docstrings.
 autodoc_mock_imports = [] if importlib.util.find_spec("torch") else ["torch"]
+# the deprecated module names warn when imported; their pages document them as deprecated
+warnings.filterwarnings("ignore", message=r"similearn\.(twotower|gramian_torch) is deprecated",
+                        category=FutureWarning)
 
 numpydoc_show_class_members = False    # members are rendered by autodoc (:members:) instead
 numpydoc_class_members_toctree = False

@@ -342,10 +342,20 @@ class HammingIndex(BaseEstimator):
         return list(getattr(sharded, field))
 
     # read-only views of the shards of an index fitted on a Dask array (absent otherwise)
-    shards_ = property(lambda self: self._sharded("shards"),
-                       doc="list of dask.delayed.Delayed: the persisted per-block indexes, in row order.")
-    shard_sizes_ = property(lambda self: self._sharded("sizes"), doc="list of int: codes per shard.")
-    shard_m_ = property(lambda self: self._sharded("ms"), doc="list of int: tables per shard.")
+    @property
+    def shards_(self):
+        """list of dask.delayed.Delayed: the persisted per-block indexes, in row order."""
+        return self._sharded("shards")
+
+    @property
+    def shard_sizes_(self):
+        """list of int: codes per shard."""
+        return self._sharded("sizes")
+
+    @property
+    def shard_m_(self):
+        """list of int: tables per shard."""
+        return self._sharded("ms")
 
     # ------------------------------------------------------------------ searching
     def _checked(self, codes, name):
