@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import warnings
 import sys
+import warnings
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent
