@@ -50,11 +50,13 @@ T* opt_mut(oarray<T>& a) {
 inline i64 self_of(const std::optional<i64>& self_offset) { return self_offset ? *self_offset : sl::kNoSelf; }
 
 // Per-query id sets (topk.hpp IdSets) from a CSR pattern (indptr, indices), both or
-// neither (similearn.neighbors validates and sorts it).  Checked: what the kernels
-// dereference, O(n_queries): n_queries + 1 non-decreasing offsets within
-// [0, len(indices)].  Ids out of [0, n_database) are never written through.
+// neither (similearn.neighbors validates and sorts it); ``name`` ("exclude", "include")
+// names them in errors.  Checked: what the kernels dereference, O(n_queries):
+// n_queries + 1 non-decreasing offsets within [0, len(indices)].  Excluded ids out of
+// [0, n_database) are never read or written through; an allow-list's ids are read
+// through (a sparse one gathers its rows), so its binding checks them (check_ids).
 std::optional<IdSets> id_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
-                              i64 n_queries);
+                              i64 n_queries, const char* name = "exclude");
 inline const IdSets* ptr_of(const std::optional<IdSets>& s) { return s ? &*s : nullptr; }
 
 // Every id in ids[0..m) lies in [0, n).  O(m).

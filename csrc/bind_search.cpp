@@ -15,15 +15,18 @@ namespace {
 template <class T>
 py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
                     int n_threads, const std::optional<carray<i64>>& exclude_indptr,
-                    const std::optional<carray<i64>>& exclude_indices) {
+                    const std::optional<carray<i64>>& exclude_indices, const std::optional<carray<i64>>& include_indptr,
+                    const std::optional<carray<i64>>& include_indices) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
   const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
+  const auto in = id_sets(include_indptr, include_indices, nq, "include");
+  if (in) check_ids(include_indices->data(), in->indptr[nq], nx, "include ids must lie in [0, n_database)");
   carray<i64> idx({nq, k});
   carray<T> score({nq, k});
   {
     py::gil_scoped_release nogil;
     sl::topk_dense<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
-                      ptr_of(ex), n_threads, idx.mutable_data(), score.mutable_data());
+                      ptr_of(ex), ptr_of(in), n_threads, idx.mutable_data(), score.mutable_data());
   }
   return py::make_tuple(idx, score);
 }
@@ -32,9 +35,13 @@ py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, s
 template <class T>
 py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
                          bool exact_dist, int n_threads, const std::optional<carray<i64>>& exclude_indptr,
-                         const std::optional<carray<i64>>& exclude_indices) {
+                         const std::optional<carray<i64>>& exclude_indices,
+                         const std::optional<carray<i64>>& include_indptr,
+                         const std::optional<carray<i64>>& include_indices) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
   const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
+  const auto in = id_sets(include_indptr, include_indices, nq, "include");
+  if (in) check_ids(include_indices->data(), in->indptr[nq], nx, "include ids must lie in [0, n_database)");
   if (x.shape(1) != dim && nx > 0) throw py::value_error("queries and database differ in n_features");
   carray<i64> idx({nq, k});
   carray<T> key({nq, k});
@@ -48,7 +55,7 @@ py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metr
   {
     py::gil_scoped_release nogil;
     sl::topk_keys<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
-                     ptr_of(ex), n_threads, idx.mutable_data(), key.mutable_data(),
+                     ptr_of(ex), ptr_of(in), n_threads, idx.mutable_data(), key.mutable_data(),
                      dp);
   }
   return py::make_tuple(idx, key, dist);
@@ -152,10 +159,12 @@ template <class T>
 void def_topk(py::module_& m, const char* name, const char* keys, const char* finalize) {
   m.def(name, &bind_topk<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
         py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"),
-        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
+        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none(),
+        py::arg("include_indptr").noconvert() = py::none(), py::arg("include_indices").noconvert() = py::none());
   m.def(keys, &bind_topk_keys<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
         py::arg("metric"), py::arg("self_offset"), py::arg("exact_dist"), py::arg("n_threads"),
-        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
+        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none(),
+        py::arg("include_indptr").noconvert() = py::none(), py::arg("include_indices").noconvert() = py::none());
   m.def(finalize, &bind_topk_finalize<T>, py::arg("queries").noconvert(), py::arg("idx").noconvert(),
         py::arg("key").noconvert(), py::arg("metric"), py::arg("dist").noconvert(), py::arg("n_threads"));
 }

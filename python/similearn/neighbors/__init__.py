@@ -48,7 +48,7 @@ def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
                  f"lower {name} or query in chunks")
 
 
-def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=None, *, exclude=None):
+def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=None, *, exclude=None, include=None):
     """Exact k nearest database rows of every query.
 
     Parameters
@@ -79,13 +79,27 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
         cost: O(nnz) plus one check per query and database block (<= 512 rows)
         inside the kernel; no (n_queries, n_database) mask is formed.
 
+    include : scipy.sparse matrix or array of shape (n_queries, n_database), optional
+        The only database ids each query may return (a per-query allow-list, e.g. the
+        items in stock in the user's country): row i's stored column indices, read as
+        ``exclude``'s (any index dtype, values ignored, duplicates and unsorted rows
+        allowed).  Combines with ``exclude`` (an id must be allowed and not excluded)
+        and ``exclude_self``.  The result is that of scoring the allowed pairs only and
+        taking the top k by the same rule (ties to the lower index), padded with index
+        -1 (score as with ``exclude``) when fewer than k remain; an empty row gives a
+        row of -1.  Cost: with sparse lists (under 1/32 of the (query, row) pairs) only
+        the listed rows are read, O(nnz(include) n_features), with the same FMA chains
+        (the same scores, bits included); denser lists mask the full product, O(nnz)
+        more than without.  Rows that no query may return are not read, so NaN / inf
+        there is not reported.  Ids are checked (int64, in [0, n_database)) before any
+        work.
     Returns
     -------
     indices : ndarray of shape (n_queries, k), int64
     scores : ndarray of shape (n_queries, k), the input dtype
         Similarities in descending order ("ip", "cosine") or distances in
         ascending order ("euclidean"), best first; ties go to the lower index.
-        With ``exclude``, -1 marks an empty slot (see above).
+        With ``exclude`` or ``include``, -1 marks an empty slot (see above).
 
     Notes
     -----
@@ -120,6 +134,8 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     if is_dask_array(queries) or is_dask_array(database):
         from ._dask_search import dask_topk
 
+        if include is not None:  # issue 31: the Dask form of include= is the next step
+            raise ValueError("include= is not supported on Dask arrays yet; pass NumPy arrays")
         return dask_topk(queries, database, k, code, exclude_self, n_threads, exclude=exclude)
     queries = check_dense(queries, "queries", min_rows=0)
     # NaN / inf in the database: the kernel checks each block where it reads it (no pass of its own)
@@ -131,8 +147,9 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     k = check_k(k, database.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(queries.shape[0], k, queries.dtype.itemsize)
     ex = check_exclude(exclude, queries.shape[0], database.shape[0])
+    inc = check_exclude(include, queries.shape[0], database.shape[0], name="include")
     try:
-        return topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex)
+        return topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex, inc)
     except _kernels.NonFiniteInput:
         check_finite(database, "database")  # raises, saying NaN or inf
         raise

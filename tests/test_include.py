@@ -1,0 +1,172 @@
+"""``include=`` of topk: per-query allow-lists of database ids (issue 31, part 1).
+
+The oracle is test_exclude's: score every (query, database) pair, keep only the allowed
+pairs that are not excluded (nor the self pair with ``exclude_self``), take the k best
+by (score, lower index), pad with index -1 and the worst score.  Small-integer data
+makes every kernel quantity exact, so the comparison is bit for bit.  Both kernel
+paths are covered: sparse lists (under 1/32 of the pairs: only the listed rows are
+read) and dense ones (the full product, the rest masked), and the kernel's full-ranking
+path (k a sizeable fraction of the database).
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from similearn.neighbors import topk
+from test_exclude import METRICS, _assert_same, _csr, _id_lists, _kernel_keys, _mask, _select
+
+
+def _allow_lists(rng, nq, nx, k, density):
+    """Allowed ids per query around ``density`` of the database, with the edge cases: an
+    empty row, the whole database, fewer than k ids, duplicates, unsorted rows."""
+    rows = []
+    for i in range(nq):
+        case = i % 6
+        if case == 0:
+            ids = np.empty(0, np.int64)
+        elif case == 1 and density >= 0.5:
+            ids = np.arange(nx)
+        elif case == 2:
+            ids = rng.choice(nx, size=min(nx, max(1, k // 2)), replace=False)  # fewer than k
+        elif case == 3:
+            ids = rng.choice(nx, size=max(1, int(density * nx)), replace=True)  # duplicates
+        else:
+            ids = rng.choice(nx, size=max(1, int(density * nx)), replace=False)
+        rows.append(rng.permutation(ids).astype(np.int64))  # unsorted
+    return rows
+
+
+def _oracle(Q, X, k, metric, allow, exclude=(), self_excl=False):
+    key, score = _kernel_keys(Q, X, metric)
+    nx = X.shape[0]
+    masked = ~_mask(allow, nx)
+    if exclude:
+        masked |= _mask(exclude, nx)
+    if self_excl:
+        masked[np.arange(Q.shape[0]), np.arange(Q.shape[0])] = True
+    idx = _select(key, masked, k)
+    worst = np.inf if metric == "euclidean" else -np.inf
+    sc = np.where(idx >= 0, np.take_along_axis(score, np.maximum(idx, 0), axis=1), worst).astype(Q.dtype)
+    return idx, sc
+
+
+SHAPES = [(1, 1, 1, 1), (7, 50, 3, 5), (40, 3000, 17, 10), (130, 1500, 8, 200), (6, 40, 5, 40), (2, 700, 4, 7),
+          (11, 2000, 6, 1)]
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", METRICS)
+@pytest.mark.parametrize("nq,nx,d,k", SHAPES)
+def test_topk_include_bit_exact(rng, density, dtype, metric, nq, nx, d, k):
+    Q = rng.integers(-2, 3, (nq, d)).astype(dtype)
+    X = rng.integers(-2, 3, (nx, d)).astype(dtype)
+    allow = _allow_lists(rng, nq, nx, k, density)
+    _assert_same(topk(Q, X, k, metric, include=_csr(allow, nx)), _oracle(Q, X, k, metric, allow))
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", METRICS)
+def test_topk_include_with_exclude_and_exclude_self(rng, density, dtype, metric):
+    X = rng.integers(-2, 3, (600, 5)).astype(dtype)
+    for k in (1, 17, 599):
+        allow = _allow_lists(rng, 600, 600, k, density)
+        block = _id_lists(rng, 600, 600, k)
+        got = topk(X, X, k, metric, exclude_self=True, exclude=_csr(block, 600), include=_csr(allow, 600))
+        _assert_same(got, _oracle(X, X, k, metric, allow, block, self_excl=True))
+        assert not (got[0] == np.arange(600)[:, None]).any()
+
+
+@pytest.mark.parametrize("density", [0.005, 0.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", ["ip", "cosine"])
+def test_topk_include_scores_are_the_full_search_bits(rng, density, dtype, metric):
+    """Real-valued data: the allowed rows of the unfiltered full ranking, in order, are
+    the result, scores bit for bit (ip / cosine scores do not depend on k): a sparse list
+    read row by row gives the very FMA chains of the full product."""
+    Q = rng.standard_normal((50, 33)).astype(dtype)
+    X = rng.standard_normal((4000, 33)).astype(dtype)
+    full_i, full_s = topk(Q, X, 4000, metric)
+    allow = _allow_lists(rng, 50, 4000, 30, density)
+    ok = _mask(allow, 4000)
+    for k in (1, 30):
+        idx, sc = topk(Q, X, k, metric, include=_csr(allow, 4000))
+        for i in range(50):
+            keep = ok[i, full_i[i]]
+            n = min(k, int(keep.sum()))
+            np.testing.assert_array_equal(idx[i, :n], full_i[i][keep][:n])
+            np.testing.assert_array_equal(sc[i, :n], full_s[i][keep][:n])
+            assert (idx[i, n:] == -1).all() and (sc[i, n:] == -np.inf).all()
+
+
+@pytest.mark.parametrize("density", [0.005, 0.5])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_topk_include_euclidean_real_data(rng, density, dtype):
+    Q = rng.standard_normal((60, 12)).astype(dtype)
+    X = rng.standard_normal((5000, 12)).astype(dtype)
+    allow = _allow_lists(rng, 60, 5000, 25, density)
+    idx, sc = topk(Q, X, 25, "euclidean", include=_csr(allow, 5000))
+    d = np.sqrt(((Q.astype(np.float64)[:, None] - X.astype(np.float64)[None]) ** 2).sum(-1))
+    ridx = _select(-d, ~_mask(allow, 5000), 25)
+    np.testing.assert_array_equal(idx, ridx)
+    rsc = np.where(ridx >= 0, np.take_along_axis(d, np.maximum(ridx, 0), axis=1), np.inf)
+    np.testing.assert_allclose(sc, rsc, rtol=1e-6 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("density", [0.005, 0.5])
+def test_topk_include_threads_and_batches_give_the_same_bits(rng, density):
+    Q = rng.standard_normal((300, 20)).astype(np.float32)
+    X = rng.standard_normal((3000, 20)).astype(np.float32)
+    inc = _csr(_allow_lists(rng, 300, 3000, 10, density), 3000)
+    one = topk(Q, X, 10, "cosine", n_threads=1, include=inc)
+    two = topk(Q, X, 10, "cosine", n_threads=2, include=inc)
+    _assert_same(one, two)
+    part = topk(Q[100:200], X, 10, "cosine", include=inc[100:200])
+    _assert_same(part, (one[0][100:200], one[1][100:200]))
+
+
+def test_topk_include_all_rows_equals_no_filter_and_empty_gives_minus_one(rng):
+    Q = rng.standard_normal((20, 8))
+    X = rng.standard_normal((500, 8))
+    everything = sp.csr_array(np.ones((20, 500)))
+    _assert_same(topk(Q, X, 7, "euclidean", include=everything), topk(Q, X, 7, "euclidean"))
+    idx, sc = topk(Q, X, 7, "euclidean", include=sp.csr_array((20, 500)))
+    assert (idx == -1).all() and (sc == np.inf).all()
+
+
+def test_topk_include_nan_in_an_allowed_row_raises_and_unread_rows_are_not_checked(rng):
+    Q = rng.standard_normal((4, 8))
+    X = rng.standard_normal((4000, 8))
+    X[7, 3] = np.nan
+    allowed = sp.csr_array(([1.0] * 4, ([0, 1, 2, 3], [7, 7, 8, 9])), shape=(4, 4000))
+    with pytest.raises(ValueError, match="database"):
+        topk(Q, X, 2, include=allowed)
+    other = sp.csr_array(([1.0] * 4, ([0, 1, 2, 3], [8, 9, 10, 11])), shape=(4, 4000))
+    idx, _ = topk(Q, X, 1, include=other)  # sparse lists: row 7 is never read
+    np.testing.assert_array_equal(idx[:, 0], [8, 9, 10, 11])
+
+
+@pytest.mark.parametrize("include, exc, pattern", [
+    (np.ones((3, 50)), TypeError, "include must be a scipy.sparse"),
+    (sp.csr_array((3, 49)), ValueError, r"include has shape \(3, 49\)"),
+    (sp.csr_array(([1.0], ([0], [50])), shape=(3, 51)), ValueError, "include has shape"),
+])
+def test_topk_include_bad_input(rng, include, exc, pattern):
+    Q = rng.standard_normal((3, 4))
+    X = rng.standard_normal((50, 4))
+    with pytest.raises(exc, match=pattern):
+        topk(Q, X, 2, include=include)
+
+
+def test_topk_include_ids_out_of_range_are_refused_before_the_kernel(rng):
+    Q = rng.standard_normal((2, 4))
+    X = rng.standard_normal((50, 4))
+    bad = sp.csr_array((np.ones(1), np.array([3]), np.array([0, 1, 1])), shape=(2, 50))
+    bad.indices[0] = 50  # an id past the database, as a corrupt matrix might carry
+    with pytest.raises(ValueError, match="include"):
+        topk(Q, X, 2, include=bad)
+    neg = sp.csr_array((np.ones(1), np.array([3]), np.array([0, 1, 1])), shape=(2, 50))
+    neg.indices[0] = -1
+    with pytest.raises(ValueError, match="include"):
+        topk(Q, X, 2, include=neg)
