@@ -148,7 +148,7 @@ def test_topk_include_nan_in_an_allowed_row_raises_and_unread_rows_are_not_check
 
 
 @pytest.mark.parametrize("include, exc, pattern", [
-    (np.ones((3, 50)), TypeError, "include must be a scipy.sparse"),
+    (np.ones((3, 50)), TypeError, "include must be a 1-D array of database ids .* or a scipy.sparse"),
     (sp.csr_array((3, 49)), ValueError, r"include has shape \(3, 49\)"),
     (sp.csr_array(([1.0], ([0], [50])), shape=(3, 51)), ValueError, "include has shape"),
 ])
@@ -170,3 +170,38 @@ def test_topk_include_ids_out_of_range_are_refused_before_the_kernel(rng):
     neg.indices[0] = -1
     with pytest.raises(ValueError, match="include"):
         topk(Q, X, 2, include=neg)
+
+
+# ----------------------------------------------------------------------------- one list for all queries
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", METRICS)
+@pytest.mark.parametrize("n_allowed", [0, 1, 5, 700, 1500])
+def test_topk_shared_include_bit_exact(rng, dtype, metric, n_allowed):
+    """A 1-D include is the same allow-list in every row: the oracle's result, bit for bit,
+    alone and with exclude= and exclude_self (and k beyond the allowed rows: -1 padding)."""
+    X = rng.integers(-2, 3, (1500, 6)).astype(dtype)
+    Q = X[:40]
+    ids = rng.choice(1500, size=n_allowed, replace=True)  # duplicates, unsorted
+    allow = [ids] * 40
+    for k in (1, 9, 1200):
+        _assert_same(topk(Q, X, k, metric, include=ids), _oracle(Q, X, k, metric, allow))
+        _assert_same(topk(Q, X, k, metric, include=ids), topk(Q, X, k, metric, include=_csr(allow, 1500)))
+    block = _id_lists(rng, 40, 1500, 9)
+    _assert_same(topk(Q, X, 9, metric, include=list(ids), exclude=_csr(block, 1500)),
+                 _oracle(Q, X, 9, metric, allow, block))
+    _assert_same(topk(X, X, 9, metric, exclude_self=True, include=ids),
+                 _oracle(X, X, 9, metric, [ids] * 1500, self_excl=True))
+
+
+@pytest.mark.parametrize("include, exc, pattern", [
+    ([0.5, 1.0], TypeError, "include"),
+    ([3, 50], ValueError, "include"),
+    ([-1], ValueError, "include"),
+    (np.zeros((2, 2, 2), np.int64), TypeError, "include must be a 1-D"),
+])
+def test_topk_shared_include_bad_input(rng, include, exc, pattern):
+    Q = rng.standard_normal((3, 4))
+    X = rng.standard_normal((50, 4))
+    with pytest.raises(exc, match=pattern):
+        topk(Q, X, 2, include=include)

@@ -25,6 +25,7 @@ from ._hamming_index import HammingIndex
 from .._utils.params import Int, Options, Threads, validate_params
 from .._utils.memory import check_memory
 from ._checks import METRICS, check_exclude, check_metric, check_self, topk_raw
+from ._filters import check_shared_include, local_id_sets, to_database_ids
 from .._utils.targets import check_labels
 from .._utils.validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries, row_slices)
@@ -79,9 +80,13 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
         cost: O(nnz) plus one check per query and database block (<= 512 rows)
         inside the kernel; no (n_queries, n_database) mask is formed.
 
-    include : scipy.sparse matrix or array of shape (n_queries, n_database), optional
-        The only database ids each query may return (a per-query allow-list, e.g. the
-        items in stock in the user's country): row i's stored column indices, read as
+    include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_database), optional
+        The only database ids a query may return.  A 1-D array: one allow-list for
+        every query (e.g. the items in stock): the allowed rows are gathered once
+        (O(n_allowed n_features) time and memory) and searched alone, so the call costs
+        about n_allowed / n_database of the unfiltered one; duplicates are ignored.  A
+        sparse matrix: a per-query allow-list (e.g. the items sold in each user's
+        country): row i's stored column indices, read as
         ``exclude``'s (any index dtype, values ignored, duplicates and unsorted rows
         allowed).  Combines with ``exclude`` (an id must be allowed and not excluded)
         and ``exclude_self``.  The result is that of scoring the allowed pairs only and
@@ -147,12 +152,33 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     k = check_k(k, database.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(queries.shape[0], k, queries.dtype.itemsize)
     ex = check_exclude(exclude, queries.shape[0], database.shape[0])
+    if include is not None and not sp.issparse(include):  # one allow-list for every query
+        return _topk_shared_include(queries, database, k, code, self_offset, get_num_threads(n_threads), ex,
+                                    check_shared_include(include, database.shape[0]))
     inc = check_exclude(include, queries.shape[0], database.shape[0], name="include")
     try:
         return topk_raw(queries, database, k, code, self_offset, get_num_threads(n_threads), ex, inc)
     except _kernels.NonFiniteInput:
         check_finite(database, "database")  # raises, saying NaN or inf
         raise
+
+
+def _topk_shared_include(queries, database, k, code, self_offset, n_threads, ex, allowed):
+    """topk on the rows ``allowed`` (sorted distinct ids) alone, gathered once (see _filters)."""
+    nq = queries.shape[0]
+    worst = np.inf if code == METRICS["euclidean"] else -np.inf
+    self_rows = None if self_offset is None else np.arange(nq, dtype=np.int64) + self_offset
+    local_ex = local_id_sets(ex, allowed, nq, self_rows)
+    kk = min(k, allowed.size)
+    if kk == 0 or nq == 0:
+        return to_database_ids(np.empty((nq, 0), np.int64), np.empty((nq, 0), queries.dtype), allowed, k, worst)
+    rows = np.ascontiguousarray(database[allowed])
+    try:
+        idx, scores = topk_raw(queries, rows, kk, code, None, n_threads, local_ex)
+    except _kernels.NonFiniteInput:
+        check_finite(rows, "database")  # raises, saying NaN or inf
+        raise
+    return to_database_ids(idx, scores, allowed, k, worst)
 
 
 def pack_bits(bits, n_threads=None):
