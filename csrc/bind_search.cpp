@@ -198,21 +198,25 @@ void def_search(py::module_& m) {
       "hamming_topk",
       [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, i64 k, std::optional<i64> self_offset,
          int n_threads, const std::optional<carray<i64>>& exclude_indptr,
-         const std::optional<carray<i64>>& exclude_indices) {
+         const std::optional<carray<i64>>& exclude_indices, const std::optional<carray<i64>>& include_indptr,
+         const std::optional<carray<i64>>& include_indices) {
         const i64 nq = q.shape(0), nx = x.shape(0), w = q.shape(1);
         const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
+        const auto in = id_sets(include_indptr, include_indices, nq, "include");
+        if (in) check_ids(include_indices->data(), in->indptr[nq], nx, "include ids must lie in [0, n_database)");
         carray<i64> idx({nq, k});
         carray<std::int32_t> dist({nq, k});
         {
           py::gil_scoped_release nogil;
-          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_of(self_offset), ptr_of(ex), n_threads,
+          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_of(self_offset), ptr_of(ex), ptr_of(in), n_threads,
                            idx.mutable_data(), dist.mutable_data());
         }
         return py::make_tuple(idx, dist);
       },
       py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"), py::arg("self_offset"),
       py::arg("n_threads"), py::arg("exclude_indptr").noconvert() = py::none(),
-      py::arg("exclude_indices").noconvert() = py::none());
+      py::arg("exclude_indices").noconvert() = py::none(), py::arg("include_indptr").noconvert() = py::none(),
+      py::arg("include_indices").noconvert() = py::none());
 
   m.def(
       "hamming_histograms",

@@ -747,8 +747,8 @@ void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, st
 }
 
 void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* X, std::int64_t nx,
-                  std::int64_t w, std::int64_t k, std::int64_t self_offset, const IdSets* exclude, int n_threads,
-                  std::int64_t* out_idx, std::int32_t* out_dist) {
+                  std::int64_t w, std::int64_t k, std::int64_t self_offset, const IdSets* exclude,
+                  const IdSets* include, int n_threads, std::int64_t* out_idx, std::int32_t* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (nq == 0) return;
   const bool has_self = self_offset != kNoSelf;
@@ -765,6 +765,7 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
     std::vector<Sel> sel;
     std::vector<std::int32_t> buf;
     std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
+    std::vector<std::int64_t> cur_in;  // ... of its allowed ids
   };
   std::vector<Work> work(static_cast<std::size_t>(nw));
   parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
@@ -774,10 +775,12 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
       for (auto& s : wk.sel) s.init(k, static_cast<int>(64 * w));
       wk.buf.resize(static_cast<std::size_t>(bx));
       if (exclude) wk.cur.resize(static_cast<std::size_t>(bq));
+      if (include) wk.cur_in.resize(static_cast<std::size_t>(bq));
     }
     const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
     for (std::int64_t i = 0; i < nqb; ++i) wk.sel[static_cast<std::size_t>(i)].reset();
     if (exclude) exclude->start(q0, nqb, wk.cur.data());
+    if (include) include->start(q0, nqb, wk.cur_in.data());
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
       const std::int64_t nb = std::min(bx, nx - x0);
@@ -785,6 +788,40 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
         const std::int64_t skip = has_self ? self_offset + q0 + i : -1;
         const std::uint64_t* qi = Q + (q0 + i) * w;
         Sel& sel = wk.sel[static_cast<std::size_t>(i)];
+        if (include) {  // the query's allowed ids in the block, in ascending order
+          const DistFn dist = dist_fn();
+          std::int64_t& c = wk.cur_in[static_cast<std::size_t>(i)];
+          const std::int64_t end = include->indptr[q0 + i + 1];
+          std::int64_t ce = exclude ? wk.cur[static_cast<std::size_t>(i)] : 0;
+          std::int64_t last = -1;  // the last id offered (duplicates are skipped)
+          while (c < end && include->indices[c] < x0 + nb) {
+            const std::int64_t j = include->indices[c];
+            // a run of consecutive allowed ids: the vector scan (self skipped there too)
+            std::int64_t r = c + 1;
+            if (!exclude)
+              while (r < end && include->indices[r] == include->indices[r - 1] + 1 && include->indices[r] < x0 + nb)
+                ++r;
+            if (j > last && r - c >= 8) {
+              scan_block(qi, X + j * w, r - c, w, j, skip, sel, wk.buf.data());
+              last = include->indices[r - 1];
+              c = r;
+              continue;
+            }
+            ++c;
+            if (j <= last || j == skip) continue;
+            last = j;
+            if (exclude) {
+              const std::int64_t ee = exclude->indptr[q0 + i + 1];
+              while (ce < ee && exclude->indices[ce] < j) ++ce;
+              if (ce < ee && exclude->indices[ce] == j) continue;
+            }
+            std::int32_t d;
+            dist(qi, X + j * w, 1, w, &d);
+            if (d < sel.threshold()) sel.push(d, j);
+          }
+          if (exclude) wk.cur[static_cast<std::size_t>(i)] = ce;
+          continue;
+        }
         std::int64_t a = x0;  // start of the run not scanned yet
         if (exclude) {  // scan [a, e) for each excluded id e in the block, then resume at e + 1
           std::int64_t& c = wk.cur[static_cast<std::size_t>(i)];

@@ -16,11 +16,14 @@ void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, st
 // self_offset: database row self_offset + i is skipped for query i (kNoSelf in
 // topk.hpp: none).  exclude (may be null): ids skipped per query (IdSets in
 // topk.hpp); each block is scanned in the runs between them, O(nnz) extra runs.
+// include (may be null): the only ids each query may return (IdSets); only they are
+// read, runs of 8 or more consecutive allowed ids by the vector scan, the others one
+// by one (a popcount per word): O(nnz(include) n_words), whatever the density.
 // k may exceed the candidates (a sharded search's blocks, skipped ids): the
 // missing slots get distance INT32_MAX and index INT64_MAX.
 void hamming_topk(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* x, std::int64_t nx,
                   std::int64_t n_words, std::int64_t k, std::int64_t self_offset, const IdSets* exclude,
-                  int n_threads, std::int64_t* out_idx, std::int32_t* out_dist);
+                  const IdSets* include, int n_threads, std::int64_t* out_idx, std::int32_t* out_dist);
 
 // For every query, the histogram over distances 0..64*n_words of all database
 // codes (hist_all) and of the relevant ones (hist_rel, rel is nq x nx 0/1).

@@ -509,7 +509,7 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
     for (i64 j = 0; j < ns; ++j) std::copy(q + rows[j] * w, q + (rows[j] + 1) * w, qs.data() + j * w);
     std::vector<i64> si(static_cast<size_t>(ns * k));
     std::vector<std::int32_t> sd(static_cast<size_t>(ns * k));
-    hamming_topk(qs.data(), ns, t.codes, t.n, w, k, kNoSelf, nullptr, n_threads, si.data(), sd.data());
+    hamming_topk(qs.data(), ns, t.codes, t.n, w, k, kNoSelf, nullptr, nullptr, n_threads, si.data(), sd.data());
     for (i64 j = 0; j < ns; ++j) {
       std::copy(si.data() + j * k, si.data() + (j + 1) * k, out_idx + rows[j] * k);
       std::copy(sd.data() + j * k, sd.data() + (j + 1) * k, out_dist + rows[j] * k);

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from similearn.neighbors import topk
-from test_exclude import METRICS, _assert_same, _csr, _id_lists, _kernel_keys, _mask, _select
+from similearn.neighbors import hamming_topk, pack_bits, topk
+from test_exclude import I32_MAX, METRICS, _assert_same, _csr, _id_lists, _kernel_keys, _mask, _select
 
 
 def _allow_lists(rng, nq, nx, k, density):
@@ -205,3 +205,61 @@ def test_topk_shared_include_bad_input(rng, include, exc, pattern):
     X = rng.standard_normal((50, 4))
     with pytest.raises(exc, match=pattern):
         topk(Q, X, 2, include=include)
+
+
+# ----------------------------------------------------------------------------- Hamming
+
+def _hamming_oracle(bq, bx, k, allow, exclude=(), self_excl=False):
+    D = (bq.astype(np.uint8)[:, None, :] != bx.astype(np.uint8)[None, :, :]).sum(-1).astype(np.float64)
+    masked = ~_mask(allow, bx.shape[0])
+    if exclude:
+        masked |= _mask(exclude, bx.shape[0])
+    if self_excl:
+        masked[np.arange(bq.shape[0]), np.arange(bq.shape[0])] = True
+    idx = _select(D, masked, k, larger=False)
+    dist = np.where(idx >= 0, np.take_along_axis(D, np.maximum(idx, 0), axis=1), I32_MAX).astype(np.int32)
+    return idx, dist
+
+
+def _runs(rng, nq, nx):
+    """Allow-lists of consecutive ids (the vector scan's runs), with gaps and duplicates."""
+    rows = []
+    for _ in range(nq):
+        starts = rng.integers(0, nx, 4)
+        ids = np.concatenate([np.arange(a, min(nx, a + rng.integers(1, 40))) for a in starts])
+        rows.append(rng.permutation(np.concatenate([ids, ids[:3]])).astype(np.int64))
+    return rows
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5, "runs"])
+@pytest.mark.parametrize("n_bits", [8, 64, 128, 192, 256, 320])
+@pytest.mark.parametrize("nq,nx,k", [(1, 1, 1), (7, 300, 5), (40, 700, 700), (23, 1000, 1), (3, 20000, 50)])
+def test_hamming_topk_include(rng, density, n_bits, nq, nx, k):
+    bx = rng.integers(0, 2, (nx, n_bits))
+    bq = rng.integers(0, 2, (nq, n_bits))
+    allow = _runs(rng, nq, nx) if density == "runs" else _allow_lists(rng, nq, nx, k, density)
+    got = hamming_topk(pack_bits(bq), pack_bits(bx), k, include=_csr(allow, nx))
+    _assert_same(got, _hamming_oracle(bq, bx, k, allow))
+    shared = allow[-1]
+    _assert_same(hamming_topk(pack_bits(bq), pack_bits(bx), k, include=shared),
+                 _hamming_oracle(bq, bx, k, [shared] * nq))
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5, "runs"])
+@pytest.mark.parametrize("n_bits", [64, 100, 256])
+def test_hamming_topk_include_with_exclude_self_and_ties(rng, density, n_bits):
+    base = rng.integers(0, 2, (40, n_bits))
+    b = base[rng.integers(0, 40, 600)]  # every code ~15 times: ties everywhere
+    c = pack_bits(b)
+    for k in (1, 20, 599):
+        allow = _runs(rng, 600, 600) if density == "runs" else _allow_lists(rng, 600, 600, k, density)
+        block = _id_lists(rng, 600, 600, k)
+        got = hamming_topk(c, c, k, exclude_self=True, exclude=_csr(block, 600), include=_csr(allow, 600))
+        _assert_same(got, _hamming_oracle(b, b, k, allow, block, self_excl=True))
+        _assert_same(hamming_topk(c, c, k, exclude_self=True, exclude=_csr(block, 600), include=_csr(allow, 600),
+                                  n_threads=1), got)
+        got = hamming_topk(c, c, k, exclude_self=True, include=_csr(allow, 600))  # runs take the vector scan
+        _assert_same(got, _hamming_oracle(b, b, k, allow, self_excl=True))
+        ids = allow[5]
+        _assert_same(hamming_topk(c, c, k, exclude_self=True, exclude=_csr(block, 600), include=ids),
+                     _hamming_oracle(b, b, k, [ids] * 600, block, self_excl=True))

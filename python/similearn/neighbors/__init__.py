@@ -25,7 +25,7 @@ from ._hamming_index import HammingIndex
 from .._utils.params import Int, Options, Threads, validate_params
 from .._utils.memory import check_memory
 from ._checks import METRICS, check_exclude, check_metric, check_self, topk_raw
-from ._filters import check_shared_include, local_id_sets, to_database_ids
+from ._filters import check_shared_include, search_allowed_rows
 from .._utils.targets import check_labels
 from .._utils.validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries, row_slices)
@@ -165,21 +165,16 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
 
 def _topk_shared_include(queries, database, k, code, self_offset, n_threads, ex, allowed):
     """topk on the rows ``allowed`` (sorted distinct ids) alone, gathered once (see _filters)."""
-    nq = queries.shape[0]
-    worst = np.inf if code == METRICS["euclidean"] else -np.inf
-    self_rows = None if self_offset is None else np.arange(nq, dtype=np.int64) + self_offset
-    local_ex = local_id_sets(ex, allowed, nq, self_rows)
-    kk = min(k, allowed.size)
-    if kk == 0 or nq == 0:
-        return to_database_ids(np.empty((nq, 0), np.int64), np.empty((nq, 0), queries.dtype), allowed, k, worst)
-    rows = np.ascontiguousarray(database[allowed])
-    try:
-        idx, scores = topk_raw(queries, rows, kk, code, None, n_threads, local_ex)
-    except _kernels.NonFiniteInput:
-        check_finite(rows, "database")  # raises, saying NaN or inf
-        raise
-    return to_database_ids(idx, scores, allowed, k, worst)
+    def search(rows, kk, local_ex):
+        try:
+            return topk_raw(queries, rows, kk, code, None, n_threads, local_ex)
+        except _kernels.NonFiniteInput:
+            check_finite(rows, "database")  # raises, saying NaN or inf
+            raise
 
+    worst = np.inf if code == METRICS["euclidean"] else -np.inf
+    return search_allowed_rows(search, database, allowed, ex, queries.shape[0], self_offset, k, worst,
+                               queries.dtype)
 
 def pack_bits(bits, n_threads=None):
     """Pack a {0, 1} matrix into 64-bit words.
@@ -225,7 +220,8 @@ def unpack_bits(codes, n_bits):
     return np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n_bits]
 
 
-def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=None, *, exclude=None):
+def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=None, *, exclude=None,
+                 include=None):
     """Exact k nearest codes by Hamming distance.
 
     Parameters
@@ -241,10 +237,16 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
         format accepted).  A query with fewer than k remaining candidates gets
         index -1 and distance 2**31 - 1 in its last slots.  Each database block is
         scanned in the runs between a query's excluded ids: O(nnz) extra runs.
+    include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_database), optional
+        The only database ids a query may return, as in :func:`topk`: one list for
+        every query (the allowed codes gathered once and searched alone) or one per
+        query (only each query's allowed codes are read: O(nnz(include) n_words),
+        runs of consecutive ids by the vector scan).  Combines with ``exclude`` and
+        ``exclude_self``; -1 / 2**31 - 1 fill the slots beyond the allowed codes.
 
     Returns
     -------
-    indices : ndarray of shape (n_queries, k), int64 (-1: empty slot, with ``exclude``)
+    indices : ndarray of shape (n_queries, k), int64 (-1: empty slot, with ``exclude`` or ``include``)
     distances : ndarray of shape (n_queries, k), int32, ascending; ties -> lower index
 
     Notes
@@ -258,6 +260,8 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     if is_dask_array(query_codes) or is_dask_array(database_codes):
         from ._dask_search import dask_hamming_topk
 
+        if include is not None:  # issue 31: the Dask form of include= is the next step
+            raise ValueError("include= is not supported on Dask arrays yet; pass NumPy arrays")
         return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, exclude=exclude)
     q = check_codes(query_codes, "query_codes", min_rows=0)
     x = check_codes(database_codes, "database_codes")
@@ -268,10 +272,21 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     k = check_k(k, x.shape[0] - (1 if self_offset is not None else 0))
     check_result_memory(q.shape[0], k, 4, "distances")
     ex = check_exclude(exclude, q.shape[0], x.shape[0], "query_codes", "database_codes")
-    if ex is None:
-        return _kernels.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads))
-    idx, dist = _kernels.hamming_topk(q, x, k, self_offset, get_num_threads(n_threads), exclude_indptr=ex[0],
-                                      exclude_indices=ex[1])
+    nt = get_num_threads(n_threads)
+    if include is not None and not sp.issparse(include):  # one allow-list for every query
+        def search(rows, kk, local_ex):
+            ep, ei = local_ex if local_ex is not None else (None, None)
+            idx, dist = _kernels.hamming_topk(q, rows, kk, None, nt, exclude_indptr=ep, exclude_indices=ei)
+            return _fill_missing(idx), dist
+
+        return search_allowed_rows(search, x, check_shared_include(include, x.shape[0]), ex, q.shape[0], self_offset,
+                                   k, np.iinfo(np.int32).max, np.int32)
+    inc = check_exclude(include, q.shape[0], x.shape[0], "query_codes", "database_codes", name="include")
+    if ex is None and inc is None:
+        return _kernels.hamming_topk(q, x, k, self_offset, nt)
+    ex, inc = ex or (None, None), inc or (None, None)
+    idx, dist = _kernels.hamming_topk(q, x, k, self_offset, nt, exclude_indptr=ex[0], exclude_indices=ex[1],
+                                      include_indptr=inc[0], include_indices=inc[1])
     return _fill_missing(idx), dist
 
 

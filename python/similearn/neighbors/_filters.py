@@ -21,7 +21,10 @@ def check_shared_include(include, n_database):
         raise TypeError(f"include must be a 1-D array of database ids (one allow-list for every query) or a "
                         f"scipy.sparse matrix of shape (n_queries, n_database) (one per query); got a "
                         f"{np.ndim(include)}-D {type(include).__name__}")
-    return np.unique(check_indices(include, n_database, "include", ndim=1))
+    ids = check_indices(include, n_database, "include", ndim=1)
+    if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # sorted and distinct already: no sort, no copy
+        ids = np.unique(ids)
+    return ids
 
 
 def local_id_sets(id_sets, allowed, n_queries, self_rows=None):
@@ -54,3 +57,18 @@ def to_database_ids(idx, scores, allowed, k, worst):
     out_idx[:, :kk] = np.where(idx >= 0, allowed[np.maximum(idx, 0)], -1)
     out_scores[:, :kk] = scores
     return out_idx, out_scores
+
+
+def search_allowed_rows(search, database, allowed, exclude, n_queries, self_offset, k, worst, score_dtype):
+    """A search restricted to the rows ``allowed`` (sorted distinct ids): they are
+    gathered once and ``search(rows, k_rows, local_exclude)`` -> (positions, scores)
+    runs on them with ``exclude`` and the self rows in positions among them; returns
+    database ids, -1 / ``worst`` padded to k columns."""
+    self_rows = None if self_offset is None else np.arange(n_queries, dtype=np.int64) + self_offset
+    local_ex = local_id_sets(exclude, allowed, n_queries, self_rows)
+    kk = min(k, allowed.size)
+    if kk == 0 or n_queries == 0:
+        return to_database_ids(np.empty((n_queries, 0), np.int64), np.empty((n_queries, 0), score_dtype), allowed, k,
+                               worst)
+    idx, scores = search(np.ascontiguousarray(database[allowed]), kk, local_ex)
+    return to_database_ids(idx, scores, allowed, k, worst)
