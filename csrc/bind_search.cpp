@@ -4,6 +4,7 @@
 #include "bind.hpp"
 
 #include "blas.hpp"
+#include "finite.hpp"
 #include "gemm_kernel.hpp"
 #include "hamming.hpp"
 #include "topk.hpp"
@@ -217,6 +218,24 @@ void def_search(py::module_& m) {
       py::arg("n_threads"), py::arg("exclude_indptr").noconvert() = py::none(),
       py::arg("exclude_indices").noconvert() = py::none(), py::arg("include_indptr").noconvert() = py::none(),
       py::arg("include_indices").noconvert() = py::none());
+
+  m.def(
+      "check_id_rows",
+      [](const carray<i64>& indptr, const carray<i64>& ids, i64 n, int n_threads) {
+        if (indptr.ndim() != 1 || ids.ndim() != 1 || indptr.shape(0) < 1) throw py::value_error("1-D arrays expected");
+        const i64 rows = indptr.shape(0) - 1;
+        const i64* p = indptr.data();
+        if (p[0] != 0 || p[rows] != ids.shape(0)) throw py::value_error("indptr must rise from 0 to len(ids)");
+        for (i64 i = 0; i < rows; ++i)
+          if (p[i + 1] < p[i]) throw py::value_error("indptr must be non-decreasing");
+        bool in_range = false, ascending = false;
+        {
+          py::gil_scoped_release nogil;
+          sl::check_id_rows(p, rows, ids.data(), n, n_threads, &in_range, &ascending);
+        }
+        return py::make_tuple(in_range, ascending);
+      },
+      py::arg("indptr").noconvert(), py::arg("ids").noconvert(), py::arg("n"), py::arg("n_threads"));
 
   m.def(
       "hamming_histograms",

@@ -793,14 +793,35 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
           std::int64_t& c = wk.cur_in[static_cast<std::size_t>(i)];
           const std::int64_t end = include->indptr[q0 + i + 1];
           std::int64_t ce = exclude ? wk.cur[static_cast<std::size_t>(i)] : 0;
-          std::int64_t last = -1;  // the last id offered (duplicates are skipped)
-          while (c < end && include->indices[c] < x0 + nb) {
+          const std::int64_t ce_end = exclude ? exclude->indptr[q0 + i + 1] : 0;
+          std::int64_t last = -1;  // the last id considered (duplicates are skipped)
+          // whether id j (ascending) is a candidate: not a duplicate, not the query itself, not excluded
+          auto candidate = [&](std::int64_t j) {
+            if (j <= last || j == skip) return false;
+            last = j;
+            if (!exclude) return true;
+            while (ce < ce_end && exclude->indices[ce] < j) ++ce;
+            return !(ce < ce_end && exclude->indices[ce] == j);
+          };
+          std::int64_t hi = c;
+          while (hi < end && include->indices[hi] < x0 + nb) ++hi;
+          if (16 * (hi - c) > nb) {
+            // many allowed ids in the block (over 1 in 16): every distance of the block by the
+            // vector kernel once, the allowed ones read from it
+            dist(qi, X + x0 * w, nb, w, wk.buf.data());
+            for (; c < hi; ++c) {
+              const std::int64_t j = include->indices[c];
+              if (!candidate(j)) continue;
+              const std::int32_t d = wk.buf[static_cast<std::size_t>(j - x0)];
+              if (d < sel.threshold()) sel.push(d, j);
+            }
+          }
+          while (c < hi) {
             const std::int64_t j = include->indices[c];
-            // a run of consecutive allowed ids: the vector scan (self skipped there too)
+            // a run of 8 or more consecutive allowed ids: the vector scan (self skipped there too)
             std::int64_t r = c + 1;
             if (!exclude)
-              while (r < end && include->indices[r] == include->indices[r - 1] + 1 && include->indices[r] < x0 + nb)
-                ++r;
+              while (r < hi && include->indices[r] == include->indices[r - 1] + 1) ++r;
             if (j > last && r - c >= 8) {
               scan_block(qi, X + j * w, r - c, w, j, skip, sel, wk.buf.data());
               last = include->indices[r - 1];
@@ -808,13 +829,7 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
               continue;
             }
             ++c;
-            if (j <= last || j == skip) continue;
-            last = j;
-            if (exclude) {
-              const std::int64_t ee = exclude->indptr[q0 + i + 1];
-              while (ce < ee && exclude->indices[ce] < j) ++ce;
-              if (ce < ee && exclude->indices[ce] == j) continue;
-            }
+            if (!candidate(j)) continue;
             std::int32_t d;
             dist(qi, X + j * w, 1, w, &d);
             if (d < sel.threshold()) sel.push(d, j);

@@ -7,7 +7,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import _kernels
-from .._config import blas_threads
+from .._config import blas_threads, get_num_threads
 from .._utils.validation import check_bool, check_csr_structure, check_indices
 
 #: The metric names of the dense search (``topk``'s ``metric``, also that of
@@ -67,15 +67,18 @@ def check_exclude(exclude, n_queries, n_database, qname="queries", dname="databa
         raise ValueError(f"{name} has shape {tuple(exclude.shape)} but must be (n_{qname}, n_{dname}) = "
                          f"({n_queries}, {n_database})")
     ex = exclude.tocsr()  # no copy when already CSR
-    indices = check_indices(ex.indices, n_database, name, ndim=1)
-    check_csr_structure(ex, name)
+    if ex.indices.dtype.kind not in "iu" or ex.indptr.dtype.kind not in "iu":
+        check_indices(ex.indices, n_database, name, ndim=1)  # raises, naming the dtype
     indptr = np.ascontiguousarray(ex.indptr, dtype=np.int64)
-    nnz = indices.shape[0]
-    if nnz > 1:  # ascending within every row? (differences across a row boundary do not count)
-        ok = np.diff(indices) >= 0
-        starts = indptr[1:-1]
-        ok[starts[(starts > 0) & (starts < nnz)] - 1] = True
-        if not ok.all():
-            rows = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
-            indices = np.ascontiguousarray(indices[np.lexsort((indices, rows))])
+    indices = np.ascontiguousarray(ex.indices, dtype=np.int64)
+    if (indptr.ndim != 1 or indptr.shape[0] != n_queries + 1 or indices.ndim != 1 or indptr[0] != 0
+            or indptr[-1] != indices.shape[0] or (n_queries and np.any(np.diff(indptr) < 0))):
+        check_csr_structure(ex, name)  # raises, saying what does not match
+    # one pass over the ids (csrc/finite.cpp): in range, and each row ascending?
+    in_range, ascending = _kernels.check_id_rows(indptr, indices, n_database, get_num_threads())
+    if not in_range:
+        check_indices(ex.indices, n_database, name, ndim=1)  # raises, naming the id
+    if not ascending:  # sort each row, O(nnz log nnz) (duplicates are kept: the kernels skip them)
+        rows = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
+        indices = np.ascontiguousarray(indices[np.lexsort((indices, rows))])
     return indptr, indices
