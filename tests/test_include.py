@@ -263,3 +263,41 @@ def test_hamming_topk_include_with_exclude_self_and_ties(rng, density, n_bits):
         ids = allow[5]
         _assert_same(hamming_topk(c, c, k, exclude_self=True, exclude=_csr(block, 600), include=ids),
                      _hamming_oracle(b, b, k, [ids] * 600, block, self_excl=True))
+
+
+# ----------------------------------------------------------------------------- Dask
+
+def _dask_case(rng, form):
+    """An include of the given form ("rows-<density>" or "shared") and an exclude, 900 rows."""
+    if form == "shared":
+        inc = rng.choice(900, 200, replace=True)
+    else:
+        inc = _csr(_allow_lists(rng, 900, 900, 10, float(form.split("-")[1])), 900)
+    return inc, _csr(_id_lists(rng, 900, 900, 10), 900)
+
+
+@pytest.mark.parametrize("form", ["rows-0.01", "rows-0.5", "shared"])
+@pytest.mark.parametrize("metric", METRICS)
+def test_dask_topk_include_equals_in_memory(rng, form, metric):
+    da = pytest.importorskip("dask.array")
+    X = rng.standard_normal((900, 6)).astype(np.float32)
+    Xd = da.from_array(X, chunks=(130, -1))
+    inc, block = _dask_case(rng, form)
+    first = inc[:70] if sp.issparse(inc) else inc
+    for k in (1, 10, 300):
+        want = topk(X, X, k, metric, exclude_self=True, exclude=block, include=inc)
+        got = topk(Xd, Xd, k, metric, exclude_self=True, exclude=block, include=inc)
+        _assert_same(tuple(np.asarray(g.compute()) for g in got), want)
+        _assert_same(topk(X[:70], Xd, k, metric, include=first), topk(X[:70], X, k, metric, include=first))
+
+
+@pytest.mark.parametrize("form", ["rows-0.01", "rows-0.5", "shared"])
+def test_dask_hamming_topk_include_equals_in_memory(rng, form):
+    da = pytest.importorskip("dask.array")
+    c = pack_bits(rng.integers(0, 2, (900, 64)))
+    cd = da.from_array(c, chunks=(130, -1))
+    inc, block = _dask_case(rng, form)
+    for k in (1, 10, 300):
+        want = hamming_topk(c, c, k, exclude_self=True, exclude=block, include=inc)
+        got = hamming_topk(cd, cd, k, exclude_self=True, exclude=block, include=inc)
+        _assert_same(tuple(np.asarray(g.compute()) for g in got), want)

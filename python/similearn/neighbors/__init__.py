@@ -132,16 +132,14 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     Dask queries give two lazy Dask arrays chunked like the queries.  A task holds one
     database block and the running top-k (queries x k); the database never reaches
     the client.  ``n_threads`` is then the kernel's threads per task (default 1).
-    See :mod:`similearn.neighbors._dask_search`.  ``exclude`` stays an in-memory sparse matrix:
-    each (query chunk, database block) task gets its own slice of it.
+    See :mod:`similearn.neighbors._dask_search`.  ``exclude`` and ``include`` stay in memory:
+    each (query chunk, database block) task gets its own slice of them.
     """
     code = check_metric(metric)
     if is_dask_array(queries) or is_dask_array(database):
         from ._dask_search import dask_topk
 
-        if include is not None:  # issue 31: the Dask form of include= is the next step
-            raise ValueError("include= is not supported on Dask arrays yet; pass NumPy arrays")
-        return dask_topk(queries, database, k, code, exclude_self, n_threads, exclude=exclude)
+        return dask_topk(queries, database, k, code, exclude_self, n_threads, exclude=exclude, include=include)
     queries = check_dense(queries, "queries", min_rows=0)
     # NaN / inf in the database: the kernel checks each block where it reads it (no pass of its own)
     database = check_dense(database, "database", finite=queries.shape[0] == 0)
@@ -260,9 +258,8 @@ def hamming_topk(query_codes, database_codes, k, exclude_self=False, n_threads=N
     if is_dask_array(query_codes) or is_dask_array(database_codes):
         from ._dask_search import dask_hamming_topk
 
-        if include is not None:  # issue 31: the Dask form of include= is the next step
-            raise ValueError("include= is not supported on Dask arrays yet; pass NumPy arrays")
-        return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, exclude=exclude)
+        return dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, exclude=exclude,
+                                 include=include)
     q = check_codes(query_codes, "query_codes", min_rows=0)
     x = check_codes(database_codes, "database_codes")
     if q.shape[1] != x.shape[1]:
