@@ -37,7 +37,6 @@ layers are the exact products of csrc/gemm_kernel.hpp.  X is never densified.
 from __future__ import annotations
 
 import contextlib
-import numbers
 import time
 import warnings
 
@@ -51,7 +50,7 @@ from . import _network
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
 from .._utils.label_forms import parse_labels
-from .._utils.params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._utils.params import Dtype, Int, IntSequence, int_tuple, Options, RandomState, Real, Threads, Verbose, validate_params
 from .._utils.memory import check_memory, check_output_memory
 from ._network import HEAD_HIDDEN, kl_bernoulli, sigmoid
 from .._utils.targets import check_labels
@@ -250,9 +249,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     def _check_params(self):
         """Validate the parameters (``_constraints``) -> (hidden sizes as a tuple, dtype)."""
         validate_params(self)
-        hs = self.hidden_sizes
-        hs = tuple(int(h) for h in ((hs,) if isinstance(hs, numbers.Integral) else hs))
-        return hs, np.dtype(self.dtype)
+        return int_tuple(self.hidden_sizes), np.dtype(self.dtype)
 
     def _check_y(self, y, n):
         """-> (kind, targets, n_classes): "single" (int64 class ids) or "multi" (rows of the
