@@ -491,7 +491,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
 
     def __setstate__(self, state):
         # a pickle of similearn 0.1.0 holds the training state in the attributes of the file layout
-        super().__setstate__(_from_file_layout(state) if "_state" not in state else state)
+        super().__setstate__(_from_file_layout(state))
 
     def _embed_all(self, side, X, nt):
         return towers.embed_all(self.params_, side, X, nt, int(self.n_components))
