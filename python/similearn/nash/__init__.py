@@ -372,19 +372,23 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     def _step(self, st, rows, next_rows=None):
         """One mini-batch of training (the rows of st["X"] given): draws u and eps,
         forward-backward, one Adam step.  ``next_rows``: the next batch, if known (its words
-        are brought up to date in the Adam pass).  Returns the batch means of the loss terms."""
+        are brought up to date in the Adam pass, and the next call must be given them).  Returns
+        the batch means of the loss terms."""
         B, l = rows.shape[0], int(self.n_bits)
         dt = st["inv"].dtype
         u = st["rng"].random((B, l), dtype=dt)
         eps = st["rng"].standard_normal((B, l), dtype=dt)
         yb = None if st["Y"] is None else st["Y"][rows]
         scale = st["inv"][rows]
-        # the batch's words read current weights: their skipped g = 0 steps first (exact Adam)
-        _network.catch_up(self._P, st["X"], rows, st["ws"], st["t"], st["nt"], learning_rate=self.learning_rate)
+        # the batch's words read current weights: their skipped g = 0 steps first (exact Adam),
+        # unless the previous step's Adam pass took them (it was given these rows as next_rows)
+        if not st.get("ahead"):
+            _network.catch_up(self._P, st["X"], rows, st["ws"], st["t"], st["nt"], learning_rate=self.learning_rate)
         parts, dA = self._forward_backward(st["X"], rows, scale, u, eps, yb, st["ws"], st["nt"])
         st["t"] += 1
         _network.adam(self._P, st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"],
                       learning_rate=self.learning_rate, lazy=self.optimizer == "lazy_adam", next_rows=next_rows)
+        st["ahead"] = next_rows is not None
         return parts
 
     @contextlib.contextmanager
