@@ -349,6 +349,13 @@ void sweep_rows(const std::vector<i64>& ids, i64 per, T* p, T* m, T* v, i64 H, i
   });
 }
 
+// f(i, q) for each entry q (word X.indices[q]) of each CSR row ids[i], i < n, in that order.
+template <class F>
+void for_words(const Csr& X, const i64* ids, i64 n, F&& f) {
+  for (i64 i = 0; i < n; ++i)
+    for (i64 q = X.indptr[ids[i]]; q < X.indptr[ids[i] + 1]; ++q) f(i, q);
+}
+
 }  // namespace
 
 float exp_shift_sum(float* x, i64 n, float shift) { SL_NASH_DISPATCH(exp_shift_sum, , x, n, shift); }
@@ -445,15 +452,15 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
                       int n_threads) {
   if (last) {  // exact row-sparse: every word of the batch must be up to date through step t - 1
     if (lazy) throw std::invalid_argument("adam_input: lazy steps keep no step counts (last must be None)");
-    for (i64 i = 0; i < B; ++i)
-      for (i64 q = X.indptr[rows[i]]; q < X.indptr[rows[i] + 1]; ++q)
-        if (last[X.indices[q]] != s.t - 1)
-          throw std::invalid_argument("adam_input: a word of the batch is not up to date through step t - 1 "
-                                      "(bring it there with nash_adam_catch_up first)");
-    for (i64 i = 0; i < n_next; ++i)
-      for (i64 q = X.indptr[next[i]]; q < X.indptr[next[i] + 1]; ++q)
-        if (last[X.indices[q]] < 0 || last[X.indices[q]] >= s.t)
-          throw std::invalid_argument("adam_input: last must hold step numbers in [0, t - 1]");
+    for_words(X, rows, B, [&](i64, i64 q) {
+      if (last[X.indices[q]] != s.t - 1)
+        throw std::invalid_argument("adam_input: a word of the batch is not up to date through step t - 1 "
+                                    "(bring it there with nash_adam_catch_up first)");
+    });
+    for_words(X, next, n_next, [&](i64, i64 q) {
+      if (last[X.indices[q]] < 0 || last[X.indices[q]] >= s.t)
+        throw std::invalid_argument("adam_input: last must hold step numbers in [0, t - 1]");
+    });
     lazy = true;  // absent rows wait for their catch-up
   } else {
     n_next = 0;
@@ -463,20 +470,18 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
   // The batch transposed by a stable counting sort: for word r, its occurrences
   // occ[start[r] .. start[r + 1]) as (batch row, scale * value), in batch order.
   std::vector<i64> start(static_cast<std::size_t>(n_rows + 1), 0);
-  i64 nnz = 0;
-  for (i64 i = 0; i < B; ++i)
-    for (i64 p0 = X.indptr[rows[i]]; p0 < X.indptr[rows[i] + 1]; ++p0, ++nnz) ++start[X.indices[p0] + 1];
+  for_words(X, rows, B, [&](i64, i64 q) { ++start[X.indices[q] + 1]; });
   for (i64 r = 0; r < n_rows; ++r) start[r + 1] += start[r];
+  const i64 nnz = start[n_rows];
   std::vector<i64> occ_row(static_cast<std::size_t>(nnz));
   std::vector<T> occ_val(static_cast<std::size_t>(nnz));
   {
     std::vector<i64> fill(start.begin(), start.end() - 1);
-    for (i64 i = 0; i < B; ++i)
-      for (i64 p0 = X.indptr[rows[i]]; p0 < X.indptr[rows[i] + 1]; ++p0) {
-        const i64 k = fill[X.indices[p0]]++;
-        occ_row[k] = i;
-        occ_val[k] = sc[i] * data[p0];
-      }
+    for_words(X, rows, B, [&](i64 i, i64 q) {
+      const i64 k = fill[X.indices[q]]++;
+      occ_row[k] = i;
+      occ_val[k] = sc[i] * data[q];
+    });
   }
   const i64 per = std::max<i64>(1, kAdamChunk / std::max<i64>(H, 1));
   // a word of the batch: its gradient row summed in cache (batch order), then its step
@@ -491,8 +496,7 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
     std::vector<unsigned char> ahead_word;
     if (n_next > 0) {
       ahead_word.assign(static_cast<std::size_t>(n_rows), 0);
-      for (i64 i = 0; i < n_next; ++i)
-        for (i64 q = X.indptr[next[i]]; q < X.indptr[next[i] + 1]; ++q) ahead_word[X.indices[q]] = 1;
+      for_words(X, next, n_next, [&](i64, i64 q) { ahead_word[X.indices[q]] = 1; });
     }
     std::vector<i64> words, behind;  // the sweep; the catch-up rows of it
     for (i64 r = 0; r < n_rows; ++r)
@@ -546,9 +550,7 @@ void adam_catch_up(T* p, T* m, T* v, i64* last, i64 n_rows, i64 H, const Csr* X,
   std::vector<i64> todo;  // the rows behind step t1, ascending
   {
     std::vector<unsigned char> want(static_cast<std::size_t>(n_rows), X ? 0 : 1);
-    if (X)
-      for (i64 i = 0; i < B; ++i)
-        for (i64 q = X->indptr[rows[i]]; q < X->indptr[rows[i] + 1]; ++q) want[X->indices[q]] = 1;
+    if (X) for_words(*X, rows, B, [&](i64, i64 q) { want[X->indices[q]] = 1; });
     for (i64 r = 0; r < n_rows; ++r) {
       if (!want[r]) continue;
       if (last[r] < 0 || last[r] > t1)
