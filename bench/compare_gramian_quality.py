@@ -129,7 +129,8 @@ def _md_table(head, rows):
 
 
 def _adagrad_mass(model):
-    st = getattr(model, "_state", {}).get("opt_state", {})  # the optimiser's state in the training state
+    state = getattr(model, "_state", None)  # the training state (gramian/_state.py TrainingState)
+    st = state.opt_state if state is not None else {}
     return float(sum(float(np.sum(v[0], dtype=np.float64)) for v in st.values() if v))
 
 

@@ -104,7 +104,7 @@ class PyMihIndex {
     std::vector<i64> nk;
     {
       py::gil_scoped_release nogil;
-      nk = sl::mih_table_keys(codes.data(), n, w, start.data(), len.data(), m, n_threads);
+      nk = sl::mih_table_keys(codes.data(), n, w, n_bits, start.data(), len.data(), m, n_threads);  // checks first
     }
     py::list offsets, keys, occupied;
     std::vector<u32*> op, kp;

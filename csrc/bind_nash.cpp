@@ -91,17 +91,15 @@ void def_nash_t(py::module_& m, const std::string& sfx) {
         need(last.ndim() == 1 && last.shape(0) == Rn, "adam_catch_up: last must have one entry per row of p");
         need(X.has_value() == rows.has_value(), "adam_catch_up: give both X and rows, or neither (every row)");
         const nash::AdamStep st{step.lr, step.beta1, step.beta2, step.eps, step.t};
+        std::optional<nash::Csr> csr;  // the batch's words, or none: every row
         if (X) {
-          const auto R = X->rows(*rows, Rn);
-          const nash::Csr csr{R.indptr, R.indices};
-          py::gil_scoped_release nogil;
-          nash::adam_catch_up<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), last.mutable_data(), Rn, H,
-                                 &csr, rows->data(), rows->shape(0), st, n_threads);
-        } else {
-          py::gil_scoped_release nogil;
-          nash::adam_catch_up<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), last.mutable_data(), Rn, H,
-                                 nullptr, nullptr, 0, st, n_threads);
+          const auto R = X->rows(*rows, Rn);  // checks the row ids
+          csr = nash::Csr{R.indptr, R.indices};
         }
+        py::gil_scoped_release nogil;
+        nash::adam_catch_up<T>(p.mutable_data(), mo.mutable_data(), v.mutable_data(), last.mutable_data(), Rn, H,
+                               csr ? &*csr : nullptr, rows ? rows->data() : nullptr, rows ? rows->shape(0) : 0, st,
+                               n_threads);
       },
       py::arg("p").noconvert(), py::arg("m").noconvert(), py::arg("v").noconvert(), py::arg("last").noconvert(),
       py::arg("X"), py::arg("rows").noconvert(), py::arg("step"), py::arg("n_threads"));

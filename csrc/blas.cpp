@@ -110,7 +110,6 @@ template <class T> void fill(Table<T>& t, char p, Capi& b, Capi& l) {
   l.get(t.potrf, p, "potrf", "void", "ciTii");
   l.get(t.potrs, p, "potrs", "void", "ciiTiTii");
   l.get(t.gesv, p, "gesv", "void", "iiTiiTii");
-  l.get(t.syevr, p, "syevr", "void", "ccciTiTTiiTiTTiiTiiii");
   l.get(t.geqrf, p, "geqrf", "void", "iiTiTTii");
   l.get(t.orgqr, p, "orgqr", "void", "iiiTiTTii");
 }

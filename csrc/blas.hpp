@@ -35,8 +35,6 @@ template <> struct Fn<float> {
   using potrf_t = void (*)(char*, fint*, float*, fint*, fint*);
   using potrs_t = void (*)(char*, fint*, fint*, float*, fint*, float*, fint*, fint*);
   using gesv_t = void (*)(fint*, fint*, float*, fint*, fint*, float*, fint*, fint*);
-  using syevr_t = void (*)(char*, char*, char*, fint*, float*, fint*, float*, float*, fint*, fint*, float*,
-                           fint*, float*, float*, fint*, fint*, float*, fint*, fint*, fint*, fint*);
   using geqrf_t = void (*)(fint*, fint*, float*, fint*, float*, float*, fint*, fint*);
   using orgqr_t = void (*)(fint*, fint*, fint*, float*, fint*, float*, float*, fint*, fint*);
 };
@@ -54,8 +52,6 @@ template <> struct Fn<double> {
   using potrf_t = void (*)(char*, fint*, double*, fint*, fint*);
   using potrs_t = void (*)(char*, fint*, fint*, double*, fint*, double*, fint*, fint*);
   using gesv_t = void (*)(fint*, fint*, double*, fint*, fint*, double*, fint*, fint*);
-  using syevr_t = void (*)(char*, char*, char*, fint*, double*, fint*, double*, double*, fint*, fint*, double*,
-                           fint*, double*, double*, fint*, fint*, double*, fint*, fint*, fint*, fint*);
   using geqrf_t = void (*)(fint*, fint*, double*, fint*, double*, double*, fint*, fint*);
   using orgqr_t = void (*)(fint*, fint*, fint*, double*, fint*, double*, double*, fint*, fint*);
 };
@@ -75,7 +71,6 @@ template <class T> struct Table {
   typename Fn<T>::potrf_t potrf = nullptr;
   typename Fn<T>::potrs_t potrs = nullptr;
   typename Fn<T>::gesv_t gesv = nullptr;
-  typename Fn<T>::syevr_t syevr = nullptr;
   typename Fn<T>::geqrf_t geqrf = nullptr;
   typename Fn<T>::orgqr_t orgqr = nullptr;
 };
@@ -117,22 +112,6 @@ inline void gemm_rm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, 
   }
   table<T>().gemm(&ta, &tb, &M, &N, &K, &alpha, const_cast<T*>(B), &LDA, const_cast<T*>(A), &LDB, &beta, C,
                   &LDC);
-}
-
-// Row-major GEMV:  y = alpha * op(A) x + beta * y, A (m x n) row-major with leading
-// dimension lda; op(A) = A (trans = false, y of length m) or A^T (y of length n).
-template <class T>
-inline void gemv_rm(bool trans, std::int64_t m, std::int64_t n, T alpha, const T* A, std::int64_t lda, const T* x,
-                    T beta, T* y) {
-  const std::int64_t ny = trans ? n : m;
-  if (ny == 0) return;
-  if (m == 0 || n == 0) {
-    for (std::int64_t i = 0; i < ny; ++i) y[i] = beta == T(0) ? T(0) : beta * y[i];
-    return;
-  }
-  char t = trans ? 'N' : 'T';  // the row-major A is the column-major A^T (n x m)
-  fint M = to_fint(n, "n"), N = to_fint(m, "m"), LDA = to_fint(lda < 1 ? 1 : lda, "lda"), one = 1;
-  table<T>().gemv(&t, &M, &N, &alpha, const_cast<T*>(A), &LDA, const_cast<T*>(x), &one, &beta, y, &one);
 }
 
 }  // namespace blas

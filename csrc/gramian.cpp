@@ -2,7 +2,6 @@
 #include "gramian.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <cmath>
 #include <numeric>
 #include <utility>

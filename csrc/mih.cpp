@@ -184,12 +184,9 @@ int max_len(const MihTables& t) {
 }
 
 // Table by table: a counting sort of the ids by substring value (direct tables), or a
-// sort of (value, id) pairs (sorted tables).
+// sort of (value, id) pairs (sorted tables); on a layout check_layout() accepted.
 void build_buckets(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int start, int len,
                    std::uint32_t* offsets, std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids) {
-  if (len < 1 || len > 32) throw std::invalid_argument("multi-index: substring length must be 1..32");
-  if (n > static_cast<i64>(std::numeric_limits<std::uint32_t>::max()))
-    throw std::invalid_argument("multi-index: more than 2**32 - 1 codes");
   if (len <= kMihDirectMaxBits) {
     // counting sort by substring value: ids of a bucket in increasing order
     const i64 nk = i64{1} << len;
@@ -249,7 +246,13 @@ void build_table(const std::uint64_t* codes, i64 n, i64 n_words, int start, int 
   }
 }
 
-void check_substrings(const std::int32_t* start, const std::int32_t* len, i64 m, i64 n_bits) {
+// The layout of an index (before any work on it): m >= 1 tables over n < 2^32 codes of
+// n_words words, n_bits in [1, 64 n_words], each substring 1..32 bits within n_bits.
+void check_layout(i64 n, i64 n_words, int n_bits, const std::int32_t* start, const std::int32_t* len, i64 m) {
+  if (m < 1 || n < 0 || n_words < 1) throw std::invalid_argument("multi-index: bad table layout");
+  if (n > static_cast<i64>(std::numeric_limits<std::uint32_t>::max()))
+    throw std::invalid_argument("multi-index: more than 2**32 - 1 codes");
+  if (n_bits < 1 || n_bits > 64 * n_words) throw std::invalid_argument("multi-index: n_bits out of range");
   for (i64 i = 0; i < m; ++i)
     if (len[i] < 1 || len[i] > 32 || start[i] < 0 || start[i] + len[i] > n_bits)
       throw std::invalid_argument("multi-index: table " + std::to_string(i) + " has a bad substring");
@@ -258,9 +261,9 @@ void check_substrings(const std::int32_t* start, const std::int32_t* len, i64 m,
 }  // namespace
 
 std::vector<std::int64_t> mih_table_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words,
-                                         const std::int32_t* start, const std::int32_t* len, std::int64_t m,
-                                         int n_threads) {
-  check_substrings(start, len, m, 64 * n_words);
+                                         int n_bits, const std::int32_t* start, const std::int32_t* len,
+                                         std::int64_t m, int n_threads) {
+  check_layout(n, n_words, n_bits, start, len, m);
   std::vector<i64> nk(static_cast<size_t>(m));
   parallel_for(m, n_threads,
                [&](i64 i, int) { nk[static_cast<size_t>(i)] = count_keys(codes, n, n_words, start[i], len[i]); });
@@ -271,7 +274,6 @@ void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words,
                const std::int32_t* len, std::int64_t m, int n_threads, std::uint32_t* const* offsets,
                std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* ids,
                std::uint64_t* table_codes) {
-  check_substrings(start, len, m, 64 * n_words);
   parallel_for(m, n_threads, [&](i64 i, int) {
     build_table(codes, n, n_words, start[i], len[i], offsets[i], keys[i], occupied[i], ids + i * n,
                 table_codes + i * n * n_words);
@@ -436,11 +438,7 @@ MihIndex::MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_wo
                    const std::int32_t* start, const std::int32_t* len, const std::vector<Table>& tables,
                    const std::uint32_t* ids, const std::uint64_t* table_codes) {
   const i64 m = static_cast<i64>(tables.size());
-  if (m < 1 || n < 0 || n_words < 1) throw std::invalid_argument("multi-index: bad table layout");
-  if (n > static_cast<i64>(std::numeric_limits<std::uint32_t>::max()))
-    throw std::invalid_argument("multi-index: more than 2**32 - 1 codes");
-  if (n_bits < 1 || n_bits > 64 * n_words) throw std::invalid_argument("multi-index: n_bits out of range");
-  check_substrings(start, len, m, n_bits);
+  check_layout(n, n_words, n_bits, start, len, m);
   offsets_.resize(static_cast<size_t>(m));
   keys_.resize(static_cast<size_t>(m));
   occupied_.resize(static_cast<size_t>(m));

@@ -69,20 +69,22 @@ inline std::uint32_t mih_substring(const std::uint64_t* code, int start, int len
 }
 
 // Building, in two steps so that the caller allocates the arrays (the bindings: NumPy
-// arrays the index then holds).  Both check the substrings (1..32 bits within the
-// n_words words; std::invalid_argument) and run n_threads over the m tables.
+// arrays the index then holds).  Both run n_threads over the m tables.
 //
-// mih_table_keys: per table, the offsets it needs less one: 2^len for a direct table
+// mih_table_keys: first checks the layout as MihIndex does (m >= 1, n < 2^32, n_bits in
+// [1, 64 n_words], substrings of 1..32 bits within n_bits; std::invalid_argument), before
+// any work; then per table, the offsets it needs less one: 2^len for a direct table
 // (len <= kMihDirectMaxBits), else the number of distinct substring values (found
 // by a sort: O(n log n)).
 std::vector<std::int64_t> mih_table_keys(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words,
-                                         const std::int32_t* start, const std::int32_t* len, std::int64_t m,
-                                         int n_threads);
-// mih_build: fills, per table i, offsets[i] (n_keys[i] + 1 entries), keys[i] (sorted
-// tables: n_keys[i] distinct values; null for direct ones), occupied[i] (direct tables:
-// (2^len + 63) / 64 words of bitmap; null for sorted ones), ids + i n (the code ids
-// bucket by bucket) and table_codes + i n n_words (the codes in that order).  O(m n)
-// for direct tables (a counting sort), O(m n log n) for sorted ones.
+                                         int n_bits, const std::int32_t* start, const std::int32_t* len,
+                                         std::int64_t m, int n_threads);
+// mih_build (on a layout mih_table_keys accepted: not checked again): fills, per table i,
+// offsets[i] (n_keys[i] + 1 entries), keys[i] (sorted tables: n_keys[i] distinct values;
+// null for direct ones), occupied[i] (direct tables: (2^len + 63) / 64 words of bitmap;
+// null for sorted ones), ids + i n (the code ids bucket by bucket) and table_codes + i n
+// n_words (the codes in that order).  O(m n) for direct tables (a counting sort),
+// O(m n log n) for sorted ones.
 void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, const std::int32_t* start,
                const std::int32_t* len, std::int64_t m, int n_threads, std::uint32_t* const* offsets,
                std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* ids,

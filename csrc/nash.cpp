@@ -278,8 +278,17 @@ struct CatchUpPlan {
     }
   }
 
-  // Bring one row (H entries) from step t0 to t1; `direct` and a, c: scratch of H and J.
-  void row(T* p, T* m, T* v, i64 H, i64 t0, unsigned char* direct, double* a, double* c) const {
+  // row()'s work space, one per task: direct (H entries), a and c (J terms); empty: none.
+  struct Scratch {
+    std::vector<unsigned char> direct;
+    std::vector<double> a, c;
+    Scratch() = default;
+    explicit Scratch(i64 H)
+        : direct(static_cast<std::size_t>(H)), a(CatchUpConst<T>::J), c(CatchUpConst<T>::J) {}
+  };
+
+  // Bring one row (H entries) from step t0 to t1.
+  void row(T* p, T* m, T* v, i64 H, i64 t0, Scratch& w) const {
     const i64 t1 = s.t, k = t1 - t0;
     const T b1 = T(s.beta1), b2 = T(s.beta2), eps = T(s.eps);
     if (k <= kDenseGap) {  // dense Adam's own g = 0 steps
@@ -290,8 +299,10 @@ struct CatchUpPlan {
       return;
     }
     const T* g = &series[static_cast<std::size_t>(slot[t0 - t_lo] * kRow)];
+    unsigned char* direct = w.direct.data();
     if (catch_up_series<T, N>(p, m, v, H, g, g[N], g[N + 1], g[N + 2], eps, direct) == 0) return;
     // the entries beyond the series' reach: the k terms summed in double (after J they weigh nothing)
+    double *a = w.a.data(), *c = w.c.data();
     const i64 nj = std::min(k, CatchUpConst<T>::J);
     for (i64 j = 1; j <= nj; ++j) {
       a[j - 1] = st[t0 + j - t_lo - 1] * b1p[j];
@@ -310,6 +321,40 @@ struct CatchUpPlan {
     }
   }
 };
+
+// The row-sparse sweep over the rows ids (ascending): tasks of `per` rows, each with its
+// work space make() and the p, m, v rows fetched kAhead rows ahead (random rows wait on
+// memory); per row f(r, work), then last[r] = t (when last is given): row by row, so an
+// interrupt between tasks leaves every row consistent with its count.
+template <class T, class Make, class F>
+void sweep_rows(const std::vector<i64>& ids, i64 per, T* p, T* m, T* v, i64 H, i64* last, i64 t, int n_threads,
+                Make&& make, F&& f) {
+  const i64 n = static_cast<i64>(ids.size());
+  auto fetch = [&](i64 i) {
+    const i64 ra = ids[i] * H;
+    prefetch_row(p + ra, H);
+    prefetch_row(m + ra, H);
+    prefetch_row(v + ra, H);
+  };
+  parallel_for((n + per - 1) / per, n_threads, [&](i64 task, int) {
+    auto work = make();
+    const i64 i0 = task * per, i1 = std::min(n, i0 + per);
+    for (i64 i = i0; i < std::min(i1, i0 + kAhead); ++i) fetch(i);
+    for (i64 i = i0; i < i1; ++i) {
+      if (i + kAhead < i1) fetch(i + kAhead);
+      const i64 r = ids[i];
+      f(r, work);
+      if (last) last[r] = t;
+    }
+  });
+}
+
+// f(i, q) for each entry q (word X.indices[q]) of each CSR row ids[i], i < n, in that order.
+template <class F>
+void for_words(const Csr& X, const i64* ids, i64 n, F&& f) {
+  for (i64 i = 0; i < n; ++i)
+    for (i64 q = X.indptr[ids[i]]; q < X.indptr[ids[i] + 1]; ++q) f(i, q);
+}
 
 }  // namespace
 
@@ -407,15 +452,15 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
                       int n_threads) {
   if (last) {  // exact row-sparse: every word of the batch must be up to date through step t - 1
     if (lazy) throw std::invalid_argument("adam_input: lazy steps keep no step counts (last must be None)");
-    for (i64 i = 0; i < B; ++i)
-      for (i64 q = X.indptr[rows[i]]; q < X.indptr[rows[i] + 1]; ++q)
-        if (last[X.indices[q]] != s.t - 1)
-          throw std::invalid_argument("adam_input: a word of the batch is not up to date through step t - 1 "
-                                      "(bring it there with nash_adam_catch_up first)");
-    for (i64 i = 0; i < n_next; ++i)
-      for (i64 q = X.indptr[next[i]]; q < X.indptr[next[i] + 1]; ++q)
-        if (last[X.indices[q]] < 0 || last[X.indices[q]] >= s.t)
-          throw std::invalid_argument("adam_input: last must hold step numbers in [0, t - 1]");
+    for_words(X, rows, B, [&](i64, i64 q) {
+      if (last[X.indices[q]] != s.t - 1)
+        throw std::invalid_argument("adam_input: a word of the batch is not up to date through step t - 1 "
+                                    "(bring it there with nash_adam_catch_up first)");
+    });
+    for_words(X, next, n_next, [&](i64, i64 q) {
+      if (last[X.indices[q]] < 0 || last[X.indices[q]] >= s.t)
+        throw std::invalid_argument("adam_input: last must hold step numbers in [0, t - 1]");
+    });
     lazy = true;  // absent rows wait for their catch-up
   } else {
     n_next = 0;
@@ -425,20 +470,18 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
   // The batch transposed by a stable counting sort: for word r, its occurrences
   // occ[start[r] .. start[r + 1]) as (batch row, scale * value), in batch order.
   std::vector<i64> start(static_cast<std::size_t>(n_rows + 1), 0);
-  i64 nnz = 0;
-  for (i64 i = 0; i < B; ++i)
-    for (i64 p0 = X.indptr[rows[i]]; p0 < X.indptr[rows[i] + 1]; ++p0, ++nnz) ++start[X.indices[p0] + 1];
+  for_words(X, rows, B, [&](i64, i64 q) { ++start[X.indices[q] + 1]; });
   for (i64 r = 0; r < n_rows; ++r) start[r + 1] += start[r];
+  const i64 nnz = start[n_rows];
   std::vector<i64> occ_row(static_cast<std::size_t>(nnz));
   std::vector<T> occ_val(static_cast<std::size_t>(nnz));
   {
     std::vector<i64> fill(start.begin(), start.end() - 1);
-    for (i64 i = 0; i < B; ++i)
-      for (i64 p0 = X.indptr[rows[i]]; p0 < X.indptr[rows[i] + 1]; ++p0) {
-        const i64 k = fill[X.indices[p0]]++;
-        occ_row[k] = i;
-        occ_val[k] = sc[i] * data[p0];
-      }
+    for_words(X, rows, B, [&](i64 i, i64 q) {
+      const i64 k = fill[X.indices[q]]++;
+      occ_row[k] = i;
+      occ_val[k] = sc[i] * data[q];
+    });
   }
   const i64 per = std::max<i64>(1, kAdamChunk / std::max<i64>(H, 1));
   // a word of the batch: its gradient row summed in cache (batch order), then its step
@@ -446,7 +489,6 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
     std::fill(g, g + H, T(0));
     for (i64 k = start[r]; k < start[r + 1]; ++k) axpy<T>(H, occ_val[k], dA + occ_row[k] * H, g);
     adam_chunk<T>(p + r * H, m + r * H, v + r * H, g, H, b1, b2, st, isb, eps);
-    if (last) last[r] = s.t;
   };
   if (lazy) {  // the batch's words only, in ascending order, a few rows fetched ahead (random rows wait on memory)
     // with `next`: in the same sweep, the words of the next batch that this one does not
@@ -454,8 +496,7 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
     std::vector<unsigned char> ahead_word;
     if (n_next > 0) {
       ahead_word.assign(static_cast<std::size_t>(n_rows), 0);
-      for (i64 i = 0; i < n_next; ++i)
-        for (i64 q = X.indptr[next[i]]; q < X.indptr[next[i] + 1]; ++q) ahead_word[X.indices[q]] = 1;
+      for_words(X, next, n_next, [&](i64, i64 q) { ahead_word[X.indices[q]] = 1; });
     }
     std::vector<i64> words, behind;  // the sweep; the catch-up rows of it
     for (i64 r = 0; r < n_rows; ++r)
@@ -467,33 +508,20 @@ void adam_input_layer(T* p, T* m, T* v, i64 n_rows, i64 H, const Csr& X, const T
       }
     std::unique_ptr<CatchUpPlan<T>> plan;
     if (!behind.empty()) plan.reset(new CatchUpPlan<T>(s, last, behind));
-    const i64 nw = static_cast<i64>(words.size());
-    parallel_for((nw + per - 1) / per, n_threads, [&](i64 task, int) {
-      std::vector<T> g(static_cast<std::size_t>(H));
-      std::vector<unsigned char> direct(plan ? static_cast<std::size_t>(H) : 0);
-      std::vector<double> a(plan ? CatchUpConst<T>::J : 0), cc(plan ? CatchUpConst<T>::J : 0);
-      const i64 w1 = std::min(nw, task * per + per);
-      for (i64 w = task * per; w < std::min(w1, task * per + kAhead); ++w) {
-        prefetch_row(p + words[w] * H, H);
-        prefetch_row(m + words[w] * H, H);
-        prefetch_row(v + words[w] * H, H);
-      }
-      for (i64 w = task * per; w < w1; ++w) {
-        if (w + kAhead < w1) {
-          const i64 ra = words[w + kAhead] * H;
-          prefetch_row(p + ra, H);
-          prefetch_row(m + ra, H);
-          prefetch_row(v + ra, H);
-        }
-        const i64 r = words[w];
-        if (start[r + 1] > start[r]) {
-          word_step(r, g.data());
-        } else {
-          plan->row(p + r * H, m + r * H, v + r * H, H, last[r], direct.data(), a.data(), cc.data());
-          last[r] = s.t;
-        }
-      }
-    });
+    using Scratch = typename CatchUpPlan<T>::Scratch;
+    struct Work {  // a task's: a gradient row, the catch-up's scratch
+      std::vector<T> g;
+      Scratch catch_up;
+    };
+    sweep_rows(
+        words, per, p, m, v, H, last, s.t, n_threads,
+        [&] { return Work{std::vector<T>(static_cast<std::size_t>(H)), plan ? Scratch(H) : Scratch()}; },
+        [&](i64 r, Work& w) {
+          if (start[r + 1] > start[r])
+            word_step(r, w.g.data());
+          else
+            plan->row(p + r * H, m + r * H, v + r * H, H, last[r], w.catch_up);
+        });
     return;
   }
   parallel_for((n_rows + per - 1) / per, n_threads, [&](i64 task, int) {
@@ -522,9 +550,7 @@ void adam_catch_up(T* p, T* m, T* v, i64* last, i64 n_rows, i64 H, const Csr* X,
   std::vector<i64> todo;  // the rows behind step t1, ascending
   {
     std::vector<unsigned char> want(static_cast<std::size_t>(n_rows), X ? 0 : 1);
-    if (X)
-      for (i64 i = 0; i < B; ++i)
-        for (i64 q = X->indptr[rows[i]]; q < X->indptr[rows[i] + 1]; ++q) want[X->indices[q]] = 1;
+    if (X) for_words(*X, rows, B, [&](i64, i64 q) { want[X->indices[q]] = 1; });
     for (i64 r = 0; r < n_rows; ++r) {
       if (!want[r]) continue;
       if (last[r] < 0 || last[r] > t1)
@@ -537,29 +563,10 @@ void adam_catch_up(T* p, T* m, T* v, i64* last, i64 n_rows, i64 H, const Csr* X,
     return;
   }
   const CatchUpPlan<T> plan(s, last, todo);
-  const i64 n = static_cast<i64>(todo.size());
-  const i64 per = std::max<i64>(1, kAdamChunk / H);
-  parallel_for((n + per - 1) / per, n_threads, [&](i64 task, int) {
-    std::vector<unsigned char> direct(static_cast<std::size_t>(H));
-    std::vector<double> a(CatchUpConst<T>::J), c(CatchUpConst<T>::J);
-    const i64 i1 = std::min(n, task * per + per);
-    for (i64 i = task * per; i < std::min(i1, task * per + kAhead); ++i) {
-      prefetch_row(p + todo[i] * H, H);
-      prefetch_row(m + todo[i] * H, H);
-      prefetch_row(v + todo[i] * H, H);
-    }
-    for (i64 i = task * per; i < i1; ++i) {
-      if (i + kAhead < i1) {
-        const i64 ra = todo[i + kAhead] * H;
-        prefetch_row(p + ra, H);
-        prefetch_row(m + ra, H);
-        prefetch_row(v + ra, H);
-      }
-      const i64 r = todo[i];
-      plan.row(p + r * H, m + r * H, v + r * H, H, last[r], direct.data(), a.data(), c.data());
-      last[r] = t1;  // row by row: an interrupt between tasks leaves every row consistent with its count
-    }
-  });
+  using Scratch = typename CatchUpPlan<T>::Scratch;
+  sweep_rows(
+      todo, std::max<i64>(1, kAdamChunk / H), p, m, v, H, last, t1, n_threads, [&] { return Scratch(H); },
+      [&](i64 r, Scratch& w) { plan.row(p + r * H, m + r * H, v + r * H, H, last[r], w); });
 }
 
 #define SL_NASH_INSTANTIATE(T)                                                                                  \

@@ -8,7 +8,6 @@
 #include <mutex>
 #include <system_error>
 #include <thread>
-#include <vector>
 
 namespace sl {
 
@@ -69,6 +68,7 @@ struct Shared {
   const std::function<void(std::int64_t, int)>* fn = nullptr;
   std::atomic<std::int64_t> next{0};
   std::atomic<bool> stop{false};
+  std::atomic<bool> throw_after_{false};  // an Interrupted was seen (interrupt()): the call reports it
   std::atomic<int> in_flight{0};
   std::mutex mu;
   std::condition_variable cv;
@@ -77,6 +77,11 @@ struct Shared {
   void fail(std::exception_ptr e) {
     std::lock_guard<std::mutex> lk(mu);
     if (!error) error = e;
+    stop.store(true);
+  }
+  // A poll said stop (in a task, or the caller's): the remaining tasks are skipped, the call throws Interrupted.
+  void interrupt() {
+    throw_after_.store(true);
     stop.store(true);
   }
   // One task, or false when none is left (or the call is being stopped).
@@ -90,8 +95,7 @@ struct Shared {
         (*fn)(t, tid);
       } catch (const Abandoned&) {  // stop was set: whoever set it reports why
       } catch (const Interrupted&) {  // a poll in the task (the caller's, or a nested call's) said stop
-        throw_after_.store(true);
-        stop.store(true);
+        interrupt();
       } catch (...) {
         fail(std::current_exception());
       }
@@ -103,7 +107,6 @@ struct Shared {
     cv.notify_all();
     return ran;
   }
-  std::atomic<bool> throw_after_{false};  // an Interrupted was caught in a task: the call reports it
 };
 
 }  // namespace
@@ -143,7 +146,6 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
       break;
     }
   }
-  bool interrupted = false;
   {
     SignalPoll poll;
     ScopeGuard scope({&sh->stop, &poll});  // checkpoint() in the caller's tasks: stop flag and Ctrl-C poll
@@ -153,28 +155,23 @@ void parallel_for(std::int64_t n_tasks, int n_threads,
       try {
         poll.tick();
       } catch (const Interrupted&) {
-        sh->throw_after_.store(true);
-        sh->stop.store(true);
+        sh->interrupt();
         break;
       }
     }
-    interrupted = sh->throw_after_.load();
   }
   // the tasks the workers still run (or none): wait for them, polling for Ctrl-C
   {
     std::unique_lock<std::mutex> lk(sh->mu);
     while (sh->in_flight.load() > 0) {
       sh->cv.wait_for(lk, std::chrono::milliseconds(50));
-      if (sh->in_flight.load() == 0 || interrupted) continue;
+      if (sh->in_flight.load() == 0 || sh->throw_after_.load()) continue;
       lk.unlock();
-      if (interrupt_requested()) {
-        interrupted = true;
-        sh->stop.store(true);
-      }
+      if (interrupt_requested()) sh->interrupt();
       lk.lock();
     }
   }
-  if (interrupted || sh->throw_after_.load()) throw Interrupted{};  // also a nested call's poll on a worker
+  if (sh->throw_after_.load()) throw Interrupted{};  // also a nested call's poll on a worker
   if (sh->error) std::rethrow_exception(sh->error);
 }
 

@@ -302,22 +302,23 @@ struct TridiagLU {
   std::vector<char> swapped;
   void factor(const double* d, const double* e, i64 n, double sigma, double floor) {
     u0.assign(n, 0.0), u1.assign(n, 0.0), u2.assign(n, 0.0), mult.assign(n, 0.0), swapped.assign(n, 0);
-    double a = d[0] - sigma, bb = n > 1 ? e[0] : 0.0, c = 0.0;  // the active row at columns i, i+1, i+2
+    // the active row at columns i, i+1 (its column i+2 is 0: u2[i] stays 0 unless rows swap)
+    double a = d[0] - sigma, bb = n > 1 ? e[0] : 0.0;
     for (i64 i = 0; i + 1 < n; ++i) {
       const double sub = e[i], dn = d[i + 1] - sigma, en = i + 2 < n ? e[i + 1] : 0.0;
+      // the zeros below are subtracted, not left out: a zero pivot's sign matters to copysign
       if (std::fabs(a) >= std::fabs(sub)) {
         if (a == 0) a = floor;  // a == sub == 0
         const double mu = sub / a;
-        u0[i] = a, u1[i] = bb, u2[i] = c, mult[i] = mu;
+        u0[i] = a, u1[i] = bb, mult[i] = mu;
         a = dn - mu * bb;
-        bb = en - mu * c;
+        bb = en - mu * 0.0;
       } else {
         const double mu = a / sub;
         u0[i] = sub, u1[i] = dn, u2[i] = en, mult[i] = mu, swapped[i] = 1;
         a = bb - mu * dn;
-        bb = c - mu * en;
+        bb = 0.0 - mu * en;
       }
-      c = 0.0;
     }
     u0[n - 1] = a;
     for (i64 i = 0; i < n; ++i) {  // a pivot below the floor (T - sigma I is nearly singular by design)

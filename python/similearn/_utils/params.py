@@ -33,7 +33,7 @@ import numbers
 import numpy as np
 
 __all__ = ["Int", "Real", "Options", "Bool", "Dtype", "IntSequence", "Instance", "ArrayLike", "HasMethods", "RandomState",
-           "Threads", "Verbose", "validate_params"]
+           "Threads", "Verbose", "validate_params", "int_tuple"]
 
 
 class Constraint:
@@ -147,6 +147,12 @@ class Dtype(Constraint):
 
     def describe(self):
         return "a dtype among " + ", ".join(self.names)
+
+
+def int_tuple(value):
+    """The value of a validated :class:`IntSequence` parameter as a tuple of ints (a single
+    int is one element): ``hidden_sizes=64`` -> ``(64,)``."""
+    return tuple(int(v) for v in ((value,) if isinstance(value, numbers.Integral) else value))
 
 
 class IntSequence(Constraint):

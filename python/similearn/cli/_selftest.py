@@ -236,8 +236,7 @@ def _clustered_codes(rng, n, n_bits, n_centers, flip_one_in):
 
 def _mih_entry(n_bits, n_codes, n_centers, m=None):
     def run():
-        from ..neighbors import HammingIndex
-        from ..neighbors import pack_bits
+        from ..neighbors import HammingIndex, pack_bits
 
         rng = _Ints(5000 + n_bits)
         centers, bits = _clustered_codes(rng, n_codes, n_bits, n_centers, 16)

@@ -193,6 +193,10 @@ class TrainingState:
         return {key: getattr(self, key) for key in _EPOCH_FIELDS}
 
     def restore_epoch(self, values):
-        """Put back the fields of ``values`` (a copy of :meth:`epoch_values`)."""
+        """Put back the fields of ``values`` (a copy of :meth:`epoch_values`).  A restored
+        state records its cross estimates, None without a prior (0.1.0's early stopping
+        wrote them so: the file layout keeps it)."""
         for key in _EPOCH_FIELDS:
             setattr(self, key, values[key])
+        if self.crosses is None:
+            self.set_crosses()

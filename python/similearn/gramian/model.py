@@ -63,7 +63,7 @@ from sklearn.base import BaseEstimator
 from .._config import blas_threads, get_num_threads
 from .._utils.memory import check_memory
 from .._utils.params import (ArrayLike, Bool, Dtype, Instance, Int, IntSequence, Options, RandomState, Real, Threads,
-                       Verbose, validate_params)
+                              Verbose, int_tuple, validate_params)
 from .._utils.targets import check_pairs, pair_matrix
 from .._utils.validation import n_entries, seed_from_random_state
 from ..base import SaveLoadMixin
@@ -454,7 +454,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
         hidden sizes as a tuple, embedding dim, dtype)."""
         validate_params(self)
         k = self.n_components
-        hs = towers.hidden_sizes(self.hidden_sizes)
+        hs = int_tuple(self.hidden_sizes)
         d = (k if not hs else 64) if self.embedding_dim is None else self.embedding_dim
         if not hs and d != k:
             raise ValueError(f"without hidden layers the output is the embedding bag: embedding_dim ({d}) must "
@@ -491,7 +491,7 @@ class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
 
     def __setstate__(self, state):
         # a pickle of similearn 0.1.0 holds the training state in the attributes of the file layout
-        super().__setstate__(_from_file_layout(state) if "_state" not in state else state)
+        super().__setstate__(_from_file_layout(state))
 
     def _embed_all(self, side, X, nt):
         return towers.embed_all(self.params_, side, X, nt, int(self.n_components))

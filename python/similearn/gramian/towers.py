@@ -12,22 +12,14 @@ Cost of a forward pass over b rows: O(nnz d + b (d h + h^2 + h k)); backward the
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .. import _kernels
 from .._utils.memory import check_output_memory
 
-__all__ = ["hidden_sizes", "init_params", "named_params", "forward", "backward", "embed_all", "CHUNK"]
+__all__ = ["init_params", "named_params", "forward", "backward", "embed_all", "CHUNK"]
 
 CHUNK = 8192  # rows per block when embedding a whole catalogue
-
-
-def hidden_sizes(value):
-    """The hidden layer widths of the ``hidden_sizes`` parameter as a tuple of ints (an int:
-    one layer); ``()`` for linear towers."""
-    return tuple(int(h) for h in ((value,) if isinstance(value, numbers.Integral) else value))
 
 
 def init_params(n_features_left, n_features_right, k, hidden, d, dtype, rng, n_threads, *, shared, init_std):

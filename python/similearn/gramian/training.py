@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import _kernels
+from .._utils.params import int_tuple
 from ..base import progress
 from . import towers
 from ._state import TrainingState
@@ -439,7 +440,7 @@ class FusedEngine:
         """Linear towers with SOGram, SAGram, a sampling baseline or no penalty, the
         Gramian regularizer, and not the shared table with item weights (the
         hyper-parameters of model ``m``); no prior (:attr:`takes_prior`)."""
-        return (not towers.hidden_sizes(m.hidden_sizes) and m.regularizer == "gramian"
+        return (not int_tuple(m.hidden_sizes) and m.regularizer == "gramian"
                 and m.penalty in ("sogram", "sagram", "uniform", "linear", "sqrt", "none")
                 and not (m.gramian_weights == "items" and m.shared_embeddings))
 

@@ -170,8 +170,6 @@ class Monitor:
                 vars(est).update(saved)
         if run.est[0] is not None:  # the state's estimates are the estimators' arrays
             state.set_gramians(run.est[0].gramian_, run.est[1].gramian_)
-        if state.crosses is None:  # the restored model records its cross estimates: none (as 0.1.0 did)
-            state.set_crosses()
 
 
 # what an epoch changes in a Gramian estimator (the rest is fixed by initialize)

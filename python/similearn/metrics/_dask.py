@@ -21,7 +21,6 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
     over a Dask database: the top max(ks) come from :func:`dask_topk`, relevance from
     the labels on the client (labels are O(n_database), the embeddings never move).
     MAP and AUC rank the whole database per query and are not computed here."""
-
     code = check_metric(metric)
     plan_n = int(database_X.shape[0]) - (1 if exclude_self else 0)
     if plan_n < 1:
@@ -65,7 +64,6 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
 
 def _relevance(query_labels, database_labels, nq, ndb):
     """The labels' relevance structure on the client (Dask labels computed: O(n) values)."""
-
     query_labels, database_labels = (lab.compute() if is_dask_array(lab) else lab
                                      for lab in (query_labels, database_labels))
     return Relevance(query_labels, database_labels, nq, ndb)

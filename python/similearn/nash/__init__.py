@@ -37,7 +37,6 @@ layers are the exact products of csrc/gemm_kernel.hpp.  X is never densified.
 from __future__ import annotations
 
 import contextlib
-import numbers
 import time
 import warnings
 
@@ -51,7 +50,7 @@ from . import _network
 from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
 from .._utils.label_forms import parse_labels
-from .._utils.params import Dtype, Int, IntSequence, Options, RandomState, Real, Threads, Verbose, validate_params
+from .._utils.params import Dtype, Int, IntSequence, int_tuple, Options, RandomState, Real, Threads, Verbose, validate_params
 from .._utils.memory import check_memory, check_output_memory
 from ._network import HEAD_HIDDEN, kl_bernoulli, sigmoid
 from .._utils.targets import check_labels
@@ -250,9 +249,7 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     def _check_params(self):
         """Validate the parameters (``_constraints``) -> (hidden sizes as a tuple, dtype)."""
         validate_params(self)
-        hs = self.hidden_sizes
-        hs = tuple(int(h) for h in ((hs,) if isinstance(hs, numbers.Integral) else hs))
-        return hs, np.dtype(self.dtype)
+        return int_tuple(self.hidden_sizes), np.dtype(self.dtype)
 
     def _check_y(self, y, n):
         """-> (kind, targets, n_classes): "single" (int64 class ids) or "multi" (rows of the
@@ -375,19 +372,23 @@ class NASH(HashingMixin, SaveLoadMixin, TransformerMixin, BaseEstimator):
     def _step(self, st, rows, next_rows=None):
         """One mini-batch of training (the rows of st["X"] given): draws u and eps,
         forward-backward, one Adam step.  ``next_rows``: the next batch, if known (its words
-        are brought up to date in the Adam pass).  Returns the batch means of the loss terms."""
+        are brought up to date in the Adam pass, and the next call must be given them).  Returns
+        the batch means of the loss terms."""
         B, l = rows.shape[0], int(self.n_bits)
         dt = st["inv"].dtype
         u = st["rng"].random((B, l), dtype=dt)
         eps = st["rng"].standard_normal((B, l), dtype=dt)
         yb = None if st["Y"] is None else st["Y"][rows]
         scale = st["inv"][rows]
-        # the batch's words read current weights: their skipped g = 0 steps first (exact Adam)
-        _network.catch_up(self._P, st["X"], rows, st["ws"], st["t"], st["nt"], learning_rate=self.learning_rate)
+        # the batch's words read current weights: their skipped g = 0 steps first (exact Adam),
+        # unless the previous step's Adam pass took them (it was given these rows as next_rows)
+        if not st.get("ahead"):
+            _network.catch_up(self._P, st["X"], rows, st["ws"], st["t"], st["nt"], learning_rate=self.learning_rate)
         parts, dA = self._forward_backward(st["X"], rows, scale, u, eps, yb, st["ws"], st["nt"])
         st["t"] += 1
         _network.adam(self._P, st["X"], rows, scale, dA, st["ws"], st["t"], st["nt"],
                       learning_rate=self.learning_rate, lazy=self.optimizer == "lazy_adam", next_rows=next_rows)
+        st["ahead"] = next_rows is not None
         return parts
 
     @contextlib.contextmanager

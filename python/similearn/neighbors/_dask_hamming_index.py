@@ -34,7 +34,7 @@ import numpy as np
 
 from .._config import get_num_threads
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
-from ._dask_search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree
+from ._dask_search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree, check_uint64_codes
 
 __all__ = ["ShardedHammingIndex", "checked_codes"]
 
@@ -70,9 +70,7 @@ def checked_codes(codes, name, n_words, check):
     ahead of every use of it.  Lazy, chunked like ``codes``."""
     require_dask("a HammingIndex on Dask arrays")
     codes = check_row_chunks(codes, name)
-    if codes.dtype != np.uint64:
-        raise TypeError(f"{name} must be packed uint64 codes (see similearn.neighbors.pack_bits), got dtype "
-                        f"{codes.dtype}")
+    check_uint64_codes(codes, name)
     if codes.shape[1] != n_words:
         raise ValueError(f"{name} have {codes.shape[1]} words per code (their n_features) but the index holds "
                          f"codes of {n_words} words")
@@ -158,7 +156,7 @@ class ShardedHammingIndex:
 
         q_is_dask = is_dask_array(queries)
         offsets = _offsets(self.sizes)
-        token = tokenize(queries.name if q_is_dask else queries.tobytes(), [s.key for s in self.shards], k,
+        token = tokenize(queries.name if q_is_dask else queries, [s.key for s in self.shards], k,
                          split_every)
         dsk, deps = {}, list(self.shards)
         if q_is_dask:

@@ -147,6 +147,12 @@ def _finalize_task(Q, merged, k, code, n_threads, dtype):
     return fn(Q, np.ascontiguousarray(idx), np.ascontiguousarray(key), code, dist, n_threads)
 
 
+def check_uint64_codes(a, name):
+    """Packed codes (a Dask or NumPy array) must be uint64: TypeError otherwise."""
+    if a.dtype != np.uint64:
+        raise TypeError(f"{name} must be packed uint64 codes (see similearn.neighbors.pack_bits), got dtype {a.dtype}")
+
+
 def _codes_block(C, name):
     return check_codes(np.ascontiguousarray(C), name, min_rows=0)
 
@@ -225,7 +231,6 @@ class _Plan:
     """Validated operands of one sharded search (queries may be NumPy or Dask)."""
 
     def __init__(self, queries, database, qname, dname, is_codes):
-
         da = require_dask("a search on Dask arrays")
         self.da, self.qname, self.dname = da, qname, dname
         if is_dask_array(database):
@@ -242,9 +247,7 @@ class _Plan:
             queries = check_dense(queries, qname, min_rows=0)
         if is_codes:
             for a, nm in ((queries, qname), (database, dname)):
-                if a.dtype != np.uint64:
-                    raise TypeError(f"{nm} must be packed uint64 codes (see similearn.neighbors.pack_bits), "
-                                    f"got dtype {a.dtype}")
+                check_uint64_codes(a, nm)
             if queries.shape[1] != database.shape[1]:
                 raise ValueError(f"{qname} have {queries.shape[1]} words per code but {dname} have "
                                  f"{database.shape[1]}; codes must be packed from the same number of bits")
@@ -370,7 +373,7 @@ def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_
     # sizes: the database, or the rows of a 1-D allow-list, which the in-memory call searches alone)
     n_searched = inc[1].size if inc is not None and inc[0] == "shared" else plan.n_db
     exact = metric_code == 2 and 4 * min(k, n_searched) < n_searched
-    token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
+    token = tokenize(plan.queries, plan.database.name, k,
                      metric_code, self_excl, split_every, ex, inc, "topk")
 
     def block(qk, xk, so, o):
@@ -390,7 +393,7 @@ def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, s
 
     plan = _Plan(query_codes, database_codes, "query_codes", "database_codes", is_codes=True)
     k, self_excl, ex, inc, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads, include)
-    token = tokenize(plan.queries if plan.q_is_dask else plan.queries.tobytes(), plan.database.name, k,
+    token = tokenize(plan.queries, plan.database.name, k,
                      self_excl, split_every, ex, inc, "hamming")
 
     def block(qk, xk, so, o):

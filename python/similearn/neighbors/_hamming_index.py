@@ -23,9 +23,6 @@ from .._utils.validation import check_codes, check_int, check_k
 
 __all__ = ["HammingIndex"]
 
-_DIRECT_MAX_BITS = 24  # csrc/mih.hpp kMihDirectMaxBits: longer substrings get sorted tables
-
-
 def _default_m(n_codes, n_bits):
     """The paper's rule m ~ b / log2(n) (Sec. 4.3: substrings of about log2 n bits, so
     a bucket holds O(1) codes), kept between ceil(b / 32) (substrings of at most 32
@@ -48,7 +45,12 @@ def _substrings(n_bits, m):
 def _check_codes(codes, name, n_bits, *, min_rows):
     """``codes`` as packed ``n_bits``-bit codes: a C-contiguous uint64 ndarray of shape
     (n, ceil(n_bits / 64)) with the bits beyond ``n_bits`` 0.  O(n)."""
-    C = check_codes(codes, name, min_rows=min_rows)
+    return _check_width(check_codes(codes, name, min_rows=min_rows), name, n_bits)
+
+
+def _check_width(C, name, n_bits):
+    """Packed uint64 codes ``C`` (checked by check_codes) hold ``n_bits``-bit codes: the
+    word count, and no bit set beyond ``n_bits``.  O(n)."""
     n_words = -(-n_bits // 64)
     if C.shape[1] != n_words:
         raise ValueError(f"{name} have {C.shape[1]} words per code (their n_features) but the index holds "
@@ -229,7 +231,7 @@ class HammingIndex(BaseEstimator):
             self.__dict__.pop(attr, None)
         dask_input = is_dask_array(codes)
         C = codes if dask_input else check_codes(codes, "codes", min_rows=0)
-        if C.ndim != 2:
+        if dask_input and C.ndim != 2:  # check_codes says so for an ndarray
             raise ValueError(f"codes must be 2-D (n_codes, n_words), got shape {C.shape}")
         n_bits = 64 * C.shape[1] if self.n_bits is None else self.n_bits
         if n_bits % 8:
@@ -246,7 +248,7 @@ class HammingIndex(BaseEstimator):
             sharded = ShardedHammingIndex(block, -(-self.n_bits_ // 64), threads)
             self._set_shards(sharded.with_codes(self._checked(C, "codes")))
             return self
-        C = _check_codes(C, "codes", n_bits, min_rows=0)
+        C = _check_width(C, "codes", n_bits)
         self._build(np.array(C, order="C", copy=True))
         return self
 
