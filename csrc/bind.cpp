@@ -28,6 +28,22 @@ std::optional<IdSets> id_sets(const std::optional<carray<i64>>& indptr, const st
   return IdSets{p, indices->data()};
 }
 
+std::optional<IdSets> allow_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
+                                 const std::optional<carray<std::uint64_t>>& bits, i64 nq, i64 nx) {
+  if (bits) {
+    if (indptr || indices) throw py::value_error("include is either a CSR pattern or a bit mask, not both");
+    if (bits->ndim() != 2 || bits->shape(0) != nq || bits->shape(1) < (nx + 63) / 64)
+      throw py::value_error("include_bits must have shape (n_queries, >= ceil(n_database / 64))");
+    IdSets s;
+    s.bits = bits->data();
+    s.stride = bits->shape(1);
+    return s;
+  }
+  auto s = id_sets(indptr, indices, nq, "include");
+  if (s) check_ids(indices->data(), s->indptr[nq], nx, "include ids must lie in [0, n_database)");
+  return s;
+}
+
 template <class T>
 Csr<T>::Csr(carray<i64> indptr, carray<i64> indices, carray<T> data, i64 n_cols)
     : indptr_(std::move(indptr)), indices_(std::move(indices)), data_(std::move(data)), n_cols_(n_cols) {

@@ -59,6 +59,12 @@ std::optional<IdSets> id_sets(const std::optional<carray<i64>>& indptr, const st
                               i64 n_queries, const char* name = "exclude");
 inline const IdSets* ptr_of(const std::optional<IdSets>& s) { return s ? &*s : nullptr; }
 
+// An allow-list (include=) as IdSets: a CSR pattern (id_sets; its ids are read
+// through, so they are checked, O(nnz)) or a bit mask per query (``bits`` of shape
+// (n_queries, >= ceil(n_database / 64)), uint64, C-contiguous; O(1)); not both.
+std::optional<IdSets> allow_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
+                                 const std::optional<carray<std::uint64_t>>& bits, i64 n_queries, i64 n_database);
+
 // Every id in ids[0..m) lies in [0, n).  O(m).
 void check_ids(const i64* ids, i64 m, i64 n, const char* what);
 

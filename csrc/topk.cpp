@@ -44,9 +44,17 @@ inline T key_of(T dot, T aux) {
   else return dot;
 }
 
+// The lanes of ids id .. id + L - 1 (L <= 32) a selection admits, as a bit mask:
+// every lane for a plain selection; a masked one's allow bits (MaskedSel below), so
+// the vector scans drop disallowed lanes with the threshold test, without a branch.
+template <class T>
+inline std::uint32_t lanes(const TopK<T, true>&, std::int64_t, int L) {
+  return L >= 32 ? ~0u : (1u << L) - 1;
+}
+
 // Portable scan: SSE2 pre-check of 16 keys, then the scalar admission test.
-template <int MODE, class T>
-void scan_row_base(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+template <int MODE, class T, class S>
+void scan_row_base(T* row, const T* aux, std::int64_t n, std::int64_t base, S& sel) {
   if constexpr (MODE != 0)
     for (std::int64_t j = 0; j < n; ++j) row[j] = key_of<MODE>(row[j], aux[j]);
   std::int64_t j = 0;
@@ -59,15 +67,17 @@ void scan_row_base(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK
 
 #if SL_X86_DISPATCH
 // AVX2 / AVX-512 scans: key and comparison fused in registers, one pass.
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx2,fma")
-void scan_row_avx2(float* row, const float* aux, std::int64_t n, std::int64_t base, TopK<float, true>& sel) {
+void scan_row_avx2(float* row, const float* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m256 v = _mm256_loadu_ps(row + j);
     if constexpr (MODE == 1) v = _mm256_mul_ps(v, _mm256_loadu_ps(aux + j));
     if constexpr (MODE == 2) v = _mm256_sub_ps(v, _mm256_loadu_ps(aux + j));
-    int m = _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(sel.threshold()), _CMP_GT_OQ));
+    const std::uint32_t m =
+        static_cast<std::uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(sel.threshold()), _CMP_GT_OQ))) &
+        lanes(sel, base + j, 8);
     if (m) {
       alignas(32) float tmp[8];
       _mm256_store_ps(tmp, v);
@@ -78,15 +88,17 @@ void scan_row_avx2(float* row, const float* aux, std::int64_t n, std::int64_t ba
   for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0f), base + j);
 }
 
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx2,fma")
-void scan_row_avx2(double* row, const double* aux, std::int64_t n, std::int64_t base, TopK<double, true>& sel) {
+void scan_row_avx2(double* row, const double* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     __m256d v = _mm256_loadu_pd(row + j);
     if constexpr (MODE == 1) v = _mm256_mul_pd(v, _mm256_loadu_pd(aux + j));
     if constexpr (MODE == 2) v = _mm256_sub_pd(v, _mm256_loadu_pd(aux + j));
-    int m = _mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(sel.threshold()), _CMP_GT_OQ));
+    const std::uint32_t m =
+        static_cast<std::uint32_t>(_mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(sel.threshold()), _CMP_GT_OQ))) &
+        lanes(sel, base + j, 4);
     if (m) {
       alignas(32) double tmp[4];
       _mm256_store_pd(tmp, v);
@@ -97,15 +109,15 @@ void scan_row_avx2(double* row, const double* aux, std::int64_t n, std::int64_t 
   for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0), base + j);
 }
 
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx512f")
-void scan_row_avx512(float* row, const float* aux, std::int64_t n, std::int64_t base, TopK<float, true>& sel) {
+void scan_row_avx512(float* row, const float* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
     __m512 v = _mm512_loadu_ps(row + j);
     if constexpr (MODE == 1) v = _mm512_mul_ps(v, _mm512_loadu_ps(aux + j));
     if constexpr (MODE == 2) v = _mm512_sub_ps(v, _mm512_loadu_ps(aux + j));
-    __mmask16 m = _mm512_cmp_ps_mask(v, _mm512_set1_ps(sel.threshold()), _CMP_GT_OQ);
+    const std::uint32_t m = _mm512_cmp_ps_mask(v, _mm512_set1_ps(sel.threshold()), _CMP_GT_OQ) & lanes(sel, base + j, 16);
     if (m) {
       alignas(64) float tmp[16];
       _mm512_store_ps(tmp, v);
@@ -116,15 +128,15 @@ void scan_row_avx512(float* row, const float* aux, std::int64_t n, std::int64_t 
   for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0f), base + j);
 }
 
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx512f")
-void scan_row_avx512(double* row, const double* aux, std::int64_t n, std::int64_t base, TopK<double, true>& sel) {
+void scan_row_avx512(double* row, const double* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m512d v = _mm512_loadu_pd(row + j);
     if constexpr (MODE == 1) v = _mm512_mul_pd(v, _mm512_loadu_pd(aux + j));
     if constexpr (MODE == 2) v = _mm512_sub_pd(v, _mm512_loadu_pd(aux + j));
-    __mmask8 m = _mm512_cmp_pd_mask(v, _mm512_set1_pd(sel.threshold()), _CMP_GT_OQ);
+    const std::uint32_t m = _mm512_cmp_pd_mask(v, _mm512_set1_pd(sel.threshold()), _CMP_GT_OQ) & lanes(sel, base + j, 8);
     if (m) {
       alignas(64) double tmp[8];
       _mm512_store_pd(tmp, v);
@@ -139,8 +151,8 @@ void scan_row_avx512(double* row, const double* aux, std::int64_t n, std::int64_
 enum class ScanIsa { Base, Avx2, Avx512 };
 const ScanIsa g_scan_isa = cpu::has_avx512f() ? ScanIsa::Avx512 : cpu::has_avx2() ? ScanIsa::Avx2 : ScanIsa::Base;
 
-template <int MODE, class T>
-inline void scan_row(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+template <int MODE, class T, class S>
+inline void scan_row(T* row, const T* aux, std::int64_t n, std::int64_t base, S& sel) {
 #if SL_X86_DISPATCH
   if (g_scan_isa == ScanIsa::Avx512) return scan_row_avx512<MODE>(row, aux, n, base, sel);
   if (g_scan_isa == ScanIsa::Avx2) return scan_row_avx2<MODE>(row, aux, n, base, sel);
@@ -148,8 +160,32 @@ inline void scan_row(T* row, const T* aux, std::int64_t n, std::int64_t base, To
   scan_row_base<MODE>(row, aux, n, base, sel);
 }
 
+// A query's selection seen through its allow mask (IdSets::mask_row): a candidate that
+// beats the threshold is offered only when allowed, so the selection sees the stream
+// of allowed ids in the same order (the result of offering those alone), and the mask
+// costs O(candidates), not O(row).
 template <class T>
-inline void scan_row_metric(Metric m, T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+struct MaskedSel {
+  TopK<T, true>& sel;
+  const std::uint64_t* allow;
+  T threshold() const { return sel.threshold(); }
+  void offer(T key, std::int64_t id) {
+    if (mask_has(allow, id)) sel.offer(key, id);
+  }
+};
+
+// Allow bits of ids id .. id + L - 1 (L <= 32; id + L - 1 a row of the database, so
+// the second word read, when the lanes straddle two, lies in the mask row).
+template <class T>
+inline std::uint32_t lanes(const MaskedSel<T>& s, std::int64_t id, int L) {
+  const std::int64_t w = id >> 6, b = id & 63;
+  std::uint64_t v = s.allow[w] >> b;
+  if (b + L > 64) v |= s.allow[w + 1] << (64 - b);
+  return static_cast<std::uint32_t>(v) & (L >= 32 ? ~0u : (1u << L) - 1);
+}
+
+template <class T, class S>
+inline void scan_row_metric(Metric m, T* row, const T* aux, std::int64_t n, std::int64_t base, S& sel) {
   switch (m) {
     case Metric::Cosine: return scan_row<1>(row, aux, n, base, sel);
     case Metric::Euclidean: return scan_row<2>(row, aux, n, base, sel);
@@ -181,7 +217,7 @@ double sq_dist(const T* a, const T* b, std::int64_t dim) {
 // (query, row) pairs (the full product costs ~dim / 32 cycles a score with AVX-512,
 // a gathered row's chains ~dim / 8 with the copy).
 inline bool gather_worthwhile(const IdSets& include, std::int64_t nq, std::int64_t nx) {
-  return 32.0 * static_cast<double>(include.indptr[nq]) < static_cast<double>(nq) * static_cast<double>(nx);
+  return !include.bits && 32.0 * static_cast<double>(include.indptr[nq]) < static_cast<double>(nq) * static_cast<double>(nx);
 }
 
 // A query's ids of an id set in [lo, hi), walked by a cursor (ascending rows).
@@ -429,6 +465,11 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
             for (; c < end && exclude->indices[c] < x0 + nb; ++c)
               if (exclude->indices[c] >= x0) row[exclude->indices[c] - x0] = -std::numeric_limits<T>::infinity();
           }
+          if (include && include->bits) {  // a mask: tested on the candidates alone
+            MaskedSel<T> ms{w.sel[static_cast<std::size_t>(b0 + i)], include->mask_row(q0 + i)};
+            scan_row_metric(metric, row, aux, nb, x0, ms);
+            continue;
+          }
           if (include) {  // only the query's allowed ids in [x0, x0 + nb): O(hits + 1)
             std::int64_t& c = w.cur_in[static_cast<std::size_t>(b0 + i)];
             advance(*include, q0 + i, c, x0);
@@ -460,13 +501,15 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         // excluded ids of the query, walked along j: O(nx + its nnz)
         std::int64_t c = exclude ? exclude->indptr[q] : 0;
         const std::int64_t c_end = exclude ? exclude->indptr[q + 1] : 0;
-        std::int64_t ci = include ? include->indptr[q] : 0;  // allowed ids, walked along j too
-        const std::int64_t ci_end = include ? include->indptr[q + 1] : 0;
+        std::int64_t ci = include && !include->bits ? include->indptr[q] : 0;  // allowed ids, walked along j too
+        const std::int64_t ci_end = include && !include->bits ? include->indptr[q + 1] : 0;
         for (std::int64_t j = 0; j < nx; ++j) {
           if (has_self && j == self) continue;
           while (c < c_end && exclude->indices[c] < j) ++c;
           if (c < c_end && exclude->indices[c] == j) continue;
-          if (include) {
+          if (include && include->bits) {
+            if (!mask_has(include->mask_row(q), j)) continue;
+          } else if (include) {
             while (ci < ci_end && include->indices[ci] < j) ++ci;
             if (!(ci < ci_end && include->indices[ci] == j)) continue;
           }

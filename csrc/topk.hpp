@@ -22,16 +22,29 @@ constexpr std::int64_t kNoSelf = std::numeric_limits<std::int64_t>::min();
 // of the database the kernel is given (a shard's local ids).  The kernels visit
 // the database in ascending blocks and keep, per query, a cursor into its row:
 // O(nnz + n_queries * n_blocks) extra work, no per-query or (nq x nx) buffer.
+//
+// An allow-list (include) may instead be a bit mask per query: bits != null, row q at
+// bits + q * stride (stride >= ceil(n_database / 64) words), database id j allowed
+// when bit j % 64 of word j / 64 is set; indptr / indices are then null.  The kernels
+// test the mask only on the candidates that beat a query's current k-th best, so it
+// costs O(n_database / 64) words read per query plus O(candidates), not O(nnz).
 struct IdSets {
   const std::int64_t* indptr = nullptr;
   const std::int64_t* indices = nullptr;
+  const std::uint64_t* bits = nullptr;
+  std::int64_t stride = 0;
 
   // The cursors of queries q0 .. q0 + n at the start of their rows (a pass over the
-  // database starts); cur must hold n entries.
+  // database starts); cur must hold n entries.  Nothing to do for a mask.
   void start(std::int64_t q0, std::int64_t n, std::int64_t* cur) const {
+    if (bits) return;
     for (std::int64_t i = 0; i < n; ++i) cur[i] = indptr[q0 + i];
   }
+  const std::uint64_t* mask_row(std::int64_t q) const { return bits + q * stride; }
 };
+
+// Whether id j is set in a mask row (IdSets::mask_row).
+inline bool mask_has(const std::uint64_t* row, std::int64_t j) { return (row[j >> 6] >> (j & 63)) & 1; }
 
 // queries (nq x dim), database (nx x dim), both row-major contiguous.
 // Writes out_idx / out_score (nq x k, row-major), best first, ties -> lower index.

@@ -148,7 +148,7 @@ def test_topk_include_nan_in_an_allowed_row_raises_and_unread_rows_are_not_check
 
 
 @pytest.mark.parametrize("include, exc, pattern", [
-    (np.ones((3, 50)), TypeError, "include must be a 1-D array of database ids .* or a scipy.sparse"),
+    (np.ones((3, 50)), TypeError, "include must be a 1-D array of database ids .* a scipy.sparse .* a boolean mask"),
     (sp.csr_array((3, 49)), ValueError, r"include has shape \(3, 49\)"),
     (sp.csr_array(([1.0], ([0], [50])), shape=(3, 51)), ValueError, "include has shape"),
 ])
@@ -301,3 +301,108 @@ def test_dask_hamming_topk_include_equals_in_memory(rng, form):
         want = hamming_topk(c, c, k, exclude_self=True, exclude=block, include=inc)
         got = hamming_topk(cd, cd, k, exclude_self=True, exclude=block, include=inc)
         _assert_same(tuple(np.asarray(g.compute()) for g in got), want)
+
+
+# ----------------------------------------------------------------------------- masks
+# include= as a per-query mask: a boolean (n_queries, n_database) array, or that mask
+# packed by pack_bits.  Dense masks are tested on the candidates by the kernels (the
+# vector scans' lanes for topk, the survivors for the Hamming scan); sparse ones (under
+# 1/32 of the pairs) become CSR lists in C++ and take the visit-only-allowed paths.
+
+def _as_mask(allow, nx):
+    m = np.zeros((len(allow), nx), bool)
+    for i, ids in enumerate(allow):
+        m[i, ids] = True
+    return m
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5, 1.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("metric", METRICS)
+@pytest.mark.parametrize("nq,nx,d,k", SHAPES + [(9, 65, 3, 4), (5, 64, 2, 64)])
+def test_topk_include_mask_forms_bit_exact(rng, density, dtype, metric, nq, nx, d, k):
+    Q = rng.integers(-2, 3, (nq, d)).astype(dtype)
+    X = rng.integers(-2, 3, (nx, d)).astype(dtype)
+    allow = _allow_lists(rng, nq, nx, k, density) if density < 1 else [np.arange(nx)] * nq
+    want = _oracle(Q, X, k, metric, allow)
+    mask = _as_mask(allow, nx)
+    _assert_same(topk(Q, X, k, metric, include=mask), want)
+    _assert_same(topk(Q, X, k, metric, include=pack_bits(mask)), want)
+    if nq > 1:
+        _assert_same(topk(Q, X, k, metric, include=mask, n_threads=1), want)
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5])
+@pytest.mark.parametrize("metric", METRICS)
+def test_topk_include_mask_with_exclude_and_exclude_self(rng, density, metric):
+    X = rng.integers(-2, 3, (900, 5)).astype(np.float32)
+    for k in (1, 10, 899):
+        allow = _allow_lists(rng, 900, 900, k, density)
+        block = _id_lists(rng, 900, 900, k)
+        got = topk(X, X, k, metric, exclude_self=True, exclude=_csr(block, 900), include=_as_mask(allow, 900))
+        _assert_same(got, _oracle(X, X, k, metric, allow, block, self_excl=True))
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5, 1.0])
+@pytest.mark.parametrize("n_bits", [8, 64, 128, 192, 256, 320])
+@pytest.mark.parametrize("nq,nx,k", [(1, 1, 1), (7, 300, 5), (40, 700, 700), (23, 1000, 1), (3, 20000, 50)])
+def test_hamming_topk_include_mask_forms(rng, density, n_bits, nq, nx, k):
+    bx = rng.integers(0, 2, (nx, n_bits))
+    bq = rng.integers(0, 2, (nq, n_bits))
+    allow = _allow_lists(rng, nq, nx, k, density) if density < 1 else [np.arange(nx)] * nq
+    want = _hamming_oracle(bq, bx, k, allow)
+    mask = _as_mask(allow, nx)
+    _assert_same(hamming_topk(pack_bits(bq), pack_bits(bx), k, include=mask), want)
+    _assert_same(hamming_topk(pack_bits(bq), pack_bits(bx), k, include=pack_bits(mask)), want)
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5])
+def test_hamming_topk_include_mask_with_exclude_self_and_ties(rng, density):
+    base = rng.integers(0, 2, (40, 64))
+    b = base[rng.integers(0, 40, 600)]  # ties everywhere
+    c = pack_bits(b)
+    for k in (1, 20, 599):
+        allow = _allow_lists(rng, 600, 600, k, density)
+        block = _id_lists(rng, 600, 600, k)
+        got = hamming_topk(c, c, k, exclude_self=True, exclude=_csr(block, 600), include=_as_mask(allow, 600))
+        _assert_same(got, _hamming_oracle(b, b, k, allow, block, self_excl=True))
+
+
+@pytest.mark.parametrize("fn", ["topk", "hamming"])
+def test_include_mask_bad_input(rng, fn):
+    X = rng.standard_normal((70, 4)).astype(np.float32)
+    c = pack_bits(rng.integers(0, 2, (70, 64)))
+    call = (lambda inc: topk(X[:3], X, 2, include=inc)) if fn == "topk" else \
+        (lambda inc: hamming_topk(c[:3], c, 2, include=inc))
+    with pytest.raises(ValueError, match="include as a boolean mask must have shape"):
+        call(np.ones((3, 69), bool))
+    with pytest.raises(ValueError, match="include as a packed mask"):
+        call(np.ones((3, 1), np.uint64))  # 70 ids need 2 words
+    with pytest.raises(TypeError, match="2-D array of dtype float64"):
+        call(np.ones((3, 70)))
+    with pytest.raises(TypeError, match="include must be a 1-D array"):
+        call(np.ones((3, 70, 1), bool))
+
+
+def test_include_packed_mask_bits_past_the_database_are_ignored(rng):
+    X = rng.standard_normal((70, 4)).astype(np.float32)
+    mask = np.zeros((3, 70), bool)
+    mask[:, :5] = True
+    packed = pack_bits(mask)
+    packed[:, 1] |= np.uint64(0xFFFF) << np.uint64(6)  # ids 70..85: not database rows
+    _assert_same(topk(X[:3], X, 8, include=packed), topk(X[:3], X, 8, include=mask))
+
+
+@pytest.mark.parametrize("density", [0.01, 0.5])
+def test_dask_include_mask_equals_in_memory(rng, density):
+    da = pytest.importorskip("dask.array")
+    X = rng.standard_normal((900, 6)).astype(np.float32)
+    mask = _as_mask(_allow_lists(rng, 900, 900, 10, density), 900)
+    Xd = da.from_array(X, chunks=(130, -1))
+    want = topk(X, X, 10, exclude_self=True, include=mask)
+    got = topk(Xd, Xd, 10, exclude_self=True, include=pack_bits(mask))
+    _assert_same(tuple(np.asarray(g.compute()) for g in got), want)
+    c = pack_bits(rng.integers(0, 2, (900, 64)))
+    got = hamming_topk(da.from_array(c, chunks=(130, -1)), c, 10, include=mask)
+    _assert_same(tuple(np.asarray(g) for g in (got[0].compute(), got[1].compute()))
+                 if hasattr(got[0], "compute") else got, hamming_topk(c, c, 10, include=mask))

@@ -86,7 +86,7 @@ interaction_ap_at_k = _typed("interaction_ap_at_k", 0, "left")
 from ._core import interaction_block_rows, interaction_work_bytes  # noqa: E402
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
-from ._core import hamming_histograms, hamming_topk, pack_bits  # noqa: E402
+from ._core import hamming_histograms, hamming_topk, mask_to_csr, pack_bits  # noqa: E402
 # multi-index hashing (csrc/mih.cpp): the substring tables and their searches as one object.
 # mih_build(codes, substring_start, substring_len, n_bits, n_threads) builds one (the kernel);
 # MihIndex(codes, substring_start, ..., table_codes) adopts the arrays of a saved one (checks their layout,
@@ -152,7 +152,7 @@ __all__ = ["csr", "OptimStep", "check_id_rows", "topk", "topk_keys", "topk_final
            "csr_nn",
            "blas_gemm",
            "interaction_ap_at_k", "interaction_block_rows", "interaction_work_bytes",
-           "hamming_histograms", "hamming_topk", "pack_bits", "MihIndex", "mih_build",
+           "hamming_histograms", "hamming_topk", "mask_to_csr", "pack_bits", "MihIndex", "mih_build",
            "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
            "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",

@@ -35,16 +35,18 @@ def check_self(queries, database, exclude_self, qname="queries", dname="database
     return 0
 
 
-def topk_raw(queries, database, k, metric_code, self_offset, n_threads, exclude=None, include=None):
+def topk_raw(queries, database, k, metric_code, self_offset, n_threads, exclude=None, include=None,
+             include_bits=None):
     """Kernel call on validated arrays (by :mod:`similearn.neighbors` and :mod:`similearn.metrics`).
-    ``exclude`` / ``include``: None or the ``(indptr, indices)`` of :func:`check_exclude`."""
+    ``exclude`` / ``include``: None or the ``(indptr, indices)`` of :func:`check_exclude`;
+    ``include_bits``: None or a packed allow mask (``_filters.check_include_mask``)."""
     fn = _kernels.topk
     ex_ptr, ex_ind = (None, None) if exclude is None else exclude
     in_ptr, in_ind = (None, None) if include is None else include
     with blas_threads(1):
         return fn(queries, database, int(k), int(metric_code), None if self_offset is None else int(self_offset),
                   int(n_threads), exclude_indptr=ex_ptr, exclude_indices=ex_ind, include_indptr=in_ptr,
-                  include_indices=in_ind)
+                  include_indices=in_ind, include_bits=include_bits)
 
 
 def check_exclude(exclude, n_queries, n_database, qname="queries", dname="database", name="exclude"):

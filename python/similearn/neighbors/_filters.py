@@ -1,4 +1,6 @@
-"""One allow-list for every query (``include=`` as a 1-D id array): the search runs on
+"""Allow-lists (``include=``) in their dense forms.
+
+One allow-list for every query (``include=`` as a 1-D id array): the search runs on
 the allowed rows alone, gathered once, and maps their positions back to database ids.
 
 The allowed ids are sorted and deduplicated, so a row's position among them orders
@@ -12,15 +14,77 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _kernels
+from .._utils.memory import check_memory
+
 from .._utils.validation import check_indices
+
+
+INCLUDE_FORMS = ("include must be a 1-D array of database ids (one allow-list for every query), a scipy.sparse "
+                 "matrix of shape (n_queries, n_database) (one list per query), a boolean mask of that shape, or "
+                 "that mask packed by pack_bits (uint64, shape (n_queries, ceil(n_database / 64)))")
+
+
+def is_mask(include):
+    """Whether ``include`` (not sparse) is a per-query mask: a 2-D array."""
+    return np.ndim(include) == 2
+
+
+def check_include_mask(include, n_queries, n_database, n_threads):
+    """A per-query allow mask in the kernels' forms: ``(bits, None)`` with bits the
+    packed mask, an ndarray of shape (n_queries, ceil(n_database / 64)), uint64,
+    C-contiguous (bit j % 64 of word j // 64 of row i: query i may return database id
+    j); or, for a sparse mask (under 1/32 of the pairs allowed, where visiting only
+    the allowed rows is cheaper than masking the full scan), ``(None, (indptr, ids))``,
+    its CSR pattern.  ``include`` is a boolean ndarray of shape (n_queries,
+    n_database), packed here (O(n_queries n_database), threaded), or that packed form
+    (bits past n_database are ignored).  O(n_queries n_database / 64 + nnz) more."""
+    bits = _packed_mask(include, n_queries, n_database, n_threads)
+    rows = _kernels.mask_to_csr(bits, n_database, (n_queries * n_database) // 32, n_threads)
+    return (bits, None) if rows is None else (None, rows)
+
+
+def _packed_mask(include, n_queries, n_database, n_threads):
+    mask = np.asarray(include)
+    words = -(-n_database // 64)
+    if mask.dtype == np.bool_:
+        if mask.shape != (n_queries, n_database):
+            raise ValueError(f"include as a boolean mask must have shape (n_queries, n_database) = "
+                             f"({n_queries}, {n_database}), got {mask.shape}")
+        if n_queries == 0 or n_database == 0:
+            return np.zeros((n_queries, max(words, 1)), np.uint64)
+        check_memory(n_queries * words * 8 + (0 if mask.flags.c_contiguous else mask.size), "include",
+                     "the packed mask", "pass the mask packed by pack_bits")
+        return _kernels.pack_bits(np.ascontiguousarray(mask).view(np.uint8), n_threads)
+    if mask.dtype == np.uint64:
+        if mask.shape != (n_queries, words):
+            raise ValueError(f"include as a packed mask (uint64) must have shape (n_queries, ceil(n_database / "
+                             f"64)) = ({n_queries}, {words}), got {mask.shape}")
+        if words == 0:
+            return np.zeros((n_queries, 1), np.uint64)
+        return np.ascontiguousarray(mask)
+    raise TypeError(f"{INCLUDE_FORMS}; got a 2-D array of dtype {mask.dtype}")
+
+
+def mask_as_csr(include, n_queries, n_database):
+    """A per-query mask (either form, checked) as a CSR allow-list (for the Dask search,
+    which cuts the lists by database block).  O(n_queries n_database)."""
+    import scipy.sparse as sp
+
+    mask = np.asarray(include)
+    if mask.dtype == np.uint64 and mask.ndim == 2 and mask.shape[1] == -(-n_database // 64):
+        as_bytes = np.ascontiguousarray(mask).astype("<u8", copy=False).view(np.uint8)
+        mask = np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n_database].astype(bool)
+    if mask.dtype != np.bool_ or mask.shape != (n_queries, n_database):
+        _packed_mask(include, n_queries, n_database, 1)  # raises, naming the form
+        mask = np.zeros((n_queries, n_database), bool)
+    return sp.csr_matrix(mask)
 
 
 def check_shared_include(include, n_database):
     """The sorted distinct ids of a 1-D allow-list (int64, each in [0, n_database))."""
     if np.ndim(include) != 1:
-        raise TypeError(f"include must be a 1-D array of database ids (one allow-list for every query) or a "
-                        f"scipy.sparse matrix of shape (n_queries, n_database) (one per query); got a "
-                        f"{np.ndim(include)}-D {type(include).__name__}")
+        raise TypeError(f"{INCLUDE_FORMS}; got a {np.ndim(include)}-D {type(include).__name__}")
     ids = check_indices(include, n_database, "include", ndim=1)
     if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # sorted and distinct already: no sort, no copy
         ids = np.unique(ids)
