@@ -23,8 +23,9 @@ Why 64 KiB: below it, mapping saves at most 16 pages per member, less than the t
 partly shared pages at a member's ends can cost, while deflate shrinks the small
 members that are text-like (the JSON metadata) several fold; above it, the members
 are the model's tables (codes, embeddings, weights), which deflate barely shrinks
-(random-like bits: 0-10 %, bench/results/mmap_load.json) at 20-60 MB/s to write and
-a few hundred MB/s to read, against memory bandwidth for a stored member.
+(random-like bits: 8-10 % for 64-bit codes and float32 rows) at 15-25 MB/s to write
+and 200-300 MB/s to read, against memory bandwidth for a stored member: saving 10M
+codes took 34.7 s deflated, 1.85 s stored (bench/mmap_load.py, bench/README.md).
 
 Mapping (what :class:`MappedMembers` reads)
 -------------------------------------------
@@ -154,7 +155,7 @@ class MappedMembers(MemberReader):
         """Drop the mapping now if no array views it (nothing was mapped)."""
         if self.mm is not None and not any(mapping_of(a) is self.mm for a, _ in self.done.values()):
             self.mm.close()
-        self.mm = None
+        self.mm, self.done = None, {}  # the arrays live on in the estimator only (not in a traceback)
 
     def _read(self, key, label):
         found = None if self.mm is None else self._locate(key)

@@ -255,7 +255,11 @@ def save(estimator, path):
     -----
     Writes file format version 2 (module docstring): the metadata records each
     array member's SHA-256, dtype and shape, and a member of its own holds the
-    SHA-256 of the metadata, so that :func:`load` refuses a changed file.
+    SHA-256 of the metadata, so that :func:`load` refuses a changed file.  Arrays
+    of 64 KiB or more are stored uncompressed, their data 64-byte aligned in the
+    file, so that ``load(path, mmap=True)`` maps them; the others are compressed
+    (the layout: :mod:`similearn._utils.archive`).  O(total array bytes): writing a
+    stored array costs a copy to the file and its CRC-32 and SHA-256.
     """
     if not isinstance(estimator, BaseEstimator):
         raise TypeError(f"save expects a scikit-learn style estimator (BaseEstimator), got "
