@@ -9,6 +9,7 @@ import hashlib
 import io
 import mmap
 import os
+import pickle
 import struct
 import warnings
 import zipfile
@@ -436,3 +437,56 @@ def test_verifying_drops_the_pages_it_read(tmp_path):
     size_kib = os.path.getsize(path) // 1024
     assert rss_kib < size_kib // 8, (rss_kib, size_kib)
     assert np.array_equal(mapped.codes_, codes)
+
+
+@pytest.mark.parametrize("case", CASES, ids=repr)
+def test_a_mapped_estimator_pickles_its_values(case, tmp_path, map_everything):
+    est, fit = _fit(case)
+    mapped = load(save(est, tmp_path / "model.npz"), mmap=True)
+    again = pickle.loads(pickle.dumps(mapped))
+    assert not any(mapping_of(a) is not None for _, a in _state_arrays(again))
+    _assert_bits(_outputs(case, est, fit), _outputs(case, again, fit))
+
+
+def test_saving_a_mapped_index_over_its_own_file(tmp_path):
+    """load(mmap=True), add, save to the same path: save replaces the file (a new inode), so
+    the mapping still shows the old one and the new file holds the grown index."""
+    rng = np.random.default_rng(5)
+    codes = similearn.pack_bits(rng.integers(0, 2, (40000, 64)))
+    more = similearn.pack_bits(rng.integers(0, 2, (300, 64)))
+    path = save(similearn.HammingIndex(n_bits=64, m=4).fit(codes), tmp_path / "index.npz")
+    mapped = load(path, mmap=True)
+    expected = load(path).add(more)
+    mapped.add(more)
+    save(mapped, path)
+    _assert_bits(expected.search(more[:30], 5), mapped.search(more[:30], 5))
+    grown = load(path, mmap=True)
+    assert grown.n_codes_ == 40300 and mapping_of(grown.codes_) is not None
+    _assert_bits(expected.search(more[:30], 5), grown.search(more[:30], 5))
+
+
+class _Stream:
+    """A binary stream without tell/seek (a pipe, a socket): zipfile writes data descriptors."""
+
+    def __init__(self):
+        self.buf = io.BytesIO()
+
+    def write(self, b):
+        return self.buf.write(b)
+
+    def flush(self):
+        pass
+
+
+def test_a_model_saved_to_an_unseekable_stream_maps(tmp_path, map_everything):
+    case = CASE_BY_NAME["HammingIndex"]
+    est, fit = _fit(case)
+    stream = _Stream()
+    save(est, stream)
+    path = tmp_path / "model.npz"
+    path.write_bytes(stream.buf.getvalue())
+    for name, (info, data) in _data_offsets(path).items():
+        assert info.compress_type != zipfile.ZIP_STORED or data % ALIGN == 0, name
+    mapped = load(path, mmap=True)
+    assert mapping_of(mapped.codes_) is not None
+    _assert_bits(_outputs(case, est, fit), _outputs(case, mapped, fit))
