@@ -278,11 +278,12 @@ def test_unreachable_target_recall_warns(rng):
 
 
 @pytest.mark.parametrize("mapped", [False, True])
-def test_save_load_round_trip(rng, tmp_path, mapped):
+@pytest.mark.parametrize("index_kind", ["scan", "mih"])
+def test_save_load_round_trip(rng, tmp_path, mapped, index_kind):
     X = _clustered(rng, 500, 16)
     Q = _clustered(rng, 8, 16)
     kw = {"storage": "int8", "vectors_path": str(tmp_path / "v.npy")} if mapped else {}
-    index = RescoringIndex(hasher="itq", n_bits=16, oversample=3, random_state=0, **kw).fit(X)
+    index = RescoringIndex(hasher="itq", n_bits=16, oversample=3, index=index_kind, random_state=0, **kw).fit(X)
     buf = io.BytesIO()
     similearn.save(index, buf)
     buf.seek(0)

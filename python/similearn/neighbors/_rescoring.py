@@ -431,7 +431,9 @@ class RescoringIndex(BaseEstimator):
     def _exact_without_self(self, Q, rows, kq):
         """The exact top kq of the sampled rows (ids ``rows``), each excluding itself."""
         n = self.n_samples_fit_
-        if self._sparse:
+        if self._sparse:   # every other row a candidate: the sample's ids, and its rows gathered per query
+            _rescore.check_memory(16 * len(rows) * n, f"target_recall with {n} sparse rows",
+                                  "the candidate lists of the exact search of the sample", "use dense rows")
             everyone = np.broadcast_to(np.arange(n), (len(rows), n))
             others = everyone[everyone != rows[:, None]].reshape(len(rows), n - 1)
             return _rescore.sparse_rescore(Q, self.vectors_, others, kq, self.metric, self.x_norms_)[0]
