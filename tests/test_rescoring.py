@@ -126,6 +126,22 @@ def test_mih_and_scan_give_the_same_result(rng):
     _assert_same(a.search(Q, 10), _oracle(Q, X, itq.encode(Q), itq.encode(X), 32, 10, 40, "cosine"))
 
 
+def test_auto_index_scans_its_codes_for_many_candidates(rng, monkeypatch):
+    from similearn.neighbors import _rescoring
+
+    monkeypatch.setattr(_rescoring, "MIH_MIN_CODES", 100)
+    monkeypatch.setattr(_rescoring, "MIH_CANDIDATE_BITS", 1600)   # the index up to 100 16-bit candidates
+    X = _clustered(rng, 500, 32)
+    index = RescoringIndex(hasher="itq", n_bits=16, oversample=5, random_state=0).fit(X)
+    scan = RescoringIndex(hasher="itq", n_bits=16, oversample=5, index="scan", random_state=0).fit(X)
+    assert index.index_ is not None and index.codes_ is None
+    calls = []
+    monkeypatch.setattr(type(index.index_), "search", lambda self, q, k: calls.append(k) or (scan._hamming(q, k),))
+    for k in (10, 100):      # 50 candidates: the index; 500: the scan of its codes
+        _assert_same(index.search(X[:7], k), scan.search(X[:7], k))
+    assert calls == [50]
+
+
 def test_fitted_hasher_is_used_as_is_and_unfitted_one_is_fitted(rng):
     X = _clustered(rng, 200, 16)
     itq = ITQHasher(n_bits=8, random_state=1).fit(X)

@@ -27,8 +27,11 @@ from ._hamming_index import HammingIndex, _check_width
 
 __all__ = ["RescoringIndex"]
 
-#: "auto" uses the multi-index (HammingIndex) from this many codes on (see bench/bench_rescoring.py)
-MIH_MIN_CODES = 100_000
+#: "auto" builds the multi-index (HammingIndex) from this many codes on, and has it answer the
+#: searches of at most MIH_CANDIDATE_BITS / n_bits candidates per query (the scan of its codes
+#: the others): the crossovers measured by bench/bench_rescoring.py on 1M clustered rows
+#: (ITQ codes: about 300 candidates at 128 bits, 150 at 256)
+MIH_MIN_CODES, MIH_CANDIDATE_BITS = 100_000, 38_400
 #: the largest oversample target_recall tries
 MAX_OVERSAMPLE = 100
 #: rows sampled as queries by target_recall, and the k of its recall@k
@@ -376,9 +379,11 @@ class RescoringIndex(BaseEstimator):
         return X, (self._encode(X) if X.shape[0] else None)
 
     def _hamming(self, qcodes, c):
-        if self.index_ is not None:
+        """The c nearest codes of each query (ids, ties to the lower id), by the index or the scan."""
+        if self.index_ is not None and (self.index == "mih" or c * self.n_bits_ <= MIH_CANDIDATE_BITS):
             return self.index_.search(qcodes, c)[0]
-        return _kernels.hamming_topk(qcodes, self.codes_, c, None, get_num_threads(self.n_threads))[0]
+        codes = self.codes_ if self.index_ is None else self.index_.codes_
+        return _kernels.hamming_topk(qcodes, codes, c, None, get_num_threads(self.n_threads))[0]
 
     def _rescore(self, Q, cand, k):
         """Exact top k of each query among its candidates (n_queries, c)."""
