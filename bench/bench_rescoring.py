@@ -108,6 +108,7 @@ def main():
                 t, est = timed(lambda: RescoringIndex(hasher=itq, index=index).fit(X))
                 indexes[f"{name}-{index}"] = (index, est)
                 out.setdefault("fit_seconds", {})[f"{name}-{index}"] = t
+                out.setdefault("index_memory_bytes", {})[f"{name}-{index}"] = est.memory_bytes_
     for nt in threads:
         similearn.set_num_threads(nt)
         exact_times = []

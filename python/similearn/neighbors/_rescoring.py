@@ -29,9 +29,15 @@ __all__ = ["RescoringIndex"]
 
 #: "auto" builds the multi-index (HammingIndex) from this many codes on, and has it answer the
 #: searches of at most MIH_CANDIDATE_BITS / n_bits candidates per query (the scan of its codes
-#: the others): the crossovers measured by bench/bench_rescoring.py on 1M clustered rows
-#: (ITQ codes: about 300 candidates at 128 bits, 150 at 256)
+#: the others), a quarter of that where the scan has its AVX-512 VPOPCNTQ kernel (codes of 1, 2
+#: or 4 words; about 3x faster): the crossovers measured by bench/bench_rescoring.py on 1M rows
+#: (ITQ codes, AVX2 level: about 300 candidates at 128 bits, 150 at 256; AVX-512: 50-100 at 128)
 MIH_MIN_CODES, MIH_CANDIDATE_BITS = 100_000, 38_400
+
+
+def _mih_candidate_bits(n_words):
+    fast_scan = _kernels.build_info()["hamming_isa"] == "avx512-vpopcntdq" and n_words in (1, 2, 4)
+    return MIH_CANDIDATE_BITS // 4 if fast_scan else MIH_CANDIDATE_BITS
 #: the largest oversample target_recall tries
 MAX_OVERSAMPLE = 100
 #: rows sampled as queries by target_recall, and the k of its recall@k
@@ -380,7 +386,8 @@ class RescoringIndex(BaseEstimator):
 
     def _hamming(self, qcodes, c):
         """The c nearest codes of each query (ids, ties to the lower id), by the index or the scan."""
-        if self.index_ is not None and (self.index == "mih" or c * self.n_bits_ <= MIH_CANDIDATE_BITS):
+        if self.index_ is not None and (self.index == "mih"
+                                        or c * self.n_bits_ <= _mih_candidate_bits(self.index_.n_words_)):
             return self.index_.search(qcodes, c)[0]
         codes = self.codes_ if self.index_ is None else self.index_.codes_
         return _kernels.hamming_topk(qcodes, codes, c, None, get_num_threads(self.n_threads))[0]
