@@ -130,7 +130,7 @@ def test_auto_index_scans_its_codes_for_many_candidates(rng, monkeypatch):
     from similearn.neighbors import _rescoring
 
     monkeypatch.setattr(_rescoring, "MIH_MIN_CODES", 100)
-    monkeypatch.setattr(_rescoring, "_mih_candidate_bits", lambda n_words: 1600)   # up to 100 16-bit candidates
+    monkeypatch.setattr(_rescoring, "_mih_candidate_bits", lambda: 1600)   # up to 100 16-bit candidates
     X = _clustered(rng, 500, 32)
     index = RescoringIndex(hasher="itq", n_bits=16, oversample=5, random_state=0).fit(X)
     scan = RescoringIndex(hasher="itq", n_bits=16, oversample=5, index="scan", random_state=0).fit(X)

@@ -29,14 +29,14 @@ __all__ = ["RescoringIndex"]
 
 #: "auto" builds the multi-index (HammingIndex) from this many codes on, and has it answer the
 #: searches of at most MIH_CANDIDATE_BITS / n_bits candidates per query (the scan of its codes
-#: the others), a quarter of that where the scan has its AVX-512 VPOPCNTQ kernel (codes of 1, 2
-#: or 4 words; about 3x faster): the crossovers measured by bench/bench_rescoring.py on 1M rows
+#: the others), a quarter of that where the scan has its AVX-512 VPOPCNTQ kernels (about 3x
+#: faster): the crossovers measured by bench/bench_rescoring.py on 1M rows
 #: (ITQ codes, AVX2 level: about 300 candidates at 128 bits, 150 at 256; AVX-512: 50-100 at 128)
 MIH_MIN_CODES, MIH_CANDIDATE_BITS = 100_000, 38_400
 
 
-def _mih_candidate_bits(n_words):
-    fast_scan = _kernels.build_info()["hamming_isa"] == "avx512-vpopcntdq" and n_words in (1, 2, 4)
+def _mih_candidate_bits():
+    fast_scan = _kernels.build_info()["hamming_isa"] == "avx512-vpopcntdq"
     return MIH_CANDIDATE_BITS // 4 if fast_scan else MIH_CANDIDATE_BITS
 #: the largest oversample target_recall tries
 MAX_OVERSAMPLE = 100
@@ -114,7 +114,10 @@ class RescoringIndex(BaseEstimator):
     index : {"auto", "mih", "scan"}, default="auto"
         The Hamming search: "mih" a :class:`HammingIndex` (codes of 16 to 256 bits, a
         multiple of 8), "scan" :func:`hamming_topk`, "auto" the index when the codes fit
-        it and there are at least 100 000 of them.  Both are exact: the same candidates.
+        it and there are at least 100 000 of them, asked for at most ``38400 / n_bits``
+        candidates per query (300 at 128 bits; a quarter of that where the scan has its
+        AVX-512 kernels), the scan of its codes beyond (the crossovers measured in
+        ``bench/bench_rescoring.py``).  All are exact: the same candidates.
     n_threads : int, optional
         Threads of the searches; the results do not depend on it.
     random_state : None, int, RandomState or Generator
@@ -387,7 +390,7 @@ class RescoringIndex(BaseEstimator):
     def _hamming(self, qcodes, c):
         """The c nearest codes of each query (ids, ties to the lower id), by the index or the scan."""
         if self.index_ is not None and (self.index == "mih"
-                                        or c * self.n_bits_ <= _mih_candidate_bits(self.index_.n_words_)):
+                                        or c * self.n_bits_ <= _mih_candidate_bits()):
             return self.index_.search(qcodes, c)[0]
         codes = self.codes_ if self.index_ is None else self.index_.codes_
         return _kernels.hamming_topk(qcodes, codes, c, None, get_num_threads(self.n_threads))[0]
