@@ -324,6 +324,69 @@ void scan_avx512_w4(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
   }
 }
 
+// Codes of 3, 5, 6, 7 or 8 words (192 to 512 bits): one masked load per code (the
+// words past w are zeroed and never read, so the last code cannot fault), 8 codes
+// per step.  Each code's word counts are summed by a transpose-add tree: unpacklo /
+// unpackhi + add (pairs of codes, within 128-bit lanes), then two rounds of 128-bit
+// lane shuffles + add, which leave the 8 sums in one vector in code order.  8 loads,
+// 8 XOR, 8 VPOPCNTQ and 20 shuffles / adds + one compare per 8 codes, against ~20
+// instructions per code of the AVX2 nibble lookup at 384 bits.
+SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
+SL_ALWAYS_INLINE __m512i avx512_word_counts(__m512i qv, const std::uint64_t* p, __mmask8 words) {
+  return _mm512_popcnt_epi64(_mm512_xor_si512(qv, _mm512_maskz_loadu_epi64(words, p)));
+}
+
+// per 128-bit lane: [a's pair sum, b's pair sum]
+SL_TARGET("avx512f")
+SL_ALWAYS_INLINE __m512i avx512_pair_sums(__m512i a, __m512i b) {
+  return _mm512_add_epi64(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+// 128-bit lanes [a0 + a1, a2 + a3, b0 + b1, b2 + b3]
+SL_TARGET("avx512f")
+SL_ALWAYS_INLINE __m512i avx512_fold_lanes(__m512i a, __m512i b) {
+  return _mm512_add_epi64(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
+void scan_avx512_wide(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t w,
+                      std::int64_t base, std::int64_t skip, Sel& sel) {
+  const __mmask8 words = static_cast<__mmask8>((1u << w) - 1u);
+  const __m512i qv = _mm512_maskz_loadu_epi64(words, q);
+  Survivors s;
+  std::int64_t j = 0;
+  while (j + 8 <= nb) {
+    const __m512i thr = _mm512_set1_epi64(sel.threshold());
+    const std::int64_t stop = std::min(nb, j + kScanChunk);
+    for (; j + 8 <= stop; j += 8) {
+      const std::uint64_t* p = x + j * w;
+      const __m512i t01 = avx512_pair_sums(avx512_word_counts(qv, p, words), avx512_word_counts(qv, p + w, words));
+      const __m512i t23 =
+          avx512_pair_sums(avx512_word_counts(qv, p + 2 * w, words), avx512_word_counts(qv, p + 3 * w, words));
+      const __m512i t45 =
+          avx512_pair_sums(avx512_word_counts(qv, p + 4 * w, words), avx512_word_counts(qv, p + 5 * w, words));
+      const __m512i t67 =
+          avx512_pair_sums(avx512_word_counts(qv, p + 6 * w, words), avx512_word_counts(qv, p + 7 * w, words));
+      // codes 0 1 2 3 4 5 6 7
+      const __m512i d = avx512_fold_lanes(avx512_fold_lanes(t01, t23), avx512_fold_lanes(t45, t67));
+      const unsigned m = _mm512_cmplt_epi64_mask(d, thr);
+      if (m) {
+        alignas(64) long long dd[8];
+        _mm512_store_si512(dd, d);
+        collect_mask(dd, 8, [](int t) { return t; }, m, base + j, s);
+      }
+    }
+    s.flush(skip, sel);
+  }
+  for (; j < nb; ++j) {
+    if (base + j == skip) continue;
+    int d = 0;
+    for (std::int64_t t = 0; t < w; ++t) d += static_cast<int>(SL_POPCNT64(q[t] ^ x[j * w + t]));
+    sel.offer(d, base + j);
+  }
+}
+
 // ---------------------------------------------------------------------------- AVX2
 // Popcount of 256-bit vectors by nibble lookup (Mula, Kurz & Lemire, "Faster
 // Population Counts Using AVX2 Instructions", Computer Journal 2018): VPSHUFB
@@ -706,6 +769,7 @@ void scan_block(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb,
   if (g_isa == Isa::Avx512 && w == 1) return scan_avx512_w1(q, x, nb, base, skip, sel);
   if (g_isa == Isa::Avx512 && w == 2) return scan_avx512_w2(q, x, nb, base, skip, sel);
   if (g_isa == Isa::Avx512 && w == 4) return scan_avx512_w4(q, x, nb, base, skip, sel);
+  if (g_isa == Isa::Avx512 && w >= 3 && w <= 8) return scan_avx512_wide(q, x, nb, w, base, skip, sel);
   if (g_isa == Isa::Avx2 || g_isa == Isa::Avx512) {
     switch (w) {
       case 1: return scan_avx2_w1(q, x, nb, base, skip, sel);

@@ -22,6 +22,7 @@ from .. import _kernels
 from .._config import get_num_threads
 from .._dask import is_dask_array
 from ._hamming_index import HammingIndex
+from ._rescoring import RescoringIndex
 from .._utils.params import Int, Options, Threads, validate_params
 from .._utils.memory import check_memory
 from ._checks import METRICS, check_exclude, check_metric, check_self, topk_raw
@@ -30,7 +31,8 @@ from .._utils.targets import check_labels
 from .._utils.validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries, row_slices)
 
-__all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "KNeighborsClassifier", "METRICS"]
+__all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "RescoringIndex", "KNeighborsClassifier",
+           "METRICS"]
 
 _MISSING = np.iinfo(np.int64).max  # the kernels' index of an unfilled slot (csrc/topk.hpp)
 
