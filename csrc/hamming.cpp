@@ -351,7 +351,7 @@ SL_ALWAYS_INLINE __m512i avx512_fold_lanes(__m512i a, __m512i b) {
 
 SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
 void scan_avx512_wide(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t w,
-                      std::int64_t base, std::int64_t skip, Sel& sel) {
+                      std::int64_t base, const Pass& skip, Sel& sel) {
   const __mmask8 words = static_cast<__mmask8>((1u << w) - 1u);
   const __m512i qv = _mm512_maskz_loadu_epi64(words, q);
   Survivors s;
@@ -380,7 +380,7 @@ void scan_avx512_wide(const std::uint64_t* q, const std::uint64_t* x, std::int64
     s.flush(skip, sel);
   }
   for (; j < nb; ++j) {
-    if (base + j == skip) continue;
+    if (!skip.keeps(base + j)) continue;
     int d = 0;
     for (std::int64_t t = 0; t < w; ++t) d += static_cast<int>(SL_POPCNT64(q[t] ^ x[j * w + t]));
     sel.offer(d, base + j);
