@@ -128,7 +128,11 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
     of cosine / Euclidean are float64 sums in feature order, so the result is the
     same bits on every CPU, for any query batch, thread count or chunking.
     Euclidean distances of the returned neighbours are recomputed exactly (float64
-    accumulation).  The GIL is released; Ctrl-C interrupts.
+    accumulation) and the k reordered by (distance, index) when 4 k < n_database;
+    when k is a sizeable fraction of the database (4 k >= n_database, the
+    full-ranking path) they come from the ranking key, sqrt(max(0, ||q||^2 -
+    2 (q.x - ||x||^2 / 2))), in the key's order.  The GIL is released; Ctrl-C
+    interrupts.
 
     NaN or inf in ``queries`` or ``database`` raises ValueError naming the argument.
     The database is checked inside the kernel as it is read, not in a pass of its
