@@ -257,6 +257,22 @@ def test_dask_graph_equals_in_memory_bit_for_bit(rng, metric, dtype):
             assert_bits_equal(want, got)
 
 
+def test_dask_graph_on_a_local_cluster(dask_client):
+    da = pytest.importorskip("dask.array")
+    dask = pytest.importorskip("dask")
+    from similearn._dask import active_client
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((900, 16)).astype(np.float32)
+    C = pack_bits(rng.random((900, 64)) < 0.5)
+    with dask.config.set(scheduler=None), dask_client.as_current():
+        assert active_client() is dask_client
+        assert_bits_equal(kneighbors_graph(X, 7, mode="distance"),
+                          kneighbors_graph(da.from_array(X, chunks=(250, -1)), 7, mode="distance"))
+        assert_bits_equal(kneighbors_graph(C, 7, metric="hamming", mode="distance"),
+                          kneighbors_graph(da.from_array(C, chunks=(250, -1)), 7, metric="hamming", mode="distance"))
+
+
 def test_dask_bad_input_is_reported(rng):
     da = pytest.importorskip("dask.array")
     X = rng.standard_normal((20, 3))

@@ -154,7 +154,10 @@ def kneighbors_graph(X, n_neighbors, *, metric="euclidean", mode="connectivity",
         rounding of the distances and the order of tied neighbours); its rows are
         sorted by value, as ``metric="precomputed"`` estimators of scikit-learn
         expect (Isomap, SpectralEmbedding, DBSCAN, KNeighborsClassifier,
-        NearestNeighbors, TSNE, ...).
+        NearestNeighbors, TSNE, ...).  An estimator that searches the graph
+        leave-one-out (``kneighbors(X=None)``, as ``Isomap(metric="precomputed",
+        n_neighbors=m)`` does) reads m + 1 entries per row and uses m: build the
+        graph with ``n_neighbors=m + 1`` for it.
 
     Raises
     ------
