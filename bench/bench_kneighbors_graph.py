@@ -160,6 +160,15 @@ def markdown(meta, rows, agree):
     return "\n".join(out) + "\n"
 
 
+def replace(doc, field, row):
+    """Add ``row`` to ``doc[field]``; a row of the same (data, n, threads) measured before moves
+    to ``doc["replaced"]`` (a rerun, e.g. of a point disturbed by other load, keeps the old one)."""
+    key = ("data", "n", "threads")
+    same = [r for r in doc[field] if all(r.get(f) == row.get(f) for f in key)]
+    doc.setdefault("replaced", []).extend({"field": field, **r} for r in same)
+    doc[field] = [r for r in doc[field] if r not in same] + [row]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", default="1000000", help="comma-separated sizes (default: the issue's 1,000,000)")
@@ -199,10 +208,10 @@ def main(argv=None):
         graphs = None
         for t in [int(s) for s in a.threads.split(",")]:
             times, graphs = bench_point(X, a.k, t, a.reps, binary, use_faiss)
-            doc["rows"].append({"data": a.data, "n": n, "threads": t, **times})
+            replace(doc, "rows", {"data": a.data, "n": n, "threads": t, **times})
         if use_faiss:
             g = agreement(X, graphs["similearn"], graphs["faiss"], a.k, binary)
-            doc["agreement"].append({"data": a.data, "n": n, **g})
+            replace(doc, "agreement", {"data": a.data, "n": n, **g})
             print(f"  agreement n={n:,}: {g}", flush=True)
         if a.out:  # after every size: an interrupted run keeps what it measured
             Path(a.out).write_text(json.dumps(doc, indent=1))
