@@ -140,16 +140,15 @@ def markdown(meta, rows, agree):
     fits = []
     for kind in sorted({r["data"] for r in rows}):
         for t in sorted({r["threads"] for r in rows}):
-            pts = [r for r in rows if r["data"] == kind and r["threads"] == t]
-            if len({r["n"] for r in pts}) < 2:
-                continue
             for lib in ("similearn", "faiss"):
-                if all(r.get(lib) for r in pts):
+                pts = [r for r in rows if r["data"] == kind and r["threads"] == t and r.get(lib)]
+                if len({r["n"] for r in pts}) >= 2:
                     e, se = fit_exponent([r["n"] for r in pts], [np.median(r[lib]) for r in pts])
-                    fits.append(f"| {kind} | {t} | {lib} | {e:.2f} | {se:.2f} |")
+                    sizes = ", ".join(f"{n:,}" for n in sorted({r["n"] for r in pts}))
+                    fits.append(f"| {kind} | {t} | {lib} | {e:.2f} | {se:.2f} | {sizes} |")
     if fits:
         out += ["", "Growth exponent of the median time with n (time ~ n^e, least squares in log-log):", "",
-                "| data | threads | library | e | std. error |", "|---|---|---|---|---|"] + fits
+                "| data | threads | library | e | std. error | n |", "|---|---|---|---|---|---|"] + fits
     if agree:
         out += ["", "Agreement of the graphs (faiss against similearn's exact graph):", "",
                 "| data | n | identical ids | recall of faiss | differing ids | of which ties |", "|---|---|---|---|---|---|"]
