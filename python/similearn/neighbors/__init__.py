@@ -1,5 +1,7 @@
 """Exact nearest-neighbour search: dense top-k (inner product, cosine, Euclidean),
-binary codes with Hamming distance, and a scikit-learn k-NN classifier on top.
+binary codes with Hamming distance, a scikit-learn k-NN classifier on top, and the
+exact k-NN / radius graphs of a set in scikit-learn's sparse layout
+(:func:`kneighbors_graph`, :func:`radius_neighbors_graph`).
 
 All searches are exact and deterministic: results are ordered best first and ties
 go to the lower database index, whatever the number of threads.  Both searches take
@@ -27,12 +29,13 @@ from .._utils.params import Int, Options, Threads, validate_params
 from .._utils.memory import check_memory
 from ._checks import METRICS, check_exclude, check_metric, check_self, topk_raw
 from ._filters import check_include_mask, check_shared_include, is_mask, mask_as_csr, search_allowed_rows
+from ._graph import kneighbors_graph, radius_neighbors_graph
 from .._utils.targets import check_labels
 from .._utils.validation import (check_codes, check_dense, check_finite, check_int, check_k, check_length, check_min_count,
                           check_same_dtype, check_X, n_entries, row_slices)
 
 __all__ = ["topk", "pack_bits", "unpack_bits", "hamming_topk", "HammingIndex", "RescoringIndex", "KNeighborsClassifier",
-           "METRICS"]
+           "METRICS", "kneighbors_graph", "radius_neighbors_graph"]
 
 _MISSING = np.iinfo(np.int64).max  # the kernels' index of an unfilled slot (csrc/topk.hpp)
 
@@ -110,6 +113,7 @@ def topk(queries, database, k, metric="cosine", exclude_self=False, n_threads=No
         visits only its rows.  For dense per-query filters a mask is the fast form: a
         CSR list at 50% holds 8 bytes per allowed pair, and reading them costs more than
         the search itself (about 2.6x the unfiltered call).
+
     Returns
     -------
     indices : ndarray of shape (n_queries, k), int64
