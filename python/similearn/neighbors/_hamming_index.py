@@ -308,8 +308,7 @@ class HammingIndex(BaseEstimator):
         check_is_fitted(self, "n_codes_")
         if "_shards" in self.__dict__:
             raise NotImplementedError("an index fitted on a Dask array cannot remove codes")
-        a = np.asarray(ids)
-        ids = check_ids(a, a.shape[0] if a.ndim == 1 else -1)
+        ids = check_ids(ids)
         where, pos = locate(self.segments_, ids, self._lookup_cache())
         if (where < 0).any():
             raise ValueError(f"ids {ids[where < 0][:5].tolist()} are not in the index (unknown or removed)")

@@ -66,14 +66,17 @@ def _compact_ids(ids):
     return ids.astype(np.uint32) if ids.size == 0 or int(ids.max()) <= _MAX_CODES else ids.astype(np.int64)
 
 
-def check_ids(ids, n, name="ids"):
-    """``ids`` for n codes: a 1-D integer array of n distinct non-negative ids, as a new
-    int64 ndarray; TypeError / ValueError naming ``name`` and the offending ids.  O(n log n)."""
+def check_ids(ids, n=None, name="ids"):
+    """``ids`` for n codes (None: any number): a 1-D integer array of distinct
+    non-negative ids, as a new int64 ndarray; TypeError / ValueError naming ``name`` and
+    the offending ids.  O(n log n)."""
     a = np.asarray(ids)
+    if a.size == 0 and a.dtype.kind == "f":   # [] reads as float64
+        a = a.astype(np.int64)
     if a.dtype.kind not in "iu" or a.dtype == np.bool_:
         raise TypeError(f"{name} must be an array of integers, got dtype {a.dtype}")
-    if a.ndim != 1 or a.shape[0] != n:
-        raise ValueError(f"{name} must have shape ({n},) (one id per code), got {a.shape}")
+    if a.ndim != 1 or (n is not None and a.shape[0] != n):
+        raise ValueError(f"{name} must have shape ({'n' if n is None else n},) (one id per code), got {a.shape}")
     if a.dtype == np.uint64 and a.size and int(a.max()) > np.iinfo(np.int64).max:
         raise ValueError(f"{name} must fit in int64, got {int(a.max())}")
     a = a.astype(np.int64)
