@@ -189,7 +189,8 @@ def test_default_m_follows_the_paper_rule():
     assert _default_m(10_000_000, 128) == 6      # 5.5 -> 6
     assert _default_m(1_000_000, 64) == 3        # 3.2
     assert _default_m(100, 256) == 32            # 39 -> capped at 256 / 8
-    assert _default_m(2**40, 256) == 8           # substrings of at most 32 bits
+    assert _default_m(2**40, 256) == 11          # substrings of at most 24 bits (direct tables)
+    assert _default_m(100_000_000, 64) == 3      # 2.4, but 32-bit sorted tables would cost 16 bytes a code
 
 
 def test_memory_footprint(rng):

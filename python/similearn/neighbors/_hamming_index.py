@@ -95,7 +95,7 @@ class HammingIndex(BaseEstimator):
     m : int, optional
         Number of substring tables.  Default: the paper's rule, about
         ``n_bits / log2(n)`` (Sec. 4.3) for a segment of n codes, between
-        ``ceil(n_bits / 32)`` and ``n_bits / 8``.
+        ``ceil(n_bits / 24)`` (direct tables; see ``memory_bytes_``) and ``n_bits / 8``.
     n_threads : int, optional
         Threads of the build (over tables) and of the searches (over queries).
 

@@ -44,10 +44,12 @@ COMPACT_FRACTION = 0.25
 
 def _default_m(n_codes, n_bits):
     """The paper's rule m ~ b / log2(n) (Sec. 4.3: substrings of about log2 n bits, so
-    a bucket holds O(1) codes), kept between ceil(b / 32) (substrings of at most 32
-    bits) and b / 8 (at least 8 bits: shorter substrings probe more buckets than the
-    codes they save on the small databases where the rule asks for them)."""
-    lo = -(-n_bits // 32)
+    a bucket holds O(1) codes), kept between ceil(b / 24) (substrings of at most 24
+    bits: direct tables, 4.125 (2^len + 1) bytes, where a longer substring's sorted
+    table costs 8 bytes per distinct value, up to 16 bytes a code at 100 million 64-bit
+    codes for m = 2) and b / 8 (at least 8 bits: shorter substrings probe more buckets
+    than the codes they save on the small databases where the rule asks for them)."""
+    lo = -(-n_bits // 24)
     hi = max(lo, n_bits // 8)
     m = round(n_bits / max(math.log2(max(n_codes, 2)), 1.0))
     return int(min(max(m, lo), hi))
