@@ -19,8 +19,8 @@ from .._config import get_num_threads
 from .._dask import is_dask_array
 from .._utils.params import Int, Threads, validate_params
 from .._utils.validation import check_codes, check_int, check_k
-from ._segments import (_default_m, SegmentSet, build_segment, check_ids, locate, n_live, segment_bytes, settle,
-                        without)
+from ._segments import (_default_m, SegmentSet, build_segment, check_ids, live_mask, locate, n_live, segment_bytes,
+                        settle, without)
 
 __all__ = ["HammingIndex"]
 
@@ -417,6 +417,30 @@ class HammingIndex(BaseEstimator):
         if sharded is None:
             raise AttributeError("only an index fitted on a Dask array has shards")
         return list(getattr(sharded, field))
+
+    # read-only views of the live codes of an in-memory index, in id order (copies, O(n log n))
+    def _live_by_id(self):
+        if "segments_" not in self.__dict__:
+            raise AttributeError("only an in-memory index has codes_ and ids_ (a Dask-fitted one has shards_)")
+        masks = [live_mask(s) for s in self.segments_]
+        ids = np.concatenate([np.empty(0, np.int64)] + [s["ids"][k].astype(np.int64)
+                                                         for s, k in zip(self.segments_, masks)])
+        codes = np.concatenate([np.empty((0, self.n_words_), np.uint64)] + [s["codes"][k]
+                                                                             for s, k in zip(self.segments_, masks)])
+        order = np.argsort(ids, kind="stable")
+        return np.ascontiguousarray(codes[order]), ids[order]
+
+    @property
+    def codes_(self):
+        """ndarray of shape (n_codes_, n_words_), uint64: the live codes by increasing id
+        (a copy).  ``search`` equals ``hamming_topk(queries, codes_, k)`` with its rows
+        mapped through ``ids_``."""
+        return self._live_by_id()[0]
+
+    @property
+    def ids_(self):
+        """ndarray of shape (n_codes_,), int64: the ids of the live codes, increasing (a copy)."""
+        return self._live_by_id()[1]
 
     # read-only views of the shards of an index fitted on a Dask array (absent otherwise)
     @property

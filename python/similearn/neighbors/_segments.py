@@ -33,7 +33,8 @@ from .. import _kernels
 from ._dask_hamming_index import merge_radius
 from ._dask_search import _merge_task
 
-__all__ = ["SegmentSet", "build_segment", "check_ids", "locate", "without", "settle", "n_live", "segment_bytes"]
+__all__ = ["SegmentSet", "build_segment", "check_ids", "live_mask", "locate", "without", "settle", "n_live",
+           "segment_bytes"]
 
 _MAX_CODES = np.iinfo(np.uint32).max
 #: a segment merges into the one before it once it holds this fraction of its live codes
@@ -110,7 +111,8 @@ def build_segment(C, ids, n_bits, m, n_threads):
     return seg
 
 
-def _live_mask(seg):
+def live_mask(seg):
+    """bool (n,): which positions of a segment are live.  O(n)."""
     n = seg["codes"].shape[0]
     if seg["dead"] is None:
         return np.ones(n, bool)
@@ -144,7 +146,7 @@ def segment_bytes(seg):
 
 def _rebuilt(segs, n_bits, m, n_threads):
     """One segment of the live codes (with their ids) of ``segs``."""
-    live = [_live_mask(s) for s in segs]
+    live = [live_mask(s) for s in segs]
     C = np.concatenate([s["codes"][k] for s, k in zip(segs, live)])
     ids = np.concatenate([s["ids"][k].astype(np.int64) for s, k in zip(segs, live)])
     return build_segment(np.ascontiguousarray(C), ids, n_bits, m, n_threads)
