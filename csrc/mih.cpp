@@ -343,12 +343,16 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
         }
         if (tpos != nullptr) {
           for (int b = 0; b < nf; ++b)
-            for (std::uint32_t p = blo[b]; p < std::min(bhi[b], blo[b] + 4u); ++p)
+            for (std::uint32_t p = blo[b]; p < std::min(bhi[b], blo[b] + 8u); ++p)
               if (tpos[p] < t.n) prefetch(t.codes + static_cast<i64>(tpos[p]) * w);
         }
         for (int b = 0; b < nf; ++b) {
           probed += bhi[b] - blo[b];
           for (std::uint32_t p = blo[b]; p < bhi[b]; ++p) {
+            // tables 1..m-1 read their candidates through positions: keep kAhead in flight
+            constexpr std::uint32_t kAhead = 8;
+            if (tpos != nullptr && p + kAhead < bhi[b] && tpos[p + kAhead] < t.n)
+              prefetch(t.codes + static_cast<i64>(tpos[p + kAhead]) * w);
             const i64 pos = tpos != nullptr ? static_cast<i64>(tpos[p]) : static_cast<i64>(p);
             if (pos >= t.n) throw std::runtime_error("corrupt multi-index table positions");
             const std::uint64_t* x = t.codes + pos * w;
