@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "hamming.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
 
@@ -343,14 +344,14 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
         }
         if (tpos != nullptr) {
           for (int b = 0; b < nf; ++b)
-            for (std::uint32_t p = blo[b]; p < std::min(bhi[b], blo[b] + 8u); ++p)
+            for (std::uint32_t p = blo[b]; p < std::min(bhi[b], blo[b] + 16u); ++p)
               if (tpos[p] < t.n) prefetch(t.codes + static_cast<i64>(tpos[p]) * w);
         }
         for (int b = 0; b < nf; ++b) {
           probed += bhi[b] - blo[b];
           for (std::uint32_t p = blo[b]; p < bhi[b]; ++p) {
             // tables 1..m-1 read their candidates through positions: keep kAhead in flight
-            constexpr std::uint32_t kAhead = 8;
+            constexpr std::uint32_t kAhead = 16;
             if (tpos != nullptr && p + kAhead < bhi[b] && tpos[p + kAhead] < t.n)
               prefetch(t.codes + static_cast<i64>(tpos[p + kAhead]) * w);
             const i64 pos = tpos != nullptr ? static_cast<i64>(tpos[p]) : static_cast<i64>(p);
@@ -424,30 +425,26 @@ SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, in
 // The k-NN scan of the queries that switched to it (rows of q): every live position
 // verified, kept by (distance, id) as the probes are.  Queries in groups of kGroup,
 // the codes in blocks of kBlock (32 KB of 64-bit codes), so a block is read from cache
-// by every query of a group; threads over the groups.
-SL_ALWAYS_INLINE void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64 nr, i64 k,
-                                 i64* out_idx, std::int32_t* out_d) {
+// by every query of a group; a block's distances by hamming.hpp's vector popcount
+// (hamming_distances), then the few within the bar admitted.  Threads over the groups.
+void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64 nr, i64 k, i64* out_idx,
+                std::int32_t* out_d) {
   constexpr i64 kBlock = 4096;
   const i64 w = t.n_words;
   std::vector<NearestSet> best(static_cast<size_t>(nr), NearestSet(k, t.n_bits));
+  std::vector<std::int32_t> dist(static_cast<size_t>(kBlock));
   for (i64 b0 = 0; b0 < t.n; b0 += kBlock) {
     checkpoint();
-    const i64 b1 = std::min(t.n, b0 + kBlock);
+    const i64 nb = std::min(t.n - b0, kBlock);
     for (i64 j = 0; j < nr; ++j) {
-      const std::uint64_t* qc = q + rows[j] * w;
       NearestSet& s = best[static_cast<size_t>(j)];
-      for (i64 p = b0; p < b1; ++p) {
-        const int d = full_distance(qc, t.codes + p * w, w);
-        if (d <= s.bar() && !removed(t, p)) s.add(d, row_id(t, p));
-      }
+      hamming_distances(q + rows[j] * w, t.codes + b0 * w, nb, w, dist.data());
+      for (i64 p = 0; p < nb; ++p)
+        if (dist[static_cast<size_t>(p)] <= s.bar() && !removed(t, b0 + p))
+          s.add(dist[static_cast<size_t>(p)], row_id(t, b0 + p));
     }
   }
   for (i64 j = 0; j < nr; ++j) best[static_cast<size_t>(j)].finish(out_idx + rows[j] * k, out_d + rows[j] * k);
-}
-
-void scan_generic(const MihTables& t, const std::uint64_t* q, const i64* rows, i64 nr, i64 k, i64* oi,
-                  std::int32_t* od) {
-  scan_group(t, q, rows, nr, k, oi, od);
 }
 
 void knn_generic(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
@@ -459,11 +456,6 @@ void radius_generic(const MihTables& t, const std::uint64_t* qc, int r, int L, s
   radius_one(t, qc, r, L, qsub, oi, od);
 }
 #if SL_X86_DISPATCH
-SL_TARGET("popcnt")
-void scan_popcnt(const MihTables& t, const std::uint64_t* q, const i64* rows, i64 nr, i64 k, i64* oi,
-                 std::int32_t* od) {
-  scan_group(t, q, rows, nr, k, oi, od);
-}
 SL_TARGET("popcnt")
 void knn_popcnt(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
                 std::int32_t* od, i64* np) {
@@ -568,10 +560,7 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
   const i64 ng = (static_cast<i64>(rows.size()) + kGroup - 1) / kGroup;
   parallel_for(ng, n_threads, [&](i64 g, int) {
     const i64 j0 = g * kGroup, nr = std::min<i64>(kGroup, static_cast<i64>(rows.size()) - j0);
-#if SL_X86_DISPATCH
-    if (pop) return scan_popcnt(t, q, rows.data() + j0, nr, k, out_idx, out_dist);
-#endif
-    scan_generic(t, q, rows.data() + j0, nr, k, out_idx, out_dist);
+    scan_group(t, q, rows.data() + j0, nr, k, out_idx, out_dist);
   });
   if (n_probed) std::copy(probed.begin(), probed.end(), n_probed);
 }
