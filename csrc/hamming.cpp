@@ -857,6 +857,11 @@ void mask_row_ids(const std::uint64_t* bits, std::int64_t n, std::int64_t n_word
   });
 }
 
+void hamming_distances(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t n_words,
+                       std::int32_t* out) {
+  dist_fn()(q, x, nb, n_words, out);
+}
+
 void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* X, std::int64_t nx,
                   std::int64_t w, std::int64_t k, std::int64_t self_offset, const IdSets* exclude,
                   const IdSets* include, int n_threads, std::int64_t* out_idx, std::int32_t* out_dist) {

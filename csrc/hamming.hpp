@@ -36,6 +36,11 @@ void hamming_topk(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* 
                   std::int64_t n_words, std::int64_t k, std::int64_t self_offset, const IdSets* exclude,
                   const IdSets* include, int n_threads, std::int64_t* out_idx, std::int32_t* out_dist);
 
+// Distances of one query q (n_words words) to nb codes x (nb x n_words) into out, by
+// the vector popcount in use (hamming_isa(); SIMILEARN_ISA caps it).  O(nb n_words).
+void hamming_distances(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t n_words,
+                       std::int32_t* out);
+
 // For every query, the histogram over distances 0..64*n_words of all database
 // codes (hist_all) and of the relevant ones (hist_rel, rel is nq x nx 0/1).
 // Gives tie-aware AP and ROC-AUC in O(nx) per query without sorting.

@@ -40,7 +40,18 @@ SL_ALWAYS_INLINE int full_distance(const std::uint64_t* a, const std::uint64_t* 
   return d;
 }
 
-// The bucket of substring value `key` in table i: [lo, hi) into ids + i * n.  The
+// The id a result reports for position p (MihTables::ids32 / ids64).
+SL_ALWAYS_INLINE i64 row_id(const MihTables& t, i64 p) {
+  return t.ids32 != nullptr ? static_cast<i64>(t.ids32[p]) : t.ids64 != nullptr ? t.ids64[p] : p;
+}
+
+// Tombstones: a removed position is never accepted as a result (the one test of
+// removal, in the searches' candidate acceptance and in their scans).
+SL_ALWAYS_INLINE bool removed(const MihTables& t, i64 p) {
+  return t.dead != nullptr && ((t.dead[p >> 6] >> (p & 63)) & 1);
+}
+
+// The bucket of substring value `key` in table i: [lo, hi) into its positions.  The
 // offsets come from the caller (possibly a loaded file): a bucket outside [0, n] or
 // reversed is refused, so no table content can make the search read out of bounds.
 inline bool bucket(const MihTables& t, int i, std::uint32_t key, std::uint32_t& lo, std::uint32_t& hi) {
@@ -152,6 +163,7 @@ class NearestSet {
   }
   void finish(i64* out_idx, std::int32_t* out_d) {
     prune();
+    if (static_cast<i64>(items_.size()) < k_) throw std::runtime_error("multi-index: fewer live codes than k");
     std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
       return a.d < b.d || (a.d == b.d && a.idx < b.idx);
     });
@@ -235,17 +247,6 @@ i64 count_keys(const std::uint64_t* codes, i64 n, i64 n_words, int start, int le
   return std::unique(v.begin(), v.end()) - v.begin();
 }
 
-// One table: its buckets, then the codes copied in bucket order.
-void build_table(const std::uint64_t* codes, i64 n, i64 n_words, int start, int len, std::uint32_t* offsets,
-                 std::uint32_t* keys, std::uint64_t* occupied, std::uint32_t* ids, std::uint64_t* table_codes) {
-  build_buckets(codes, n, n_words, start, len, offsets, keys, occupied, ids);
-  for (i64 p = 0; p < n; ++p) {
-    if ((p & 0xfffff) == 0) checkpoint();
-    std::copy(codes + static_cast<i64>(ids[p]) * n_words, codes + (static_cast<i64>(ids[p]) + 1) * n_words,
-              table_codes + p * n_words);
-  }
-}
-
 // The layout of an index (before any work on it): m >= 1 tables over n < 2^32 codes of
 // n_words words, n_bits in [1, 64 n_words], each substring 1..32 bits within n_bits.
 void check_layout(i64 n, i64 n_words, int n_bits, const std::int32_t* start, const std::int32_t* len, i64 m) {
@@ -272,11 +273,19 @@ std::vector<std::int64_t> mih_table_keys(const std::uint64_t* codes, std::int64_
 
 void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, const std::int32_t* start,
                const std::int32_t* len, std::int64_t m, int n_threads, std::uint32_t* const* offsets,
-               std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* ids,
-               std::uint64_t* table_codes) {
-  parallel_for(m, n_threads, [&](i64 i, int) {
-    build_table(codes, n, n_words, start[i], len[i], offsets[i], keys[i], occupied[i], ids + i * n,
-                table_codes + i * n * n_words);
+               std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* order,
+               std::uint64_t* sorted_codes, std::uint32_t* positions) {
+  // table 0 orders the codes; the other tables index that order
+  build_buckets(codes, n, n_words, start[0], len[0], offsets[0], keys[0], occupied[0], order);
+  parallel_for((n + 4095) / 4096, n_threads, [&](i64 b, int) {
+    checkpoint();
+    for (i64 p = b * 4096; p < std::min(n, (b + 1) * 4096); ++p)
+      std::copy(codes + static_cast<i64>(order[p]) * n_words, codes + (static_cast<i64>(order[p]) + 1) * n_words,
+                sorted_codes + p * n_words);
+  });
+  parallel_for(m - 1, n_threads, [&](i64 i, int) {
+    build_buckets(sorted_codes, n, n_words, start[i + 1], len[i + 1], offsets[i + 1], keys[i + 1], occupied[i + 1],
+                  positions + i * n);
   });
 }
 
@@ -307,12 +316,13 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
         sink.scan(qc);
         return probed + t.n;
       }
-      const std::uint32_t* tid = t.ids + static_cast<i64>(i) * t.n;
-      const std::uint64_t* tx = t.table_codes + static_cast<i64>(i) * t.n * w;
+      // table 0's buckets are positions; the others' hold them
+      const std::uint32_t* tpos = i == 0 ? nullptr : t.positions + static_cast<i64>(i - 1) * t.n;
       const std::uint64_t* occ = t.occupied[i];
       // Buckets in batches of kBatch non-empty ones (the bitmap, cache-resident, skips
-      // the empty ones): prefetch their offsets, then their codes, then verify, so the
-      // cache misses of a batch overlap instead of forming one dependent chain per bucket.
+      // the empty ones): prefetch their offsets, then their positions, then the codes
+      // there, then verify, so the cache misses of a batch overlap instead of forming
+      // one dependent chain per bucket.
       constexpr int kBatch = 16;
       std::uint32_t bk[kBatch], blo[kBatch], bhi[kBatch];
       RadiusMasks mk(t.len[i], r);
@@ -329,18 +339,27 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
         for (int b = 0; b < nb; ++b) {
           std::uint32_t lo, hi;
           if (!bucket(t, i, bk[b], lo, hi)) continue;
-          prefetch(tx + static_cast<i64>(lo) * w);
+          prefetch(tpos != nullptr ? static_cast<const void*>(tpos + lo) : static_cast<const void*>(t.codes + lo * w));
           blo[nf] = lo, bhi[nf] = hi, ++nf;
+        }
+        if (tpos != nullptr) {
+          for (int b = 0; b < nf; ++b)
+            for (std::uint32_t p = blo[b]; p < std::min(bhi[b], blo[b] + 16u); ++p)
+              if (tpos[p] < t.n) prefetch(t.codes + static_cast<i64>(tpos[p]) * w);
         }
         for (int b = 0; b < nf; ++b) {
           probed += bhi[b] - blo[b];
           for (std::uint32_t p = blo[b]; p < bhi[b]; ++p) {
-            const std::uint64_t* x = tx + static_cast<i64>(p) * w;
+            // tables 1..m-1 read their candidates through positions: keep kAhead in flight
+            constexpr std::uint32_t kAhead = 16;
+            if (tpos != nullptr && p + kAhead < bhi[b] && tpos[p + kAhead] < t.n)
+              prefetch(t.codes + static_cast<i64>(tpos[p + kAhead]) * w);
+            const i64 pos = tpos != nullptr ? static_cast<i64>(tpos[p]) : static_cast<i64>(p);
+            if (pos >= t.n) throw std::runtime_error("corrupt multi-index table positions");
+            const std::uint64_t* x = t.codes + pos * w;
             const int d = full_distance(qc, x, w);
-            if (d > sink.bar() || seen_before(t, x, qsub, r, i)) continue;
-            const std::uint32_t id = tid[p];
-            if (id >= static_cast<std::uint64_t>(t.n)) throw std::runtime_error("corrupt multi-index table ids");
-            sink.add(d, id);
+            if (d > sink.bar() || removed(t, pos) || seen_before(t, x, qsub, r, i)) continue;
+            sink.add(d, row_id(t, pos));
           }
         }
       }
@@ -359,7 +378,7 @@ struct KnnSink {
   bool done_before() const { return false; }
   int bar() const { return best.bar(); }
   void add(int d, i64 id) { best.add(d, id); }
-  void scan(const std::uint64_t*) { scanned = true; }  // knn_one runs hamming_topk
+  void scan(const std::uint64_t*) { scanned = true; }  // MihIndex::search scans it
   bool done(int seen_within) const { return best.full() && best.bar() <= seen_within; }
 };
 
@@ -373,10 +392,10 @@ struct RadiusSink {
   SL_ALWAYS_INLINE void scan(const std::uint64_t* qc) {  // every code within r_max
     hits.clear();
     const i64 w = t->n_words;
-    for (i64 id = 0; id < t->n; ++id) {
-      if ((id & 0xffff) == 0) checkpoint();
-      const int d = full_distance(qc, t->codes + id * w, w);
-      if (d <= r_max) hits.emplace_back(d, id);
+    for (i64 p = 0; p < t->n; ++p) {
+      if ((p & 0xffff) == 0) checkpoint();
+      const int d = full_distance(qc, t->codes + p * w, w);
+      if (d <= r_max && !removed(*t, p)) hits.emplace_back(d, row_id(*t, p));
     }
   }
   bool done(int seen_within) const { return seen_within >= r_max; }
@@ -401,6 +420,31 @@ SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, in
   oi.reserve(sink.hits.size());
   od.reserve(sink.hits.size());
   for (const auto& h : sink.hits) od.push_back(h.first), oi.push_back(h.second);
+}
+
+// The k-NN scan of the queries that switched to it (rows of q): every live position
+// verified, kept by (distance, id) as the probes are.  Queries in groups of kGroup,
+// the codes in blocks of kBlock (32 KB of 64-bit codes), so a block is read from cache
+// by every query of a group; a block's distances by hamming.hpp's vector popcount
+// (hamming_distances), then the few within the bar admitted.  Threads over the groups.
+void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64 nr, i64 k, i64* out_idx,
+                std::int32_t* out_d) {
+  constexpr i64 kBlock = 4096;
+  const i64 w = t.n_words;
+  std::vector<NearestSet> best(static_cast<size_t>(nr), NearestSet(k, t.n_bits));
+  std::vector<std::int32_t> dist(static_cast<size_t>(kBlock));
+  for (i64 b0 = 0; b0 < t.n; b0 += kBlock) {
+    checkpoint();
+    const i64 nb = std::min(t.n - b0, kBlock);
+    for (i64 j = 0; j < nr; ++j) {
+      NearestSet& s = best[static_cast<size_t>(j)];
+      hamming_distances(q + rows[j] * w, t.codes + b0 * w, nb, w, dist.data());
+      for (i64 p = 0; p < nb; ++p)
+        if (dist[static_cast<size_t>(p)] <= s.bar() && !removed(t, b0 + p))
+          s.add(dist[static_cast<size_t>(p)], row_id(t, b0 + p));
+    }
+  }
+  for (i64 j = 0; j < nr; ++j) best[static_cast<size_t>(j)].finish(out_idx + rows[j] * k, out_d + rows[j] * k);
 }
 
 void knn_generic(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
@@ -436,7 +480,8 @@ bool use_popcnt() {
 
 MihIndex::MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int n_bits,
                    const std::int32_t* start, const std::int32_t* len, const std::vector<Table>& tables,
-                   const std::uint32_t* ids, const std::uint64_t* table_codes) {
+                   const std::uint32_t* positions, const std::uint32_t* ids32, const std::int64_t* ids64,
+                   const std::uint64_t* dead) {
   const i64 m = static_cast<i64>(tables.size());
   check_layout(n, n_words, n_bits, start, len, m);
   offsets_.resize(static_cast<size_t>(m));
@@ -474,15 +519,23 @@ MihIndex::MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_wo
   t_.keys = keys_.data();
   t_.n_keys = n_keys_.data();
   t_.occupied = occupied_.data();
-  t_.ids = ids;
-  t_.table_codes = table_codes;
+  t_.positions = positions;
+  t_.ids32 = ids32;
+  t_.ids64 = ids64;
+  t_.dead = dead;
+  i64 n_dead = 0;
+  if (dead != nullptr) {
+    for (i64 j = 0; j < n / 64; ++j) n_dead += popcount64(dead[j]);
+    if (n % 64) n_dead += popcount64(dead[n / 64] & ((std::uint64_t{1} << (n % 64)) - 1));
+  }
+  t_.n_live = n - n_dead;
 }
 
 void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
                       std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const {
   MihTables t = t_;
   t.scan_ratio = scan_ratio;
-  if (k < 1 || k > t.n) throw std::invalid_argument("multi-index: k must be in [1, n]");
+  if (k < 1 || k > t.n_live) throw std::invalid_argument("multi-index: k must be in [1, n_live]");
   const int L = max_len(t);
   const bool pop = use_popcnt();
   std::vector<i64> probed(static_cast<size_t>(nq));
@@ -495,25 +548,20 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
     (void)pop;
     knn_generic(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
   });
-  // The queries that switched to the scan are scanned together by hamming.hpp's kernel:
-  // a batch reuses each database block from cache across its queries, where one
-  // query's scan streams the whole database from memory.
+  // The queries that switched to the scan are scanned together, in groups that read
+  // each block of codes from cache (scan_group), where one query's scan streams the
+  // whole database from memory.  The scan keeps (distance, id) as the probes do: the
+  // codes are in table 0's order, not in id order, so hamming_topk's ties (to the lower
+  // position) would not be the contract's.
   std::vector<i64> rows;
   for (i64 qi = 0; qi < nq; ++qi)
-    if (probed[static_cast<size_t>(qi)] < 0) rows.push_back(qi);
-  if (!rows.empty()) {
-    const i64 ns = static_cast<i64>(rows.size()), w = t.n_words;
-    std::vector<std::uint64_t> qs(static_cast<size_t>(ns * w));
-    for (i64 j = 0; j < ns; ++j) std::copy(q + rows[j] * w, q + (rows[j] + 1) * w, qs.data() + j * w);
-    std::vector<i64> si(static_cast<size_t>(ns * k));
-    std::vector<std::int32_t> sd(static_cast<size_t>(ns * k));
-    hamming_topk(qs.data(), ns, t.codes, t.n, w, k, kNoSelf, nullptr, nullptr, n_threads, si.data(), sd.data());
-    for (i64 j = 0; j < ns; ++j) {
-      std::copy(si.data() + j * k, si.data() + (j + 1) * k, out_idx + rows[j] * k);
-      std::copy(sd.data() + j * k, sd.data() + (j + 1) * k, out_dist + rows[j] * k);
-      probed[static_cast<size_t>(rows[j])] = t.n;
-    }
-  }
+    if (probed[static_cast<size_t>(qi)] < 0) rows.push_back(qi), probed[static_cast<size_t>(qi)] = t.n;
+  constexpr i64 kGroup = 8;
+  const i64 ng = (static_cast<i64>(rows.size()) + kGroup - 1) / kGroup;
+  parallel_for(ng, n_threads, [&](i64 g, int) {
+    const i64 j0 = g * kGroup, nr = std::min<i64>(kGroup, static_cast<i64>(rows.size()) - j0);
+    scan_group(t, q, rows.data() + j0, nr, k, out_idx, out_dist);
+  });
   if (n_probed) std::copy(probed.begin(), probed.end(), n_probed);
 }
 

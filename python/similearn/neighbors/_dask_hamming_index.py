@@ -36,7 +36,7 @@ from .._config import get_num_threads
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
 from ._dask_search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree, check_uint64_codes
 
-__all__ = ["ShardedHammingIndex", "checked_codes"]
+__all__ = ["ShardedHammingIndex", "checked_codes", "merge_radius"]
 
 
 # --------------------------------------------------------------------------- tasks
@@ -199,12 +199,18 @@ class ShardedHammingIndex:
         from dask import delayed
 
         parts = dask.compute(*[delayed(_radius_shard)(queries, s, r, self.n_threads) for s in self.shards])
-        offsets = _offsets(self.sizes)
-        nq = queries.shape[0]
-        # every shard's hits with their query row and global id, then one sort by (query, distance, id)
-        qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])
-        ind = np.concatenate([i + np.int64(o) for (_, i, _), o in zip(parts, offsets)])
-        dist = np.concatenate([d for _, _, d in parts])
-        order = np.lexsort((ind, dist, qid))
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(qid, minlength=nq))]).astype(np.int64)
-        return indptr, ind[order].astype(np.int64), dist[order].astype(np.int32)
+        return merge_radius(parts, _offsets(self.sizes), queries.shape[0])
+
+
+def merge_radius(parts, offsets, nq):
+    """The CSR radius results ``parts`` ((indptr, ids, distances) each, over the same nq
+    queries) of disjoint shards as one: ids plus the shard's offset, rows sorted by
+    (distance, id).  Also merges the segments of an in-memory index (offsets 0).
+    O(hits log hits)."""
+    # every shard's hits with their query row and global id, then one sort by (query, distance, id)
+    qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])
+    ind = np.concatenate([i + np.int64(o) for (_, i, _), o in zip(parts, offsets)])
+    dist = np.concatenate([d for _, _, d in parts])
+    order = np.lexsort((ind, dist, qid))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(qid, minlength=nq))]).astype(np.int64)
+    return indptr, ind[order].astype(np.int64), dist[order].astype(np.int32)
