@@ -223,7 +223,10 @@ def _radius_index(codes, index):
     n_codes = getattr(index, "n_codes_", None)
     if n_codes is None:
         raise ValueError("index is not fitted: fit it on codes first (HammingIndex().fit(codes)), or pass None")
-    held = index.__dict__.get("codes_")  # an index fitted on a Dask array holds no codes on the client
+    sharded = index.__dict__.get("_shards") is not None  # no codes on the client
+    held = None if sharded else index.codes_  # the live codes by increasing id
+    if not sharded and n_codes == codes.shape[0] and not np.array_equal(index.ids_, np.arange(n_codes)):
+        raise ValueError("index must hold codes under the ids 0 .. n - 1 (their rows in codes); its ids differ")
     if n_codes != codes.shape[0] or (held is not None and not np.array_equal(held, codes)):
         raise ValueError(f"index must be fitted on codes themselves (it holds {n_codes} codes, "
                          f"codes has {codes.shape[0]} rows{'' if n_codes != codes.shape[0] else ' that differ'})")
