@@ -439,12 +439,85 @@ void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64
     for (i64 j = 0; j < nr; ++j) {
       NearestSet& s = best[static_cast<size_t>(j)];
       hamming_distances(q + rows[j] * w, t.codes + b0 * w, nb, w, dist.data());
-      for (i64 p = 0; p < nb; ++p)
-        if (dist[static_cast<size_t>(p)] <= s.bar() && !removed(t, b0 + p))
-          s.add(dist[static_cast<size_t>(p)], row_id(t, b0 + p));
+      // 16 distances at a time against the bar (a vectorised minimum), most skipped whole
+      const std::int32_t* d = dist.data();
+      std::int32_t bar = s.bar();
+      for (i64 p0 = 0; p0 < nb; p0 += 16) {
+        const i64 pe = std::min(nb, p0 + 16);
+        std::int32_t lo = d[p0];
+        for (i64 p = p0 + 1; p < pe; ++p) lo = d[p] < lo ? d[p] : lo;
+        if (lo > bar) continue;
+        for (i64 p = p0; p < pe; ++p)
+          if (d[p] <= bar && !removed(t, b0 + p)) {
+            s.add(d[p], row_id(t, b0 + p));
+            bar = s.bar();
+          }
+      }
     }
   }
   for (i64 j = 0; j < nr; ++j) best[static_cast<size_t>(j)].finish(out_idx + rows[j] * k, out_d + rows[j] * k);
+}
+
+// The scan of the queries that switched to it (rows of q), by hamming_topk's fused
+// vector scan over the codes in position order (removed positions masked out), then
+// put in the contract's order: the scan keeps its k' best by (distance, position);
+// when the k'-th distance exceeds the k-th, every code at the k-th distance is among
+// them, and sorting those by (distance, id) gives the k nearest, ties to the lower id
+// -- the probes' answer.  A query whose k' best all tie at the k-th distance is scanned
+// again with 4 k' (rare: k' starts at 2 k + 32).  Falls back to scan_group's admission
+// by (distance, id) when k' reaches the live codes.  O(n n_words) per query.
+void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector<i64>& rows, i64 k, int n_threads,
+                   i64* out_idx, std::int32_t* out_dist) {
+  const i64 w = t.n_words;
+  std::vector<std::uint64_t> live;
+  IdSets allow;
+  if (t.dead != nullptr) {  // live positions as an allow mask
+    live.resize(static_cast<size_t>((t.n + 63) / 64));
+    for (size_t i = 0; i < live.size(); ++i) live[i] = ~t.dead[i];
+    allow.bits = live.data();
+    allow.stride = 0;  // the same mask for every query
+  }
+  std::vector<i64> todo(rows), again;
+  for (i64 kk = std::min(t.n, 2 * k + 32); !todo.empty(); kk = std::min(t.n, 4 * kk)) {
+    const i64 nr = static_cast<i64>(todo.size());
+    if (kk >= t.n) {  // every code is a candidate: admit by (distance, id) directly
+      constexpr i64 kGroup = 8;
+      parallel_for((nr + kGroup - 1) / kGroup, n_threads, [&](i64 g, int) {
+        const i64 j0 = g * kGroup;
+        scan_group(t, q, todo.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist);
+      });
+      return;
+    }
+    std::vector<std::uint64_t> qs(static_cast<size_t>(nr * w));
+    for (i64 j = 0; j < nr; ++j) std::copy(q + todo[j] * w, q + (todo[j] + 1) * w, qs.begin() + j * w);
+    std::vector<i64> pos(static_cast<size_t>(nr * kk));
+    std::vector<std::int32_t> dist(static_cast<size_t>(nr * kk));
+    hamming_topk(qs.data(), nr, t.codes, t.n, w, kk, kNoSelf, nullptr, t.dead ? &allow : nullptr, n_threads,
+                 pos.data(), dist.data());
+    again.clear();
+    std::vector<std::pair<std::int32_t, i64>> best;
+    for (i64 j = 0; j < nr; ++j) {
+      const std::int32_t* d = dist.data() + j * kk;
+      const i64* p = pos.data() + j * kk;
+      i64 n_ok = 0;  // filled slots (the rest: fewer live codes than kk)
+      while (n_ok < kk && d[n_ok] != std::numeric_limits<std::int32_t>::max()) ++n_ok;
+      if (n_ok < k) throw std::runtime_error("multi-index: fewer live codes than k");
+      const std::int32_t dk = d[k - 1];
+      if (n_ok == kk && d[kk - 1] == dk) {  // ties at the k-th distance may go on past kk
+        again.push_back(todo[static_cast<size_t>(j)]);
+        continue;
+      }
+      best.clear();
+      for (i64 c = 0; c < n_ok && d[c] <= dk; ++c) best.emplace_back(d[c], row_id(t, p[c]));
+      std::sort(best.begin(), best.end());
+      const i64 qi = todo[static_cast<size_t>(j)];
+      for (i64 c = 0; c < k; ++c) {
+        out_idx[qi * k + c] = best[static_cast<size_t>(c)].second;
+        out_dist[qi * k + c] = best[static_cast<size_t>(c)].first;
+      }
+    }
+    todo.swap(again);
+  }
 }
 
 void knn_generic(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
@@ -556,12 +629,7 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
   std::vector<i64> rows;
   for (i64 qi = 0; qi < nq; ++qi)
     if (probed[static_cast<size_t>(qi)] < 0) rows.push_back(qi), probed[static_cast<size_t>(qi)] = t.n;
-  constexpr i64 kGroup = 8;
-  const i64 ng = (static_cast<i64>(rows.size()) + kGroup - 1) / kGroup;
-  parallel_for(ng, n_threads, [&](i64 g, int) {
-    const i64 j0 = g * kGroup, nr = std::min<i64>(kGroup, static_cast<i64>(rows.size()) - j0);
-    scan_group(t, q, rows.data() + j0, nr, k, out_idx, out_dist);
-  });
+  if (!rows.empty()) scan_fallback(t, q, rows, k, n_threads, out_idx, out_dist);
   if (n_probed) std::copy(probed.begin(), probed.end(), n_probed);
 }
 

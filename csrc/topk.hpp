@@ -24,7 +24,8 @@ constexpr std::int64_t kNoSelf = std::numeric_limits<std::int64_t>::min();
 // O(nnz + n_queries * n_blocks) extra work, no per-query or (nq x nx) buffer.
 //
 // An allow-list (include) may instead be a bit mask per query: bits != null, row q at
-// bits + q * stride (stride >= ceil(n_database / 64) words), database id j allowed
+// bits + q * stride (stride >= ceil(n_database / 64) words, or 0: one mask for every
+// query), database id j allowed
 // when bit j % 64 of word j / 64 is set; indptr / indices are then null.  The kernels
 // test the mask only on the candidates that beat a query's current k-th best, so it
 // costs O(n_database / 64) words read per query plus O(candidates), not O(nnz).
