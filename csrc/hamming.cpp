@@ -882,7 +882,11 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
     std::vector<std::int32_t> buf;
     std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
     std::vector<std::int64_t> cur_in;  // ... of its allowed ids
+    std::vector<std::uint64_t> gathered;  // allowed codes gathered for one kernel call
+    std::vector<std::int32_t> gdist;
+    std::vector<std::int64_t> gids;
   };
+  constexpr std::int64_t kBatch = 64;
   std::vector<Work> work(static_cast<std::size_t>(nw));
   parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
     Work& wk = work[static_cast<std::size_t>(tid)];
@@ -891,7 +895,12 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
       for (auto& s : wk.sel) s.init(k, static_cast<int>(64 * w));
       wk.buf.resize(static_cast<std::size_t>(bx));
       if (exclude) wk.cur.resize(static_cast<std::size_t>(bq));
-      if (include) wk.cur_in.resize(static_cast<std::size_t>(bq));
+      if (include) {
+        wk.cur_in.resize(static_cast<std::size_t>(bq));
+        wk.gathered.resize(static_cast<std::size_t>(kBatch * w));
+        wk.gdist.resize(static_cast<std::size_t>(kBatch));
+        wk.gids.resize(static_cast<std::size_t>(kBatch));
+      }
     }
     const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
     for (std::int64_t i = 0; i < nqb; ++i) wk.sel[static_cast<std::size_t>(i)].reset();
@@ -933,6 +942,18 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
               if (d < sel.threshold()) sel.push(d, j);
             }
           }
+          // scattered allowed ids: their codes gathered, kBatch at a time, and measured by one
+          // call of the vector kernel (a call per code costs more than its popcount);
+          // offered in ascending id order, as the scan offers them
+          std::int64_t nbat = 0;
+          auto flush = [&]() {
+            if (nbat == 0) return;
+            dist(qi, wk.gathered.data(), nbat, w, wk.gdist.data());
+            for (std::int64_t t = 0; t < nbat; ++t)
+              if (wk.gdist[static_cast<std::size_t>(t)] < sel.threshold())
+                sel.push(wk.gdist[static_cast<std::size_t>(t)], wk.gids[static_cast<std::size_t>(t)]);
+            nbat = 0;
+          };
           while (c < hi) {
             const std::int64_t j = include->indices[c];
             // a run of 8 or more consecutive allowed ids: the vector scan (self skipped there too)
@@ -940,6 +961,7 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
             if (!exclude)
               while (r < hi && include->indices[r] == include->indices[r - 1] + 1) ++r;
             if (j > last && r - c >= 8) {
+              flush();
               scan_block(qi, X + j * w, r - c, w, j, skip, sel, wk.buf.data());
               last = include->indices[r - 1];
               c = r;
@@ -947,10 +969,11 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
             }
             ++c;
             if (!candidate(j)) continue;
-            std::int32_t d;
-            dist(qi, X + j * w, 1, w, &d);
-            if (d < sel.threshold()) sel.push(d, j);
+            std::copy(X + j * w, X + (j + 1) * w, wk.gathered.begin() + nbat * w);
+            wk.gids[static_cast<std::size_t>(nbat++)] = j;
+            if (nbat == kBatch) flush();
           }
+          flush();
           if (exclude) wk.cur[static_cast<std::size_t>(i)] = ce;
           continue;
         }
