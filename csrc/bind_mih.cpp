@@ -141,28 +141,35 @@ class PyMihIndex {
     return PyMihIndex(codes, start, len, n_bits, offsets, keys, occupied, ids, tcodes);
   }
 
-  py::tuple search(const carray<u64>& q, i64 k, int n_threads, double scan_ratio) const {
+  py::tuple search(const carray<u64>& q, i64 k, int n_threads, double scan_ratio, const oarray<i64>& include_indptr,
+                   const oarray<i64>& include_indices, const oarray<i64>& exclude_indptr,
+                   const oarray<i64>& exclude_indices, const oarray<i64>& allow) const {
     check_queries(q);
     const i64 nq = q.shape(0);
+    Filter fl(*this, nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow);
     carray<i64> idx({nq, k});
     carray<std::int32_t> dist({nq, k});
     carray<i64> probed({nq});
     {
       py::gil_scoped_release nogil;
       index_->search(q.data(), nq, k, n_threads, scan_ratio, idx.mutable_data(), dist.mutable_data(),
-                     probed.mutable_data());
+                     probed.mutable_data(), fl.get());
     }
     return py::make_tuple(idx, dist, probed);
   }
 
-  py::tuple radius_search(const carray<u64>& q, int r, int n_threads, double scan_ratio) const {
+  py::tuple radius_search(const carray<u64>& q, int r, int n_threads, double scan_ratio,
+                          const oarray<i64>& include_indptr, const oarray<i64>& include_indices,
+                          const oarray<i64>& exclude_indptr, const oarray<i64>& exclude_indices,
+                          const oarray<i64>& allow) const {
     check_queries(q);
     const i64 nq = q.shape(0);
+    Filter fl(*this, nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow);
     std::vector<std::vector<i64>> vi;
     std::vector<std::vector<std::int32_t>> vd;
     {
       py::gil_scoped_release nogil;
-      index_->radius_search(q.data(), nq, r, n_threads, scan_ratio, vi, vd);
+      index_->radius_search(q.data(), nq, r, n_threads, scan_ratio, vi, vd, fl.get());
     }
     carray<i64> indptr({nq + 1});
     i64* ip = indptr.mutable_data();
@@ -208,6 +215,36 @@ class PyMihIndex {
   const MihIndex& index() const { return *index_; }
 
  private:
+  // A search's include= / exclude= (sl::IdFilter), from arrays similearn.neighbors validated
+  // and sorted (neighbors/_index_filters.py); checked here where the search reads through
+  // them: the CSR offsets (id_sets), the allowed ids in [0, n) (per query, or `allow`:
+  // one list for every query, ascending distinct, whose bitmap is built here, O(n / 64)).
+  // Excluded ids are only compared, never read through.
+  class Filter {
+   public:
+    Filter(const PyMihIndex& s, i64 nq, const oarray<i64>& in_ptr, const oarray<i64>& in_ids,
+           const oarray<i64>& ex_ptr, const oarray<i64>& ex_ids, const oarray<i64>& allow)
+        : in_(id_sets(in_ptr, in_ids, nq, "include")), ex_(id_sets(ex_ptr, ex_ids, nq)) {
+      const i64 n = s.index().n();
+      if (in_) check_ids(in_ids->data(), in_->indptr[nq], n, "include ids must lie in [0, n_codes)");
+      if (allow) {
+        if (in_ || allow->ndim() != 1) throw py::value_error("allow: a 1-D id array, and no include_indptr with it");
+        check_ids(allow->data(), allow->shape(0), n, "allowed ids must lie in [0, n_codes)");
+        bits_ = sl::mih_id_bitmap(allow->data(), allow->shape(0), n);
+        f_.allow_ids = allow->data(), f_.n_allow = allow->shape(0), f_.allow_bits = bits_.data();
+      }
+      f_.include = ptr_of(in_), f_.exclude = ptr_of(ex_);
+      on_ = in_ || ex_ || allow;
+    }
+    const IdFilter* get() const { return on_ ? &f_ : nullptr; }
+
+   private:
+    std::optional<IdSets> in_, ex_;
+    std::vector<u64> bits_;
+    IdFilter f_;
+    bool on_ = false;
+  };
+
   void check_queries(const carray<u64>& q) const {
     if (q.ndim() != 2 || q.shape(1) != index_->n_words()) throw py::value_error("queries differ in words per code");
   }
@@ -228,6 +265,12 @@ class PyMihIndex {
 
 }  // namespace
 
+// include= / exclude= of the searches (PyMihIndex::Filter)
+#define FILTER_ARGS                                                                                        \
+  py::arg("include_indptr").noconvert() = py::none(), py::arg("include_indices").noconvert() = py::none(), \
+      py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none(), \
+      py::arg("allow").noconvert() = py::none()
+
 void def_mih(py::module_& m) {
   py::class_<PyMihIndex>(m, "MihIndex",
                          "A multi-index hashing index over its NumPy arrays (csrc/mih.hpp): constructed once, from "
@@ -239,9 +282,9 @@ void def_mih(py::module_& m) {
       .def_static("build", &PyMihIndex::build, py::arg("codes").noconvert(), py::arg("substring_start").noconvert(),
                   py::arg("substring_len").noconvert(), py::arg("n_bits"), py::arg("n_threads"))
       .def("search", &PyMihIndex::search, py::arg("queries").noconvert(), py::arg("k"), py::arg("n_threads"),
-           py::arg("scan_ratio") = sl::kMihScanRatio)
+           py::arg("scan_ratio") = sl::kMihScanRatio, py::kw_only(), FILTER_ARGS)
       .def("radius_search", &PyMihIndex::radius_search, py::arg("queries").noconvert(), py::arg("r"),
-           py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio)
+           py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio, py::kw_only(), FILTER_ARGS)
       .def("arrays", &PyMihIndex::arrays)
       .def_property_readonly("n_codes", [](const PyMihIndex& s) { return s.index().n(); })
       .def_property_readonly("n_words", [](const PyMihIndex& s) { return s.index().n_words(); })
@@ -255,6 +298,7 @@ void def_mih(py::module_& m) {
                                           t[5].cast<py::sequence>(), t[6].cast<py::sequence>(), t[7], t[8]);
                       }));
 }
+#undef FILTER_ARGS
 
 }  // namespace bind
 }  // namespace sl

@@ -150,15 +150,19 @@ class NearestSet {
       prune_at_ = std::max<i64>(2 * k_ + 256, 2 * static_cast<i64>(items_.size()));
     }
   }
+  // fewer than k items (a filter passed fewer codes): index INT64_MAX, distance INT32_MAX
   void finish(i64* out_idx, std::int32_t* out_d) {
     prune();
     std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
       return a.d < b.d || (a.d == b.d && a.idx < b.idx);
     });
-    for (i64 j = 0; j < k_; ++j) {
+    const i64 kept = std::min<i64>(k_, static_cast<i64>(items_.size()));
+    for (i64 j = 0; j < kept; ++j) {
       out_idx[j] = items_[static_cast<size_t>(j)].idx;
       out_d[j] = items_[static_cast<size_t>(j)].d;
     }
+    std::fill(out_idx + kept, out_idx + k_, std::numeric_limits<i64>::max());
+    std::fill(out_d + kept, out_d + k_, std::numeric_limits<std::int32_t>::max());
   }
 
  private:
@@ -270,6 +274,12 @@ std::vector<std::int64_t> mih_table_keys(const std::uint64_t* codes, std::int64_
   return nk;
 }
 
+std::vector<std::uint64_t> mih_id_bitmap(const std::int64_t* ids, std::int64_t n_ids, std::int64_t n) {
+  std::vector<std::uint64_t> bits(static_cast<size_t>((n + 63) / 64), 0);
+  for (i64 j = 0; j < n_ids; ++j) bits[static_cast<size_t>(ids[j] >> 6)] |= 1ULL << (ids[j] & 63);
+  return bits;
+}
+
 void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, const std::int32_t* start,
                const std::int32_t* len, std::int64_t m, int n_threads, std::uint32_t* const* offsets,
                std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* ids,
@@ -282,13 +292,22 @@ void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words,
 
 namespace {
 
+// The unfiltered searches' filter (IdFilter::Query's interface): every id passes, the
+// scan reads the whole database.  Compiled away: the unfiltered probe loop is unchanged.
+struct NoFilter {
+  const std::int64_t *in0 = nullptr, *in1 = nullptr;
+  double scan_words;
+  static bool pass(std::int64_t) { return true; }
+};
+
 // One query's probe loop (mih.hpp), shared by the k-NN and radius searches; the
 // sink decides what enters (bar), keeps it (add), starts over for the scan fallback
-// (reset) and says when the Sec. 4.1 bound proves the result complete (done).
-// Returns the number of candidate ids read.  Inlined into the POPCNT and baseline
-// variants below.
-template <class Sink>
-SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, int L, std::uint32_t* qsub,
+// (reset) and says when the Sec. 4.1 bound proves the result complete (done); the
+// filter f (NoFilter or IdFilter::Query) which verified candidates may enter, and what
+// the scan costs (f.scan_words).  Returns the number of candidate ids read.  Inlined
+// into the POPCNT and baseline variants below.
+template <class Sink, class F>
+SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const F& f, const std::uint64_t* qc, int L, std::uint32_t* qsub,
                                  Sink& sink) {
   const i64 w = t.n_words;
   for (int i = 0; i < t.m; ++i) qsub[i] = mih_substring(qc, t.start[i], t.len[i]);
@@ -303,7 +322,7 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
       const double masks = n_masks(t.len[i], r);
       const double expected = static_cast<double>(probed) + masks * (0.25 + static_cast<double>(t.n) /
                                                                      std::ldexp(1.0, t.len[i]));
-      if (masks > static_cast<double>(t.n) || expected * t.scan_ratio > static_cast<double>(t.n * w)) {
+      if (masks > static_cast<double>(t.n) || expected * t.scan_ratio > f.scan_words) {
         sink.scan(qc);
         return probed + t.n;
       }
@@ -340,6 +359,7 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
             if (d > sink.bar() || seen_before(t, x, qsub, r, i)) continue;
             const std::uint32_t id = tid[p];
             if (id >= static_cast<std::uint64_t>(t.n)) throw std::runtime_error("corrupt multi-index table ids");
+            if (!f.pass(id)) continue;
             sink.add(d, id);
           }
         }
@@ -363,38 +383,52 @@ struct KnnSink {
   bool done(int seen_within) const { return best.full() && best.bar() <= seen_within; }
 };
 
+template <class F>
 struct RadiusSink {
   const MihTables* t;
+  const F* f;
   std::vector<std::pair<int, i64>> hits;
   int r_max;
   bool done_before() const { return r_max < 0; }
   int bar() const { return r_max; }
   void add(int d, i64 id) { hits.emplace_back(d, id); }
-  SL_ALWAYS_INLINE void scan(const std::uint64_t* qc) {  // every code within r_max
+  SL_ALWAYS_INLINE void scan(const std::uint64_t* qc) {  // every code within r_max the filter passes
     hits.clear();
     const i64 w = t->n_words;
+    auto visit = [&](i64 id) {
+      const int d = full_distance(qc, t->codes + id * w, w);
+      if (d <= r_max && f->pass(id)) hits.emplace_back(d, id);
+    };
+    if (f->in0 != nullptr) {  // an allow-list: its ids alone, duplicates skipped
+      for (const std::int64_t* p = f->in0; p < f->in1; ++p) {
+        if (((p - f->in0) & 0xffff) == 0) checkpoint();
+        if (p == f->in0 || *p != p[-1]) visit(*p);
+      }
+      return;
+    }
     for (i64 id = 0; id < t->n; ++id) {
       if ((id & 0xffff) == 0) checkpoint();
-      const int d = full_distance(qc, t->codes + id * w, w);
-      if (d <= r_max) hits.emplace_back(d, id);
+      visit(id);
     }
   }
   bool done(int seen_within) const { return seen_within >= r_max; }
 };
 
-SL_ALWAYS_INLINE void knn_one(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub,
-                              i64* out_idx, std::int32_t* out_d, i64* n_probed) {
+template <class F>
+SL_ALWAYS_INLINE void knn_one(const MihTables& t, const F& f, const std::uint64_t* qc, i64 k, int L,
+                              std::uint32_t* qsub, i64* out_idx, std::int32_t* out_d, i64* n_probed) {
   KnnSink sink{NearestSet(k, t.n_bits), k, t.n_bits};
-  const i64 probed = probe_query(t, qc, L, qsub, sink);
+  const i64 probed = probe_query(t, f, qc, L, qsub, sink);
   if (!sink.scanned) sink.best.finish(out_idx, out_d);  // else: mih_search scans it with the others
   if (n_probed) *n_probed = sink.scanned ? -1 : probed;
 }
 
 // every code within r_max, sorted by (distance, index)
-SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, int r_max, int L, std::uint32_t* qsub,
-                                 std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
-  RadiusSink sink{&t, {}, r_max};
-  probe_query(t, qc, L, qsub, sink);
+template <class F>
+SL_ALWAYS_INLINE void radius_one(const MihTables& t, const F& f, const std::uint64_t* qc, int r_max, int L,
+                                 std::uint32_t* qsub, std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
+  RadiusSink<F> sink{&t, &f, {}, r_max};
+  probe_query(t, f, qc, L, qsub, sink);
   std::sort(sink.hits.begin(), sink.hits.end());
   oi.clear();
   od.clear();
@@ -403,26 +437,38 @@ SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, in
   for (const auto& h : sink.hits) od.push_back(h.first), oi.push_back(h.second);
 }
 
-void knn_generic(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
+template <class F>
+void knn_generic(const MihTables& t, const F& f, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
                  std::int32_t* od, i64* np) {
-  knn_one(t, qc, k, L, qsub, oi, od, np);
+  knn_one(t, f, qc, k, L, qsub, oi, od, np);
 }
-void radius_generic(const MihTables& t, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
+template <class F>
+void radius_generic(const MihTables& t, const F& f, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
                     std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
-  radius_one(t, qc, r, L, qsub, oi, od);
+  radius_one(t, f, qc, r, L, qsub, oi, od);
 }
 #if SL_X86_DISPATCH
+template <class F>
 SL_TARGET("popcnt")
-void knn_popcnt(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
+void knn_popcnt(const MihTables& t, const F& f, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
                 std::int32_t* od, i64* np) {
-  knn_one(t, qc, k, L, qsub, oi, od, np);
+  knn_one(t, f, qc, k, L, qsub, oi, od, np);
 }
+template <class F>
 SL_TARGET("popcnt")
-void radius_popcnt(const MihTables& t, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
+void radius_popcnt(const MihTables& t, const F& f, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
                    std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
-  radius_one(t, qc, r, L, qsub, oi, od);
+  radius_one(t, f, qc, r, L, qsub, oi, od);
 }
 #endif
+
+// One query of a search: the k-NN or radius variant (POPCNT or baseline) with no
+// filter or with query qi's view of `filter`.
+template <class Run>
+SL_ALWAYS_INLINE void with_filter(const MihTables& t, const IdFilter* filter, i64 qi, Run&& run) {
+  if (filter == nullptr) return run(NoFilter{nullptr, nullptr, static_cast<double>(t.n * t.n_words)});
+  run(filter->of(qi, t.n, t.n_words));
+}
 
 bool use_popcnt() {
 #if SL_X86_DISPATCH
@@ -479,22 +525,30 @@ MihIndex::MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_wo
 }
 
 void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
-                      std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const {
+                      std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed,
+                      const IdFilter* filter) const {
   MihTables t = t_;
   t.scan_ratio = scan_ratio;
   if (k < 1 || k > t.n) throw std::invalid_argument("multi-index: k must be in [1, n]");
+  if (filter != nullptr && n_probed == nullptr) throw std::invalid_argument("multi-index: a filtered search needs n_probed");
   const int L = max_len(t);
   const bool pop = use_popcnt();
   std::vector<i64> probed(static_cast<size_t>(nq));
   parallel_for(nq, n_threads, [&](i64 qi, int) {
     std::vector<std::uint32_t> qsub(static_cast<size_t>(t.m));
     i64* np = probed.data() + qi;
+    with_filter(t, filter, qi, [&](const auto& f) {
 #if SL_X86_DISPATCH
-    if (pop) return knn_popcnt(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
+      if (pop) return knn_popcnt(t, f, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
 #endif
-    (void)pop;
-    knn_generic(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
+      (void)pop;
+      knn_generic(t, f, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
+    });
   });
+  if (filter != nullptr) {  // the queries that switched to their filtered scan are the caller's (mih.hpp)
+    std::copy(probed.begin(), probed.end(), n_probed);
+    return;
+  }
   // The queries that switched to the scan are scanned together by hamming.hpp's kernel:
   // a batch reuses each database block from cache across its queries, where one
   // query's scan streams the whole database from memory.
@@ -518,8 +572,8 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
 }
 
 void MihIndex::radius_search(const std::uint64_t* q, std::int64_t nq, int r_max, int n_threads, double scan_ratio,
-                             std::vector<std::vector<std::int64_t>>& idx,
-                             std::vector<std::vector<std::int32_t>>& dist) const {
+                             std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist,
+                             const IdFilter* filter) const {
   MihTables t = t_;
   t.scan_ratio = scan_ratio;
   const int L = max_len(t);
@@ -530,11 +584,13 @@ void MihIndex::radius_search(const std::uint64_t* q, std::int64_t nq, int r_max,
     std::vector<std::uint32_t> qsub(static_cast<size_t>(t.m));
     auto& oi = idx[static_cast<size_t>(qi)];
     auto& od = dist[static_cast<size_t>(qi)];
+    with_filter(t, filter, qi, [&](const auto& f) {
 #if SL_X86_DISPATCH
-    if (pop) return radius_popcnt(t, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
+      if (pop) return radius_popcnt(t, f, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
 #endif
-    (void)pop;
-    radius_generic(t, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
+      (void)pop;
+      radius_generic(t, f, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
+    });
   });
 }
 

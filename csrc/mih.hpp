@@ -28,13 +28,17 @@
 // can still enter the result.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "topk.hpp"  // IdSets
 
 namespace sl {
 
 constexpr int kMihDirectMaxBits = 24;     // direct tables: at most 2^24 + 1 offsets (64 MB)
 constexpr double kMihScanRatio = 128.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)
+constexpr double kMihListWords = 16.0;   // a listed id read by hamming_topk's include path, in words of vector scan
 
 struct MihTables {
   const std::uint64_t* codes = nullptr;  // n x n_words
@@ -67,6 +71,57 @@ inline std::uint32_t mih_substring(const std::uint64_t* code, int start, int len
   if (off + len > 64) v |= code[w + 1] << (64 - off);
   return static_cast<std::uint32_t>(len >= 32 ? v & 0xffffffffULL : v & ((1ULL << len) - 1));
 }
+
+// Which ids a search may return (HammingIndex's include= and exclude=), tested in ONE
+// place: where the probe loop accepts a verified candidate (and by the radius scan).
+// Per query, an allow-list and a deny-list (IdSets rows, ids ascending, duplicates
+// allowed); or one allow-list shared by every query, with its bitmap (bit id set iff
+// allowed: O(1) per test, n / 8 bytes, cache-resident).  A shared deny bitmap
+// (tombstones) would be one more field of IdFilter and one more test in Query::pass.
+struct IdFilter {
+  const IdSets* include = nullptr;             // per-query allow-lists (null: none)
+  const IdSets* exclude = nullptr;             // per-query deny-lists (null: none)
+  const std::int64_t* allow_ids = nullptr;     // shared allow-list, ascending distinct (null: none)
+  std::int64_t n_allow = 0;
+  const std::uint64_t* allow_bits = nullptr;   // its bitmap (mih_id_bitmap), n bits
+
+  // One query's view of the filter.  pass(id): O(1) with the bitmap, else a binary
+  // search per list, O(log len).  in0..in1: the ids it may return (null: every id).
+  // scan_words: the cost of the query's filtered scan in words of vector scan (the
+  // probes' budget, mih.hpp's cost model): the whole database (n n_words), a shared
+  // list's gathered codes (n_allow n_words), or a per-query list read id by id
+  // (kMihListWords each, at most the whole database).
+  struct Query {
+    const std::int64_t *in0 = nullptr, *in1 = nullptr, *ex0 = nullptr, *ex1 = nullptr;
+    const std::uint64_t* bits = nullptr;
+    double scan_words = 0.0;
+    bool pass(std::int64_t id) const {
+      if (bits != nullptr) {
+        if (!((bits[id >> 6] >> (id & 63)) & 1)) return false;
+      } else if (in0 != nullptr && !std::binary_search(in0, in1, id)) {
+        return false;
+      }
+      return ex0 == ex1 || !std::binary_search(ex0, ex1, id);
+    }
+  };
+  Query of(std::int64_t qi, std::int64_t n, std::int64_t n_words) const {
+    Query f;
+    const double all = static_cast<double>(n) * static_cast<double>(n_words);
+    f.scan_words = all;
+    if (exclude != nullptr) f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
+    if (include != nullptr) {
+      f.in0 = include->indices + include->indptr[qi], f.in1 = include->indices + include->indptr[qi + 1];
+      f.scan_words = std::min(all, kMihListWords * static_cast<double>(f.in1 - f.in0));
+    } else if (allow_ids != nullptr) {
+      f.in0 = allow_ids, f.in1 = allow_ids + n_allow, f.bits = allow_bits;
+      f.scan_words = static_cast<double>(n_allow) * static_cast<double>(n_words);
+    }
+    return f;
+  }
+};
+
+// The bitmap of ids[0..n_ids) (each in [0, n)): (n + 63) / 64 words.  O(n / 64 + n_ids).
+std::vector<std::uint64_t> mih_id_bitmap(const std::int64_t* ids, std::int64_t n_ids, std::int64_t n);
 
 // Building, in two steps so that the caller allocates the arrays (the bindings: NumPy
 // arrays the index then holds).  Both run n_threads over the m tables.
@@ -130,12 +185,22 @@ class MihIndex {
   // ascending distance, ties -> lower index (the same as hamming_topk).  n_probed (may
   // be null): per query, the number of candidate ids read from the tables (n for a
   // query finished by the scan).  scan_ratio: MihTables::scan_ratio.  Threads over queries.
+  // filter (may be null): only the ids it passes are returned (the same as hamming_topk
+  // with that include / exclude); fewer than k such ids: the last slots get index
+  // INT64_MAX and distance INT32_MAX.  A filtered query whose probes would cost more
+  // than its filtered scan (IdFilter::Query::scan_words) is NOT answered here: its
+  // n_probed is -1 (n_probed required) and its rows of out_idx / out_dist are left for
+  // the caller's filtered scan (similearn.neighbors._index_filters: the vector kernels
+  // of hamming_topk on its list).
   void search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
-              std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const;
-  // All codes within distance r of each query, sorted by (distance, index) per query.
+              std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed,
+              const IdFilter* filter = nullptr) const;
+  // All codes within distance r of each query, sorted by (distance, index) per query;
+  // filter (may be null): only the ids it passes (a filtered query's scan reads only its
+  // list, when it has one).
   void radius_search(const std::uint64_t* q, std::int64_t nq, int r, int n_threads, double scan_ratio,
-                     std::vector<std::vector<std::int64_t>>& idx,
-                     std::vector<std::vector<std::int32_t>>& dist) const;
+                     std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist,
+                     const IdFilter* filter = nullptr) const;
 
  private:
   std::vector<const std::uint32_t*> offsets_, keys_;

@@ -34,7 +34,9 @@ import numpy as np
 
 from .._config import get_num_threads
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
-from ._dask_search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree, check_uint64_codes
+from ._dask_search import (SPLIT_EVERY, _exclude_slices, _getitem, _hamming_finalize, _offset, _offsets, _tree,
+                           check_uint64_codes)
+from ._index_filters import filter_arrays, filtered_search
 
 __all__ = ["ShardedHammingIndex", "checked_codes"]
 
@@ -49,16 +51,35 @@ def _shard_info(shard):
     return shard.n_codes, shard.memory_bytes, shard.m
 
 
-def _search_shard(Q, shard, k, offset, n_threads):
+def _search_shard(Q, shard, k, offset, n_threads, filters=(None, None, None)):
     kb = min(k, shard.n_codes)
     if kb == 0 or Q.shape[0] == 0:
         return np.empty((Q.shape[0], 0), np.int64), np.empty((Q.shape[0], 0), np.int32)
-    idx, dist, _ = shard.search(Q, kb, get_num_threads(n_threads))
-    return idx + np.int64(offset), dist
+    idx, dist, _ = filtered_search(shard, Q, kb, get_num_threads(n_threads), *filters)
+    return _offset(idx, np.int64(offset)), dist  # missing slots (INT64_MAX) stay missing
 
 
-def _radius_shard(Q, shard, r, n_threads):
-    return shard.radius_search(Q, r, get_num_threads(n_threads))
+def _radius_shard(Q, shard, r, n_threads, filters=(None, None, None)):
+    return shard.radius_search(Q, r, get_num_threads(n_threads), **filter_arrays(*filters))
+
+
+def _shard_filters(filters, q0, q1, offsets):
+    """include= / exclude= (validated: ``(ex, inc, shared)`` of
+    ``_index_filters.check_index_filters``, or None) of queries q0:q1, cut by shard (code
+    offsets ``offsets``): one ``(ex, inc, shared)`` per shard with shard-local ids, as the
+    Dask ``hamming_topk`` cuts them (an allow-list with no id in a shard allows nothing
+    there).  O(nnz log nnz + n_shards (q1 - q0))."""
+    n = len(offsets) - 1
+    ex, inc, shared = (None, None, None) if filters is None else filters
+    if ex is None and inc is None and shared is None:
+        return [(None, None, None)] * n
+    exs = _exclude_slices(ex, q0, q1, offsets)
+    incs = _exclude_slices(inc, q0, q1, offsets, keep_empty=True) if inc is not None else [None] * n
+    shs = [None] * n
+    if shared is not None:
+        cut = np.searchsorted(shared, offsets)
+        shs = [np.ascontiguousarray(shared[cut[b]:cut[b + 1]] - offsets[b]) for b in range(n)]
+    return list(zip(exs, incs, shs))
 
 
 # --------------------------------------------------------------------------- entry points
@@ -142,13 +163,16 @@ class ShardedHammingIndex:
                           self.sizes + [int(n) for n, _, _ in info], self.nbytes + [int(b) for _, b, _ in info],
                           self.ms + [int(m) for _, _, m in info])
 
-    def search(self, queries, k, split_every=SPLIT_EVERY):
+    def search(self, queries, k, split_every=SPLIT_EVERY, filters=None):
         """Exact k-NN over the shards (see the module docstring).
 
         queries: a checked ndarray of shape (n_queries, n_words), uint64, or a Dask
-        array from :func:`checked_codes`; k: 1 <= k <= n_codes (checked by the caller).
-        Returns (indices int64, distances int32), each (n_queries, k): NumPy for NumPy
-        queries, lazy Dask arrays chunked like Dask ones."""
+        array from :func:`checked_codes`; k: 1 <= k <= n_codes (checked by the caller);
+        filters: None or the validated ``(exclude, include, shared include)`` of
+        ``_index_filters.check_index_filters`` (global ids; each shard task gets its
+        slice).  Returns (indices int64, distances int32), each (n_queries, k): NumPy for
+        NumPy queries, lazy Dask arrays chunked like Dask ones; -1 / 2**31 - 1 in the
+        slots beyond the codes the filters allow."""
         da = require_dask("a search of a sharded HammingIndex")
         import dask
         from dask.base import tokenize
@@ -157,7 +181,7 @@ class ShardedHammingIndex:
         q_is_dask = is_dask_array(queries)
         offsets = _offsets(self.sizes)
         token = tokenize(queries.name if q_is_dask else queries, [s.key for s in self.shards], k,
-                         split_every)
+                         split_every, filters)
         dsk, deps = {}, list(self.shards)
         if q_is_dask:
             deps.append(queries)
@@ -168,11 +192,13 @@ class ShardedHammingIndex:
             dsk[q_keys[0]] = queries
             q_chunks = (queries.shape[0],)
         results = []
+        q_off = _offsets(q_chunks)
         for i, qk in enumerate(q_keys):
             leaves = []
+            cut = _shard_filters(filters, int(q_off[i]), int(q_off[i + 1]), offsets)
             for b, s in enumerate(self.shards):
                 key = (f"sl-mih-{token}", i, b)
-                dsk[key] = (_search_shard, qk, s.key, k, int(offsets[b]), self.n_threads)
+                dsk[key] = (_search_shard, qk, s.key, k, int(offsets[b]), self.n_threads, cut[b])
                 leaves.append(key)
             root = _tree(dsk, f"sl-mih-merge-{token}-{i}", leaves, k, False, split_every)
             fkey = (f"sl-mih-final-{token}", i)
@@ -190,16 +216,18 @@ class ShardedHammingIndex:
             return tuple(out)
         return dask.compute(*out)
 
-    def radius_search(self, queries, r):
+    def radius_search(self, queries, r, filters=None):
         """Every code within r of each query (a checked ndarray of shape (n_queries,
-        n_words), uint64) over the shards, as (indptr int64 (n_queries + 1,), indices
-        int64, distances int32), rows sorted by (distance, index).  O(hits log hits) on
-        the client for the merge."""
+        n_words), uint64) over the shards that ``filters`` (as in :meth:`search`) allow,
+        as (indptr int64 (n_queries + 1,), indices int64, distances int32), rows sorted by
+        (distance, index).  O(hits log hits) on the client for the merge."""
         import dask
         from dask import delayed
 
-        parts = dask.compute(*[delayed(_radius_shard)(queries, s, r, self.n_threads) for s in self.shards])
         offsets = _offsets(self.sizes)
+        cut = _shard_filters(filters, 0, queries.shape[0], offsets)
+        parts = dask.compute(*[delayed(_radius_shard)(queries, s, r, self.n_threads, f)
+                               for s, f in zip(self.shards, cut)])
         nq = queries.shape[0]
         # every shard's hits with their query row and global id, then one sort by (query, distance, id)
         qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])

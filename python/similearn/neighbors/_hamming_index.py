@@ -20,6 +20,7 @@ from .._config import get_num_threads
 from .._dask import is_dask_array
 from .._utils.params import Int, Threads, validate_params
 from .._utils.validation import check_codes, check_int, check_k
+from ._index_filters import MISSING, check_index_filters, filter_arrays, filtered_search
 
 __all__ = ["HammingIndex"]
 
@@ -370,55 +371,92 @@ class HammingIndex(BaseEstimator):
             return checked_codes(codes, name, -(-self.n_bits_ // 64), check)
         return _check_codes(codes, name, self.n_bits_, min_rows=0)
 
-    def search(self, queries, k):
-        """Exact k nearest codes of each query.
+    def search(self, queries, k, *, include=None, exclude=None):
+        """Exact k nearest codes of each query, optionally among allowed ids only.
 
         Parameters
         ----------
         queries : ndarray of shape (n_queries, n_words), uint64
         k : int
-            1 <= k <= ``n_codes_``.
+            1 <= k <= ``n_codes_`` (with filters too, as for :func:`hamming_topk`).
+        include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_codes), optional
+            The only ids a query may return, as in :func:`hamming_topk`: one list for
+            every query (its ids in [0, ``n_codes_``); duplicates ignored) or one per
+            query (row i's stored column indices; values ignored, explicit zeros count,
+            duplicates and unsorted rows allowed -- sorted on a copy, O(nnz log nnz); any
+            sparse format).
+        exclude : scipy.sparse matrix or array of shape (n_queries, n_codes), optional
+            Ids never returned per query, read as a per-query ``include`` (an id must be
+            allowed and not excluded).
 
         Returns
         -------
         indices : ndarray of shape (n_queries, k), int64
+            -1 in the slots beyond the codes the filters leave.
         distances : ndarray of shape (n_queries, k), int32, ascending; ties -> lower index
+            2**31 - 1 in those slots.
 
         Notes
         -----
-        Identical to ``hamming_topk(queries, codes_, k)``.  Threads over queries.
-        ``queries`` may be a Dask array (results: lazy Dask arrays chunked like it);
-        an index fitted on a Dask array is searched shard by shard and merged
-        exactly, for any chunking.
-        """
-        return self._search(queries, k)[:2]
+        Identical to ``hamming_topk(queries, codes_, k, include=include,
+        exclude=exclude)``.  Threads over queries.  ``queries`` may be a Dask array
+        (results: lazy Dask arrays chunked like it); an index fitted on a Dask array is
+        searched shard by shard (each shard gets its slice of the filters, in
+        shard-local ids) and merged exactly, for any chunking.
 
-    def _search(self, queries, k, scan_ratio=None):
+        Filters are tested where a probed candidate is verified (csrc/mih.hpp,
+        ``IdFilter``): a per-query list by binary search, O(log len) per verified
+        candidate; a shared list by a bitmap built per call (O(n_codes / 64), then
+        O(1) each).  The probes go on until the k-th allowed code is proven nearest
+        (Norouzi et al., Sec. 4.1, with the allowed codes only): with a fraction f of
+        the codes allowed, about 1 / f times the candidates of the unfiltered search.
+        A query whose probes would cost more than scanning what it may return -- its
+        own list (about 16 words of vector scan per listed id), the shared list's codes
+        (gathered once per call) or, with ``exclude`` alone, every code -- is answered
+        by :func:`hamming_topk`'s kernel over that list instead, O(len n_words): small
+        allow-lists never pay for the probes.  Ids are checked before any work.
+        """
+        return self._search(queries, k, include=include, exclude=exclude)[:2]
+
+    def _search(self, queries, k, scan_ratio=None, include=None, exclude=None):
         """search, plus the number of candidate ids each query read from the tables; a query
-        finished by the scan reports exactly n (its probes before the switch are not counted).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
+        finished by the scan reports what that scan reads (n, or its list: its probes before
+        the switch are not counted).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
         0 switches only when a table would probe more buckets than codes; tests use it to
         exercise the probing path on small databases).  Sharded: no counts (None)."""
         check_is_fitted(self, "n_codes_")
         q = self._checked(queries, "queries")
         k = check_k(k, self.n_codes_)
+        filters = check_index_filters(include, exclude, q.shape[0], self.n_codes_)
         sharded = self._shards_for(q)
         if sharded is not None:
-            return sharded.search(q, k) + (None,)
-        return self._tables().search(q, k, get_num_threads(self.n_threads), **_ratio(scan_ratio))
+            return sharded.search(q, k, filters=filters) + (None,)
+        idx, dist, probed = filtered_search(self._tables(), q, k, get_num_threads(self.n_threads), *filters,
+                                            **_ratio(scan_ratio))
+        if any(f is not None for f in filters):
+            idx[idx == MISSING] = -1
+        return idx, dist, probed
 
-    def radius_search(self, queries, r):
-        """Every indexed code within Hamming distance r of each query.
+    def radius_search(self, queries, r, *, include=None, exclude=None):
+        """Every indexed code within Hamming distance r of each query, optionally among
+        allowed ids only.
 
         Parameters
         ----------
         queries : ndarray of shape (n_queries, n_words), uint64
         r : int >= 0
+        include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_codes), optional
+            The only ids a query may return: one list for every query, or one per query
+            (as in :meth:`search`).
+        exclude : scipy.sparse matrix or array of shape (n_queries, n_codes), optional
+            Ids never returned per query (as in :meth:`search`).
 
         Returns
         -------
         indptr : ndarray of shape (n_queries + 1,), int64
             Query i's results are ``indices[indptr[i]:indptr[i + 1]]`` (CSR layout).
         indices : ndarray of shape (indptr[-1],), int64
+            Allowed and not excluded ids only.
         distances : ndarray of shape (indptr[-1],), int32
             Sorted by (distance, index) within each query.
 
@@ -426,17 +464,22 @@ class HammingIndex(BaseEstimator):
         -----
         Probes every table up to radius ``floor(r / m)`` (fewer where the Sec. 4.1
         bound allows): exact, and fast while r is small against the code length.
+        Filters are tested on each code found within r (as in :meth:`search`); a query
+        that switches to the scan reads its allow-list alone when it has one, O(len
+        n_words).
         """
-        return self._radius_search(queries, r)
+        return self._radius_search(queries, r, include=include, exclude=exclude)
 
-    def _radius_search(self, queries, r, scan_ratio=None):
+    def _radius_search(self, queries, r, scan_ratio=None, include=None, exclude=None):
         check_is_fitted(self, "n_codes_")
         q = _check_codes(queries, "queries", self.n_bits_, min_rows=0)
         r = min(check_int(r, "r", low=0), self.n_bits_)
+        filters = check_index_filters(include, exclude, q.shape[0], self.n_codes_)
         sharded = self.__dict__.get("_shards")
         if sharded is not None:
-            return sharded.radius_search(q, r)
-        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio))
+            return sharded.radius_search(q, r, filters=filters)
+        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio),
+                                            **filter_arrays(*filters))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
