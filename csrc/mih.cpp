@@ -295,6 +295,7 @@ namespace {
 // The unfiltered searches' filter (IdFilter::Query's interface): every id passes, the
 // scan reads the whole database.  Compiled away: the unfiltered probe loop is unchanged.
 struct NoFilter {
+  static constexpr bool kFiltered = false;
   const std::int64_t *in0 = nullptr, *in1 = nullptr;
   double scan_words;
   static bool pass(std::int64_t) { return true; }
@@ -383,6 +384,26 @@ struct KnnSink {
   bool done(int seen_within) const { return best.full() && best.bar() <= seen_within; }
 };
 
+// visit(id, d) for each id of a per-query allow-list f.in0..f.in1 (ascending) that is
+// not a duplicate nor in its deny-list, d its distance to qc: the listed codes alone, each
+// prefetched kAhead ids ahead so that their cache misses overlap (a list read id by id is
+// bound by memory latency).  O(len n_words + len(deny-list)).
+template <class Visit>
+SL_ALWAYS_INLINE void for_listed(const MihTables& t, const IdFilter::Query& f, const std::uint64_t* qc, Visit&& visit) {
+  constexpr i64 kAhead = 16;
+  const i64 w = t.n_words, len = f.in1 - f.in0;
+  const std::int64_t* e = f.ex0;
+  for (i64 c = 0; c < len; ++c) {
+    if ((c & 0xffff) == 0) checkpoint();
+    if (c + kAhead < len) prefetch(t.codes + f.in0[c + kAhead] * w);
+    const i64 id = f.in0[c];
+    if (c > 0 && id == f.in0[c - 1]) continue;
+    while (e < f.ex1 && *e < id) ++e;
+    if (e < f.ex1 && *e == id) continue;
+    visit(id, full_distance(qc, t.codes + id * w, w));
+  }
+}
+
 template <class F>
 struct RadiusSink {
   const MihTables* t;
@@ -395,20 +416,18 @@ struct RadiusSink {
   SL_ALWAYS_INLINE void scan(const std::uint64_t* qc) {  // every code within r_max the filter passes
     hits.clear();
     const i64 w = t->n_words;
-    auto visit = [&](i64 id) {
-      const int d = full_distance(qc, t->codes + id * w, w);
-      if (d <= r_max && f->pass(id)) hits.emplace_back(d, id);
-    };
-    if (f->in0 != nullptr) {  // an allow-list: its ids alone, duplicates skipped
-      for (const std::int64_t* p = f->in0; p < f->in1; ++p) {
-        if (((p - f->in0) & 0xffff) == 0) checkpoint();
-        if (p == f->in0 || *p != p[-1]) visit(*p);
+    if constexpr (F::kFiltered) {
+      if (f->in0 != nullptr) {  // an allow-list: its ids alone
+        for_listed(*t, *f, qc, [&](i64 id, int d) {
+          if (d <= r_max) hits.emplace_back(d, id);
+        });
+        return;
       }
-      return;
     }
     for (i64 id = 0; id < t->n; ++id) {
       if ((id & 0xffff) == 0) checkpoint();
-      visit(id);
+      const int d = full_distance(qc, t->codes + id * w, w);
+      if (d <= r_max && f->pass(id)) hits.emplace_back(d, id);
     }
   }
   bool done(int seen_within) const { return seen_within >= r_max; }
@@ -418,7 +437,24 @@ template <class F>
 SL_ALWAYS_INLINE void knn_one(const MihTables& t, const F& f, const std::uint64_t* qc, i64 k, int L,
                               std::uint32_t* qsub, i64* out_idx, std::int32_t* out_d, i64* n_probed) {
   KnnSink sink{NearestSet(k, t.n_bits), k, t.n_bits};
-  const i64 probed = probe_query(t, f, qc, L, qsub, sink);
+  i64 probed = 0;
+  if constexpr (F::kFiltered) {
+    // k allowed codes take about k n / allowed verified candidates (the allowed ids spread
+    // over the candidates): a query whose filtered scan costs less goes to it unprobed
+    sink.scanned = static_cast<double>(k) * static_cast<double>(t.n) * t.scan_ratio > f.allowed * f.scan_words;
+  }
+  if (!sink.scanned) probed = probe_query(t, f, qc, L, qsub, sink);
+  if constexpr (F::kFiltered) {
+    if (sink.scanned && f.in0 != nullptr && f.bits == nullptr) {  // its own list, here, from the start
+      NearestSet best(k, t.n_bits);
+      for_listed(t, f, qc, [&](i64 id, int d) {
+        if (d <= best.bar()) best.add(d, id);
+      });
+      best.finish(out_idx, out_d);
+      *n_probed = f.in1 - f.in0;
+      return;
+    }
+  }
   if (!sink.scanned) sink.best.finish(out_idx, out_d);  // else: mih_search scans it with the others
   if (n_probed) *n_probed = sink.scanned ? -1 : probed;
 }

@@ -38,7 +38,13 @@ namespace sl {
 
 constexpr int kMihDirectMaxBits = 24;     // direct tables: at most 2^24 + 1 offsets (64 MB)
 constexpr double kMihScanRatio = 128.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)
-constexpr double kMihListWords = 16.0;   // a listed id read by hamming_topk's include path, in words of vector scan
+// The price of a listed id of a per-query allow-list (read by the list scan of mih.cpp,
+// ~2 ns each with prefetching) in the words kMihScanRatio prices a probed candidate in.
+// Set where the switch between probing and the list scan falls at the measured
+// break-even: lists of ~3-10% of 1M clustered 64-bit codes at k = 10 (AVX-512;
+// bench/hamming_index_filters.py): a search probing far for a sparse list pays its
+// buckets of growing radius too (~160 ns per candidate at 1%).
+constexpr double kMihListWords = 1.0;
 
 struct MihTables {
   const std::uint64_t* codes = nullptr;  // n x n_words
@@ -90,11 +96,13 @@ struct IdFilter {
   // scan_words: the cost of the query's filtered scan in words of vector scan (the
   // probes' budget, mih.hpp's cost model): the whole database (n n_words), a shared
   // list's gathered codes (n_allow n_words), or a per-query list read id by id
-  // (kMihListWords each, at most the whole database).
+  // (kMihListWords each, at most the whole database).  allowed: how many ids it may
+  // return (about: the deny-list is not subtracted), for the k-NN's estimate of its probes.
   struct Query {
+    static constexpr bool kFiltered = true;
     const std::int64_t *in0 = nullptr, *in1 = nullptr, *ex0 = nullptr, *ex1 = nullptr;
     const std::uint64_t* bits = nullptr;
-    double scan_words = 0.0;
+    double scan_words = 0.0, allowed = 0.0;
     bool pass(std::int64_t id) const {
       if (bits != nullptr) {
         if (!((bits[id >> 6] >> (id & 63)) & 1)) return false;
@@ -108,13 +116,16 @@ struct IdFilter {
     Query f;
     const double all = static_cast<double>(n) * static_cast<double>(n_words);
     f.scan_words = all;
+    f.allowed = static_cast<double>(n);
     if (exclude != nullptr) f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
     if (include != nullptr) {
       f.in0 = include->indices + include->indptr[qi], f.in1 = include->indices + include->indptr[qi + 1];
-      f.scan_words = std::min(all, kMihListWords * static_cast<double>(f.in1 - f.in0));
+      f.allowed = static_cast<double>(f.in1 - f.in0);
+      f.scan_words = std::min(all, kMihListWords * f.allowed);
     } else if (allow_ids != nullptr) {
       f.in0 = allow_ids, f.in1 = allow_ids + n_allow, f.bits = allow_bits;
-      f.scan_words = static_cast<double>(n_allow) * static_cast<double>(n_words);
+      f.allowed = static_cast<double>(n_allow);
+      f.scan_words = f.allowed * static_cast<double>(n_words);
     }
     return f;
   }
@@ -188,10 +199,13 @@ class MihIndex {
   // filter (may be null): only the ids it passes are returned (the same as hamming_topk
   // with that include / exclude); fewer than k such ids: the last slots get index
   // INT64_MAX and distance INT32_MAX.  A filtered query whose probes would cost more
-  // than its filtered scan (IdFilter::Query::scan_words) is NOT answered here: its
-  // n_probed is -1 (n_probed required) and its rows of out_idx / out_dist are left for
-  // the caller's filtered scan (similearn.neighbors._index_filters: the vector kernels
-  // of hamming_topk on its list).
+  // than its filtered scan (IdFilter::Query::scan_words; also when k allowed codes are
+  // expected to take more candidates than that, before any probe) scans instead: a
+  // per-query allow-list here, its codes alone (n_probed: its length); otherwise (a
+  // shared list, or exclude alone) it is NOT answered here: its n_probed is -1
+  // (n_probed required) and its rows of out_idx / out_dist are left for the caller's
+  // batched vector scan (similearn.neighbors._index_filters: hamming_topk's kernel on
+  // the shared list's gathered codes, or on every code with the deny-lists).
   void search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
               std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed,
               const IdFilter* filter = nullptr) const;

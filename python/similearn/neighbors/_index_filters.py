@@ -5,9 +5,10 @@ index fitted on a Dask array).
 The filter is tested where the probe loop accepts a verified candidate (csrc/mih.hpp,
 ``IdFilter``): a per-query allow- or deny-list by binary search, one allow-list shared
 by every query by a bitmap.  A query whose probes would cost more than a scan of what
-it may return (its own list, the shared list's codes, or the whole database) is left
-by the kernel (``n_probed`` -1) and answered here by ``hamming_topk``'s kernel on that
-list -- the same exact rule (distance, then lower id), so the result is
+it may return scans that instead: its own allow-list in the kernel; the shared list's
+codes (gathered once) or, with ``exclude`` alone, every code here, batched, by
+``hamming_topk``'s kernel (the kernel leaves those queries: ``n_probed`` -1) -- the
+same exact rule (distance, then lower id), so the result is
 ``hamming_topk(queries, codes, k, include=..., exclude=...)`` whichever way a query
 was answered.  Missing slots (fewer than k allowed codes) keep the kernels' index
 INT64_MAX and distance 2**31 - 1 here; the callers turn the index into -1 (after a
@@ -67,10 +68,9 @@ def filtered_search(tables, q, k, n_threads, ex, inc, shared, **ratio):
     """k-NN of the checked queries ``q`` over ``tables`` (a ``MihIndex``) with validated
     filters (:func:`check_index_filters`; all None: the unfiltered search): (indices with
     INT64_MAX in missing slots, distances, candidates read per query).  A query the kernel
-    leaves (its probes would cost more than its list) is answered by ``hamming_topk``'s
-    kernel on its list: the listed codes alone (per-query lists), the gathered codes of the
-    shared list, or the whole database with its deny-list; its count is then what that scan
-    reads."""
+    leaves (its probes would cost more than its scan) is answered by ``hamming_topk``'s
+    kernel on the gathered codes of the shared list, or on the whole database with its
+    deny-list; its count is then what that scan reads."""
     if ex is None and inc is None and shared is None:
         return tables.search(q, k, n_threads, **ratio)
     idx, dist, probed = tables.search(q, k, n_threads, **ratio, **filter_arrays(ex, inc, shared))
@@ -92,12 +92,7 @@ def filtered_search(tables, q, k, n_threads, ex, inc, shared, **ratio):
                                    np.int32)
         i[i < 0] = MISSING
         probed[rows] = shared.size
-    elif inc is not None:
-        sub_in = inc if rows.size == q.shape[0] else _take_rows(inc, rows)
-        i, d = _kernels.hamming_topk(qs, codes, k, None, n_threads, include_indptr=sub_in[0],
-                                     include_indices=sub_in[1], **ek)
-        probed[rows] = np.diff(sub_in[0])
-    else:
+    else:  # exclude alone (a per-query allow-list is scanned by the kernel itself)
         i, d = _kernels.hamming_topk(qs, codes, k, None, n_threads, **ek)
         probed[rows] = codes.shape[0]
     idx[rows], dist[rows] = i, d
