@@ -7,10 +7,11 @@ where the block lives, searched per shard and merged exactly (the pattern of fai
 queries).  This module never imports the estimator's module (``_hamming_index``, which
 imports this one when a Dask array arrives): the caller hands it the function that
 builds one block's index and the one that checks a block of codes,
-and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
-``search(Q, k, n_threads)`` -> (indices, distances, probed) and
-``radius_search(Q, r, n_threads)`` -> (indptr, indices, distances), which
-``similearn._core.MihIndex`` is.
+and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``, ``arrays()``,
+``search(Q, k, n_threads, **filters)`` -> (indices, distances, probed) and
+``radius_search(Q, r, n_threads, **filters)`` -> (indptr, indices, distances), which
+``similearn._core.MihIndex`` is (``filters``: the include / exclude arrays of
+``_index_filters.filter_arrays``).
 
 * build (:meth:`ShardedHammingIndex.with_codes` of a Dask array): one task per row
   block builds its index; the shards are persisted on the current scheduler (on a
@@ -23,6 +24,11 @@ and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
   database bit for bit, for any chunking.
 * radius_search: every shard's CSR rows, ids offset, merged by (distance, index) on
   the client (the output is the client's anyway).
+* include= / exclude= (validated on the client, global ids): each (query chunk, shard)
+  task gets its rows cut to the shard, in shard-local ids (``_shard_filters``, as the
+  Dask ``hamming_topk`` cuts them), and searches it with ``_index_filters.filtered_search``;
+  a shard with fewer allowed codes than k fills its last slots with index INT64_MAX,
+  which the merge puts last and the final task turns into -1.
 * with_codes of a NumPy array: one more shard.
 
 Queries reach the shards checked: NumPy ones by the caller, each chunk of Dask ones
