@@ -98,18 +98,34 @@ struct IdFilter {
   // list's gathered codes (n_allow n_words), or a per-query list read id by id
   // (kMihListWords each, at most the whole database).  allowed: how many ids it may
   // return (about: the deny-list is not subtracted), for the k-NN's estimate of its probes.
+  //
+  // A short deny-list (kSigMaxIds ids at most, as exclude= of seen items usually is)
+  // also gets a 512-bit signature of its hashed ids: a clear bit proves an id is not in
+  // it, so most candidates skip the binary search (measured: 50 ids per query cost
+  // +45% on the unfiltered search of 1M clustered codes without it).
   struct Query {
     static constexpr bool kFiltered = true;
+    static constexpr std::int64_t kSigMaxIds = 2048;
     const std::int64_t *in0 = nullptr, *in1 = nullptr, *ex0 = nullptr, *ex1 = nullptr;
     const std::uint64_t* bits = nullptr;
     double scan_words = 0.0, allowed = 0.0;
+    bool sig_on = false;
+    std::uint64_t sig[8] = {};
+    static unsigned sig_bit(std::int64_t id) {
+      return static_cast<unsigned>((static_cast<std::uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> 55);
+    }
     bool pass(std::int64_t id) const {
       if (bits != nullptr) {
         if (!((bits[id >> 6] >> (id & 63)) & 1)) return false;
       } else if (in0 != nullptr && !std::binary_search(in0, in1, id)) {
         return false;
       }
-      return ex0 == ex1 || !std::binary_search(ex0, ex1, id);
+      if (ex0 == ex1) return true;
+      if (sig_on) {
+        const unsigned b = sig_bit(id);
+        if (!((sig[b >> 6] >> (b & 63)) & 1)) return true;
+      }
+      return !std::binary_search(ex0, ex1, id);
     }
   };
   Query of(std::int64_t qi, std::int64_t n, std::int64_t n_words) const {
@@ -117,7 +133,12 @@ struct IdFilter {
     const double all = static_cast<double>(n) * static_cast<double>(n_words);
     f.scan_words = all;
     f.allowed = static_cast<double>(n);
-    if (exclude != nullptr) f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
+    if (exclude != nullptr) {
+      f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
+      f.sig_on = f.ex1 - f.ex0 <= Query::kSigMaxIds;
+      if (f.sig_on)
+        for (const std::int64_t* e = f.ex0; e < f.ex1; ++e) f.sig[Query::sig_bit(*e) >> 6] |= 1ULL << (Query::sig_bit(*e) & 63);
+    }
     if (include != nullptr) {
       f.in0 = include->indices + include->indptr[qi], f.in1 = include->indices + include->indptr[qi + 1];
       f.allowed = static_cast<double>(f.in1 - f.in0);

@@ -144,6 +144,21 @@ def test_edge_lists_empty_full_and_fewer_than_k(rng):
           (np.array([[-1], [0]]), np.array([[I32_MAX], [16]], np.int32)))
 
 
+def test_long_and_short_deny_lists(rng):
+    """Deny-lists past the kernel's signature size (2048 ids: binary search alone) and short
+    ones (signature first), with ids that are near neighbours of the queries."""
+    bx = _bits(rng, 5000, 64, "clustered")
+    x = pack_bits(bx)
+    index = HammingIndex().fit(x)
+    q = x[:8]
+    near = hamming_topk(q, x, 40)[0]
+    rows = [np.concatenate([near[i, :20], rng.choice(5000, 3000 if i % 2 else 30, replace=False)]) for i in range(8)]
+    ex = _csr(rows, 5000)
+    for k in (1, 10, 60):
+        _same(_search_all_ways(index, q, k, exclude=ex), _hamming_oracle(bx[:8], bx, k, [np.arange(5000)] * 8, rows))
+    _same(_radius_all_ways(index, q, 6, exclude=ex), _radius_oracle(bx[:8], bx, 6, exclude=rows))
+
+
 def test_threads_and_query_batches_give_the_same_result(rng):
     bx = _bits(rng, 3000, 128, "clustered")
     x = pack_bits(bx)
