@@ -492,8 +492,14 @@ void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64
 // -- the probes' answer.  A query whose k' best all tie at the k-th distance is scanned
 // again with 4 k' (rare: k' starts at 2 k + 32).  Falls back to scan_group's admission
 // by (distance, id) when k' reaches the live codes.  O(n n_words) per query.
+//
+// filter (null: none): the k' best are taken among the live codes regardless of it,
+// then only those it passes kept; every code nearer than the k'-th distance is among
+// the k', so once k of the passed ones are nearer than it they are the k nearest
+// allowed (else scanned again with 4 k'; all live codes seen: what passed, padded).
+// k' starts at kk0 (at least 2 k + 32: the caller scales it by the fraction allowed).
 void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector<i64>& rows, i64 k, int n_threads,
-                   i64* out_idx, std::int32_t* out_dist) {
+                   i64* out_idx, std::int32_t* out_dist, const IdFilter* filter = nullptr, i64 kk0 = 0) {
   const i64 w = t.n_words;
   std::vector<std::uint64_t> live;
   IdSets allow;
@@ -504,13 +510,13 @@ void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector
     allow.stride = 0;  // the same mask for every query
   }
   std::vector<i64> todo(rows), again;
-  for (i64 kk = std::min(t.n, 2 * k + 32); !todo.empty(); kk = std::min(t.n, 4 * kk)) {
+  for (i64 kk = std::min(t.n, std::max(kk0, 2 * k + 32)); !todo.empty(); kk = std::min(t.n, 4 * kk)) {
     const i64 nr = static_cast<i64>(todo.size());
     if (kk >= t.n) {  // every code is a candidate: admit by (distance, id) directly
       constexpr i64 kGroup = 8;
       parallel_for((nr + kGroup - 1) / kGroup, n_threads, [&](i64 g, int) {
         const i64 j0 = g * kGroup;
-        scan_group(t, q, todo.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist);
+        scan_group(t, q, todo.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist, filter);
       });
       return;
     }
@@ -527,6 +533,24 @@ void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector
       const i64* p = pos.data() + j * kk;
       i64 n_ok = 0;  // filled slots (the rest: fewer live codes than kk)
       while (n_ok < kk && d[n_ok] != std::numeric_limits<std::int32_t>::max()) ++n_ok;
+      const i64 qi = todo[static_cast<size_t>(j)];
+      if (filter != nullptr) {  // the passed ones nearer than the k'-th distance (all of them: every live code seen)
+        const IdFilter::Query fq = filter->of(qi);
+        best.clear();
+        for (i64 c = 0; c < n_ok && (n_ok < kk || d[c] < d[kk - 1]); ++c)
+          if (fq.pass(row_id(t, p[c]))) best.emplace_back(d[c], row_id(t, p[c]));
+        if (n_ok == kk && static_cast<i64>(best.size()) < k) {
+          again.push_back(qi);
+          continue;
+        }
+        std::sort(best.begin(), best.end());
+        const i64 kept = std::min<i64>(k, static_cast<i64>(best.size()));
+        for (i64 c = 0; c < k; ++c) {
+          out_idx[qi * k + c] = c < kept ? best[static_cast<size_t>(c)].second : std::numeric_limits<i64>::max();
+          out_dist[qi * k + c] = c < kept ? best[static_cast<size_t>(c)].first : std::numeric_limits<std::int32_t>::max();
+        }
+        continue;
+      }
       if (n_ok < k) throw std::runtime_error("multi-index: fewer live codes than k");
       const std::int32_t dk = d[k - 1];
       if (n_ok == kk && d[kk - 1] == dk) {  // ties at the k-th distance may go on past kk
@@ -536,7 +560,6 @@ void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector
       best.clear();
       for (i64 c = 0; c < n_ok && d[c] <= dk; ++c) best.emplace_back(d[c], row_id(t, p[c]));
       std::sort(best.begin(), best.end());
-      const i64 qi = todo[static_cast<size_t>(j)];
       for (i64 c = 0; c < k; ++c) {
         out_idx[qi * k + c] = best[static_cast<size_t>(c)].second;
         out_dist[qi * k + c] = best[static_cast<size_t>(c)].first;
@@ -665,12 +688,30 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
     if (probed[static_cast<size_t>(qi)] < 0) rows.push_back(qi), probed[static_cast<size_t>(qi)] = t.n;
   if (!rows.empty() && filter == nullptr) {
     scan_fallback(t, q, rows, k, n_threads, out_idx, out_dist);
-  } else if (!rows.empty()) {  // filtered: admit by (distance, id) with each query's filter test
+  } else if (!rows.empty()) {
+    // filtered: the fused scan with k' scaled by the fraction of the live codes a query
+    // may return (an upper bound of it: ids of other segments count), or, when that k'
+    // would exceed n / 8, scan_group's admission by (distance, id) and the filter test
+    std::vector<i64> fused, scalar;
+    i64 kk0 = 0;
+    for (const i64 qi : rows) {
+      const IdFilter::Query fq = filter->of(qi);
+      const double allowed = std::max(1.0, static_cast<double>(fq.in0 != nullptr ? fq.in1 - fq.in0 : t.n_live) -
+                                               static_cast<double>(fq.ex1 - fq.ex0));
+      const double need = static_cast<double>(2 * k + 32) * static_cast<double>(t.n_live) / allowed;
+      if (need * 8 > static_cast<double>(t.n)) {
+        scalar.push_back(qi);
+      } else {
+        fused.push_back(qi);
+        kk0 = std::max(kk0, static_cast<i64>(need));
+      }
+    }
+    if (!fused.empty()) scan_fallback(t, q, fused, k, n_threads, out_idx, out_dist, filter, kk0);
     constexpr i64 kGroup = 8;
-    const i64 nr = static_cast<i64>(rows.size());
+    const i64 nr = static_cast<i64>(scalar.size());
     parallel_for((nr + kGroup - 1) / kGroup, n_threads, [&](i64 g, int) {
       const i64 j0 = g * kGroup;
-      scan_group(t, q, rows.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist, filter);
+      scan_group(t, q, scalar.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist, filter);
     });
   }
   if (n_probed) std::copy(probed.begin(), probed.end(), n_probed);

@@ -516,9 +516,11 @@ class HammingIndex(BaseEstimator):
         the same filters.  The probes go on until the k-th allowed code is proven
         nearest (Norouzi et al., Sec. 4.1, with the allowed codes only): with a fraction
         f of the codes allowed, about 1 / f times the candidates of the unfiltered
-        search; a query whose probes grow past the cost of a scan scans every live code
-        (admitted by (distance, id) and the filter), O(n n_words).  Ids are checked
-        before any work.
+        search; a query whose probes grow past the cost of a scan scans every live code,
+        O(n n_words): the vector scan keeps its k' = (2k + 32) / f best, then the
+        allowed ones nearer than the k'-th (again with 4 k' if fewer than k), or, for
+        f under ~8 (2k + 32) / n, every code admitted by (distance, id) and the filter.
+        Ids are checked before any work.
         """
         return self._search(queries, k, include=include, exclude=exclude)[:2]
 
