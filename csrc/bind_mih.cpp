@@ -168,28 +168,35 @@ class PyMihIndex {
     return d;
   }
 
-  py::tuple search(const carray<u64>& q, i64 k, int n_threads, double scan_ratio) const {
+  py::tuple search(const carray<u64>& q, i64 k, int n_threads, double scan_ratio, const oarray<i64>& include_indptr,
+                   const oarray<i64>& include_indices, const oarray<i64>& exclude_indptr,
+                   const oarray<i64>& exclude_indices, const oarray<i64>& allow) const {
     check_queries(q);
     const i64 nq = q.shape(0);
+    Filter fl(nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow);
     carray<i64> idx({nq, k});
     carray<std::int32_t> dist({nq, k});
     carray<i64> probed({nq});
     {
       py::gil_scoped_release nogil;
       index_->search(q.data(), nq, k, n_threads, scan_ratio, idx.mutable_data(), dist.mutable_data(),
-                     probed.mutable_data());
+                     probed.mutable_data(), fl.get());
     }
     return py::make_tuple(idx, dist, probed);
   }
 
-  py::tuple radius_search(const carray<u64>& q, int r, int n_threads, double scan_ratio) const {
+  py::tuple radius_search(const carray<u64>& q, int r, int n_threads, double scan_ratio,
+                          const oarray<i64>& include_indptr, const oarray<i64>& include_indices,
+                          const oarray<i64>& exclude_indptr, const oarray<i64>& exclude_indices,
+                          const oarray<i64>& allow) const {
     check_queries(q);
     const i64 nq = q.shape(0);
+    Filter fl(nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow);
     std::vector<std::vector<i64>> vi;
     std::vector<std::vector<std::int32_t>> vd;
     {
       py::gil_scoped_release nogil;
-      index_->radius_search(q.data(), nq, r, n_threads, scan_ratio, vi, vd);
+      index_->radius_search(q.data(), nq, r, n_threads, scan_ratio, vi, vd, fl.get());
     }
     carray<i64> indptr({nq + 1});
     i64* ip = indptr.mutable_data();
@@ -238,6 +245,35 @@ class PyMihIndex {
   const MihIndex& index() const { return *index_; }
 
  private:
+  // A search's include= / exclude= (sl::IdFilter), in id space (the ids the searches
+  // return), from arrays similearn.neighbors validated and sorted
+  // (neighbors/_index_filters.py); the CSR offsets are checked here (id_sets), where the
+  // search reads through them.  The ids are only compared (binary search), never read
+  // through: any int64 value is safe (an id absent from the index never matches).
+  // `allow`: one list for every query, ascending (checked, O(len)).
+  class Filter {
+   public:
+    Filter(i64 nq, const oarray<i64>& in_ptr, const oarray<i64>& in_ids, const oarray<i64>& ex_ptr,
+           const oarray<i64>& ex_ids, const oarray<i64>& allow)
+        : in_(id_sets(in_ptr, in_ids, nq, "include")), ex_(id_sets(ex_ptr, ex_ids, nq)) {
+      if (allow) {
+        if (in_ || allow->ndim() != 1) throw py::value_error("allow: a 1-D id array, and no include_indptr with it");
+        const std::int64_t* a = allow->data();
+        for (i64 j = 1; j < allow->shape(0); ++j)
+          if (a[j] <= a[j - 1]) throw py::value_error("allow: ids must be ascending and distinct");
+        f_.allow_ids = a, f_.n_allow = allow->shape(0);
+      }
+      f_.include = ptr_of(in_), f_.exclude = ptr_of(ex_);
+      on_ = in_ || ex_ || allow;
+    }
+    const IdFilter* get() const { return on_ ? &f_ : nullptr; }
+
+   private:
+    std::optional<IdSets> in_, ex_;
+    IdFilter f_;
+    bool on_ = false;
+  };
+
   void check_queries(const carray<u64>& q) const {
     if (q.ndim() != 2 || q.shape(1) != index_->n_words()) throw py::value_error("queries differ in words per code");
   }
@@ -258,6 +294,12 @@ class PyMihIndex {
 
 }  // namespace
 
+// include= / exclude= of the searches (PyMihIndex::Filter)
+#define FILTER_ARGS                                                                                        \
+  py::arg("include_indptr").noconvert() = py::none(), py::arg("include_indices").noconvert() = py::none(), \
+      py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none(), \
+      py::arg("allow").noconvert() = py::none()
+
 void def_mih(py::module_& m) {
   py::class_<PyMihIndex>(m, "MihIndex",
                          "A multi-index hashing index over its NumPy arrays (csrc/mih.hpp): constructed once, from "
@@ -270,9 +312,9 @@ void def_mih(py::module_& m) {
       .def_static("build", &PyMihIndex::build, py::arg("codes").noconvert(), py::arg("substring_start").noconvert(),
                   py::arg("substring_len").noconvert(), py::arg("n_bits"), py::arg("n_threads"))
       .def("search", &PyMihIndex::search, py::arg("queries").noconvert(), py::arg("k"), py::arg("n_threads"),
-           py::arg("scan_ratio") = sl::kMihScanRatio)
+           py::arg("scan_ratio") = sl::kMihScanRatio, py::kw_only(), FILTER_ARGS)
       .def("radius_search", &PyMihIndex::radius_search, py::arg("queries").noconvert(), py::arg("r"),
-           py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio)
+           py::arg("n_threads"), py::arg("scan_ratio") = sl::kMihScanRatio, py::kw_only(), FILTER_ARGS)
       .def("arrays", &PyMihIndex::arrays)
       .def_property_readonly("n_codes", [](const PyMihIndex& s) { return s.index().n_live(); })
       .def_property_readonly("n_positions", [](const PyMihIndex& s) { return s.index().n(); })
@@ -287,6 +329,7 @@ void def_mih(py::module_& m) {
                                           t[5].cast<py::sequence>(), t[6].cast<py::sequence>(), t[7], t[8], t[9]);
                       }));
 }
+#undef FILTER_ARGS
 
 }  // namespace bind
 }  // namespace sl

@@ -161,16 +161,19 @@ class NearestSet {
       prune_at_ = std::max<i64>(2 * k_ + 256, 2 * static_cast<i64>(items_.size()));
     }
   }
+  // fewer than k items (a filter passed fewer codes): id INT64_MAX, distance INT32_MAX
   void finish(i64* out_idx, std::int32_t* out_d) {
     prune();
-    if (static_cast<i64>(items_.size()) < k_) throw std::runtime_error("multi-index: fewer live codes than k");
     std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
       return a.d < b.d || (a.d == b.d && a.idx < b.idx);
     });
-    for (i64 j = 0; j < k_; ++j) {
+    const i64 kept = std::min<i64>(k_, static_cast<i64>(items_.size()));
+    for (i64 j = 0; j < kept; ++j) {
       out_idx[j] = items_[static_cast<size_t>(j)].idx;
       out_d[j] = items_[static_cast<size_t>(j)].d;
     }
+    std::fill(out_idx + kept, out_idx + k_, std::numeric_limits<i64>::max());
+    std::fill(out_d + kept, out_d + k_, std::numeric_limits<std::int32_t>::max());
   }
 
  private:
@@ -291,13 +294,21 @@ void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words,
 
 namespace {
 
+// The unfiltered searches' filter (IdFilter::Query's interface): every id passes.
+// Compiled away: the unfiltered probe loop is unchanged.
+struct NoFilter {
+  static constexpr bool kFiltered = false;
+  static bool pass(std::int64_t) { return true; }
+};
+
 // One query's probe loop (mih.hpp), shared by the k-NN and radius searches; the
 // sink decides what enters (bar), keeps it (add), starts over for the scan fallback
-// (reset) and says when the Sec. 4.1 bound proves the result complete (done).
-// Returns the number of candidate ids read.  Inlined into the POPCNT and baseline
-// variants below.
-template <class Sink>
-SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, int L, std::uint32_t* qsub,
+// (reset) and says when the Sec. 4.1 bound proves the result complete (done); the
+// filter f (NoFilter or IdFilter::Query) which verified live candidates may enter, by
+// id.  Returns the number of candidate ids read.  Inlined into the POPCNT and
+// baseline variants below.
+template <class Sink, class F>
+SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const F& f, const std::uint64_t* qc, int L, std::uint32_t* qsub,
                                  Sink& sink) {
   const i64 w = t.n_words;
   for (int i = 0; i < t.m; ++i) qsub[i] = mih_substring(qc, t.start[i], t.len[i]);
@@ -359,7 +370,11 @@ SL_ALWAYS_INLINE i64 probe_query(const MihTables& t, const std::uint64_t* qc, in
             const std::uint64_t* x = t.codes + pos * w;
             const int d = full_distance(qc, x, w);
             if (d > sink.bar() || removed(t, pos) || seen_before(t, x, qsub, r, i)) continue;
-            sink.add(d, row_id(t, pos));
+            const i64 id = row_id(t, pos);
+            if constexpr (F::kFiltered) {
+              if (!f.pass(id)) continue;
+            }
+            sink.add(d, id);
           }
         }
       }
@@ -382,38 +397,42 @@ struct KnnSink {
   bool done(int seen_within) const { return best.full() && best.bar() <= seen_within; }
 };
 
+template <class F>
 struct RadiusSink {
   const MihTables* t;
+  const F* f;
   std::vector<std::pair<int, i64>> hits;
   int r_max;
   bool done_before() const { return r_max < 0; }
   int bar() const { return r_max; }
   void add(int d, i64 id) { hits.emplace_back(d, id); }
-  SL_ALWAYS_INLINE void scan(const std::uint64_t* qc) {  // every code within r_max
+  SL_ALWAYS_INLINE void scan(const std::uint64_t* qc) {  // every live code within r_max f passes
     hits.clear();
     const i64 w = t->n_words;
     for (i64 p = 0; p < t->n; ++p) {
       if ((p & 0xffff) == 0) checkpoint();
       const int d = full_distance(qc, t->codes + p * w, w);
-      if (d <= r_max && !removed(*t, p)) hits.emplace_back(d, row_id(*t, p));
+      if (d <= r_max && !removed(*t, p) && f->pass(row_id(*t, p))) hits.emplace_back(d, row_id(*t, p));
     }
   }
   bool done(int seen_within) const { return seen_within >= r_max; }
 };
 
-SL_ALWAYS_INLINE void knn_one(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub,
-                              i64* out_idx, std::int32_t* out_d, i64* n_probed) {
+template <class F>
+SL_ALWAYS_INLINE void knn_one(const MihTables& t, const F& f, const std::uint64_t* qc, i64 k, int L,
+                              std::uint32_t* qsub, i64* out_idx, std::int32_t* out_d, i64* n_probed) {
   KnnSink sink{NearestSet(k, t.n_bits), k, t.n_bits};
-  const i64 probed = probe_query(t, qc, L, qsub, sink);
+  const i64 probed = probe_query(t, f, qc, L, qsub, sink);
   if (!sink.scanned) sink.best.finish(out_idx, out_d);  // else: mih_search scans it with the others
   if (n_probed) *n_probed = sink.scanned ? -1 : probed;
 }
 
-// every code within r_max, sorted by (distance, index)
-SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, int r_max, int L, std::uint32_t* qsub,
-                                 std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
-  RadiusSink sink{&t, {}, r_max};
-  probe_query(t, qc, L, qsub, sink);
+// every code within r_max that f passes, sorted by (distance, index)
+template <class F>
+SL_ALWAYS_INLINE void radius_one(const MihTables& t, const F& f, const std::uint64_t* qc, int r_max, int L,
+                                 std::uint32_t* qsub, std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
+  RadiusSink<F> sink{&t, &f, {}, r_max};
+  probe_query(t, f, qc, L, qsub, sink);
   std::sort(sink.hits.begin(), sink.hits.end());
   oi.clear();
   od.clear();
@@ -427,11 +446,17 @@ SL_ALWAYS_INLINE void radius_one(const MihTables& t, const std::uint64_t* qc, in
 // the codes in blocks of kBlock (32 KB of 64-bit codes), so a block is read from cache
 // by every query of a group; a block's distances by hamming.hpp's vector popcount
 // (hamming_distances), then the few within the bar admitted.  Threads over the groups.
+// filter (null: none): a query admits only the ids its IdFilter::Query passes (the
+// filtered queries' whole scan: exact by (distance, id) like the probes, fewer than k
+// left padded by NearestSet::finish).
 void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64 nr, i64 k, i64* out_idx,
-                std::int32_t* out_d) {
+                std::int32_t* out_d, const IdFilter* filter = nullptr) {
   constexpr i64 kBlock = 4096;
   const i64 w = t.n_words;
   std::vector<NearestSet> best(static_cast<size_t>(nr), NearestSet(k, t.n_bits));
+  std::vector<IdFilter::Query> fq;
+  if (filter != nullptr)
+    for (i64 j = 0; j < nr; ++j) fq.push_back(filter->of(rows[j]));
   std::vector<std::int32_t> dist(static_cast<size_t>(kBlock));
   for (i64 b0 = 0; b0 < t.n; b0 += kBlock) {
     checkpoint();
@@ -448,7 +473,8 @@ void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64
         for (i64 p = p0 + 1; p < pe; ++p) lo = d[p] < lo ? d[p] : lo;
         if (lo > bar) continue;
         for (i64 p = p0; p < pe; ++p)
-          if (d[p] <= bar && !removed(t, b0 + p)) {
+          if (d[p] <= bar && !removed(t, b0 + p) &&
+              (filter == nullptr || fq[static_cast<size_t>(j)].pass(row_id(t, b0 + p)))) {
             s.add(d[p], row_id(t, b0 + p));
             bar = s.bar();
           }
@@ -466,8 +492,14 @@ void scan_group(const MihTables& t, const std::uint64_t* q, const i64* rows, i64
 // -- the probes' answer.  A query whose k' best all tie at the k-th distance is scanned
 // again with 4 k' (rare: k' starts at 2 k + 32).  Falls back to scan_group's admission
 // by (distance, id) when k' reaches the live codes.  O(n n_words) per query.
+//
+// filter (null: none): the k' best are taken among the live codes regardless of it,
+// then only those it passes kept; every code nearer than the k'-th distance is among
+// the k', so once k of the passed ones are nearer than it they are the k nearest
+// allowed (else scanned again with 4 k'; all live codes seen: what passed, padded).
+// k' starts at kk0 (at least 2 k + 32: the caller scales it by the fraction allowed).
 void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector<i64>& rows, i64 k, int n_threads,
-                   i64* out_idx, std::int32_t* out_dist) {
+                   i64* out_idx, std::int32_t* out_dist, const IdFilter* filter = nullptr, i64 kk0 = 0) {
   const i64 w = t.n_words;
   std::vector<std::uint64_t> live;
   IdSets allow;
@@ -478,13 +510,13 @@ void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector
     allow.stride = 0;  // the same mask for every query
   }
   std::vector<i64> todo(rows), again;
-  for (i64 kk = std::min(t.n, 2 * k + 32); !todo.empty(); kk = std::min(t.n, 4 * kk)) {
+  for (i64 kk = std::min(t.n, std::max(kk0, 2 * k + 32)); !todo.empty(); kk = std::min(t.n, 4 * kk)) {
     const i64 nr = static_cast<i64>(todo.size());
     if (kk >= t.n) {  // every code is a candidate: admit by (distance, id) directly
       constexpr i64 kGroup = 8;
       parallel_for((nr + kGroup - 1) / kGroup, n_threads, [&](i64 g, int) {
         const i64 j0 = g * kGroup;
-        scan_group(t, q, todo.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist);
+        scan_group(t, q, todo.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist, filter);
       });
       return;
     }
@@ -501,6 +533,24 @@ void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector
       const i64* p = pos.data() + j * kk;
       i64 n_ok = 0;  // filled slots (the rest: fewer live codes than kk)
       while (n_ok < kk && d[n_ok] != std::numeric_limits<std::int32_t>::max()) ++n_ok;
+      const i64 qi = todo[static_cast<size_t>(j)];
+      if (filter != nullptr) {  // the passed ones nearer than the k'-th distance (all of them: every live code seen)
+        const IdFilter::Query fq = filter->of(qi);
+        best.clear();
+        for (i64 c = 0; c < n_ok && (n_ok < kk || d[c] < d[kk - 1]); ++c)
+          if (fq.pass(row_id(t, p[c]))) best.emplace_back(d[c], row_id(t, p[c]));
+        if (n_ok == kk && static_cast<i64>(best.size()) < k) {
+          again.push_back(qi);
+          continue;
+        }
+        std::sort(best.begin(), best.end());
+        const i64 kept = std::min<i64>(k, static_cast<i64>(best.size()));
+        for (i64 c = 0; c < k; ++c) {
+          out_idx[qi * k + c] = c < kept ? best[static_cast<size_t>(c)].second : std::numeric_limits<i64>::max();
+          out_dist[qi * k + c] = c < kept ? best[static_cast<size_t>(c)].first : std::numeric_limits<std::int32_t>::max();
+        }
+        continue;
+      }
       if (n_ok < k) throw std::runtime_error("multi-index: fewer live codes than k");
       const std::int32_t dk = d[k - 1];
       if (n_ok == kk && d[kk - 1] == dk) {  // ties at the k-th distance may go on past kk
@@ -510,7 +560,6 @@ void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector
       best.clear();
       for (i64 c = 0; c < n_ok && d[c] <= dk; ++c) best.emplace_back(d[c], row_id(t, p[c]));
       std::sort(best.begin(), best.end());
-      const i64 qi = todo[static_cast<size_t>(j)];
       for (i64 c = 0; c < k; ++c) {
         out_idx[qi * k + c] = best[static_cast<size_t>(c)].second;
         out_dist[qi * k + c] = best[static_cast<size_t>(c)].first;
@@ -520,26 +569,30 @@ void scan_fallback(const MihTables& t, const std::uint64_t* q, const std::vector
   }
 }
 
-void knn_generic(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
-                 std::int32_t* od, i64* np) {
-  knn_one(t, qc, k, L, qsub, oi, od, np);
+// f null: the unfiltered search (NoFilter), else IdFilter::Query's
+#define SL_MIH_FILTERED(call, ...) \
+  (f != nullptr ? call(t, *f, __VA_ARGS__) : call(t, NoFilter{}, __VA_ARGS__))
+void knn_generic(const MihTables& t, const IdFilter::Query* f, const std::uint64_t* qc, i64 k, int L,
+                 std::uint32_t* qsub, i64* oi, std::int32_t* od, i64* np) {
+  SL_MIH_FILTERED(knn_one, qc, k, L, qsub, oi, od, np);
 }
-void radius_generic(const MihTables& t, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
-                    std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
-  radius_one(t, qc, r, L, qsub, oi, od);
+void radius_generic(const MihTables& t, const IdFilter::Query* f, const std::uint64_t* qc, int r, int L,
+                    std::uint32_t* qsub, std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
+  SL_MIH_FILTERED(radius_one, qc, r, L, qsub, oi, od);
 }
 #if SL_X86_DISPATCH
 SL_TARGET("popcnt")
-void knn_popcnt(const MihTables& t, const std::uint64_t* qc, i64 k, int L, std::uint32_t* qsub, i64* oi,
-                std::int32_t* od, i64* np) {
-  knn_one(t, qc, k, L, qsub, oi, od, np);
+void knn_popcnt(const MihTables& t, const IdFilter::Query* f, const std::uint64_t* qc, i64 k, int L,
+                std::uint32_t* qsub, i64* oi, std::int32_t* od, i64* np) {
+  SL_MIH_FILTERED(knn_one, qc, k, L, qsub, oi, od, np);
 }
 SL_TARGET("popcnt")
-void radius_popcnt(const MihTables& t, const std::uint64_t* qc, int r, int L, std::uint32_t* qsub,
-                   std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
-  radius_one(t, qc, r, L, qsub, oi, od);
+void radius_popcnt(const MihTables& t, const IdFilter::Query* f, const std::uint64_t* qc, int r, int L,
+                   std::uint32_t* qsub, std::vector<std::int64_t>& oi, std::vector<std::int32_t>& od) {
+  SL_MIH_FILTERED(radius_one, qc, r, L, qsub, oi, od);
 }
 #endif
+#undef SL_MIH_FILTERED
 
 bool use_popcnt() {
 #if SL_X86_DISPATCH
@@ -605,7 +658,8 @@ MihIndex::MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_wo
 }
 
 void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
-                      std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const {
+                      std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed,
+                      const IdFilter* filter) const {
   MihTables t = t_;
   t.scan_ratio = scan_ratio;
   if (k < 1 || k > t.n_live) throw std::invalid_argument("multi-index: k must be in [1, n_live]");
@@ -615,11 +669,14 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
   parallel_for(nq, n_threads, [&](i64 qi, int) {
     std::vector<std::uint32_t> qsub(static_cast<size_t>(t.m));
     i64* np = probed.data() + qi;
+    IdFilter::Query fq;
+    if (filter != nullptr) fq = filter->of(qi);
+    const IdFilter::Query* f = filter != nullptr ? &fq : nullptr;
 #if SL_X86_DISPATCH
-    if (pop) return knn_popcnt(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
+    if (pop) return knn_popcnt(t, f, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
 #endif
     (void)pop;
-    knn_generic(t, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
+    knn_generic(t, f, q + qi * t.n_words, k, L, qsub.data(), out_idx + qi * k, out_dist + qi * k, np);
   });
   // The queries that switched to the scan are scanned together, in groups that read
   // each block of codes from cache (scan_group), where one query's scan streams the
@@ -629,13 +686,40 @@ void MihIndex::search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, i
   std::vector<i64> rows;
   for (i64 qi = 0; qi < nq; ++qi)
     if (probed[static_cast<size_t>(qi)] < 0) rows.push_back(qi), probed[static_cast<size_t>(qi)] = t.n;
-  if (!rows.empty()) scan_fallback(t, q, rows, k, n_threads, out_idx, out_dist);
+  if (!rows.empty() && filter == nullptr) {
+    scan_fallback(t, q, rows, k, n_threads, out_idx, out_dist);
+  } else if (!rows.empty()) {
+    // filtered: the fused scan with k' scaled by the fraction of the live codes a query
+    // may return (an upper bound of it: ids of other segments count), or, when that k'
+    // would exceed n / 8, scan_group's admission by (distance, id) and the filter test
+    std::vector<i64> fused, scalar;
+    i64 kk0 = 0;
+    for (const i64 qi : rows) {
+      const IdFilter::Query fq = filter->of(qi);
+      const double allowed = std::max(1.0, static_cast<double>(fq.in0 != nullptr ? fq.in1 - fq.in0 : t.n_live) -
+                                               static_cast<double>(fq.ex1 - fq.ex0));
+      const double need = static_cast<double>(2 * k + 32) * static_cast<double>(t.n_live) / allowed;
+      if (need * 8 > static_cast<double>(t.n)) {
+        scalar.push_back(qi);
+      } else {
+        fused.push_back(qi);
+        kk0 = std::max(kk0, static_cast<i64>(need));
+      }
+    }
+    if (!fused.empty()) scan_fallback(t, q, fused, k, n_threads, out_idx, out_dist, filter, kk0);
+    constexpr i64 kGroup = 8;
+    const i64 nr = static_cast<i64>(scalar.size());
+    parallel_for((nr + kGroup - 1) / kGroup, n_threads, [&](i64 g, int) {
+      const i64 j0 = g * kGroup;
+      scan_group(t, q, scalar.data() + j0, std::min<i64>(kGroup, nr - j0), k, out_idx, out_dist, filter);
+    });
+  }
   if (n_probed) std::copy(probed.begin(), probed.end(), n_probed);
 }
 
 void MihIndex::radius_search(const std::uint64_t* q, std::int64_t nq, int r_max, int n_threads, double scan_ratio,
                              std::vector<std::vector<std::int64_t>>& idx,
-                             std::vector<std::vector<std::int32_t>>& dist) const {
+                             std::vector<std::vector<std::int32_t>>& dist, const IdFilter* filter) const {
   MihTables t = t_;
   t.scan_ratio = scan_ratio;
   const int L = max_len(t);
@@ -646,11 +730,14 @@ void MihIndex::radius_search(const std::uint64_t* q, std::int64_t nq, int r_max,
     std::vector<std::uint32_t> qsub(static_cast<size_t>(t.m));
     auto& oi = idx[static_cast<size_t>(qi)];
     auto& od = dist[static_cast<size_t>(qi)];
+    IdFilter::Query fq;
+    if (filter != nullptr) fq = filter->of(qi);
+    const IdFilter::Query* f = filter != nullptr ? &fq : nullptr;
 #if SL_X86_DISPATCH
-    if (pop) return radius_popcnt(t, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
+    if (pop) return radius_popcnt(t, f, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
 #endif
     (void)pop;
-    radius_generic(t, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
+    radius_generic(t, f, q + qi * t.n_words, r_max, L, qsub.data(), oi, od);
   });
 }
 

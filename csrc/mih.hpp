@@ -35,8 +35,11 @@
 // can still enter the result.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "topk.hpp"  // IdSets
 
 namespace sl {
 
@@ -81,6 +84,60 @@ inline std::uint32_t mih_substring(const std::uint64_t* code, int start, int len
   if (off + len > 64) v |= code[w + 1] << (64 - off);
   return static_cast<std::uint32_t>(len >= 32 ? v & 0xffffffffULL : v & ((1ULL << len) - 1));
 }
+
+// Which ids a search may return (HammingIndex's include= and exclude=), in id space
+// (the ids the searches return, MihTables::ids32 / ids64), tested where a verified
+// candidate is accepted, next to the tombstone test, on row_id(position): by the probes,
+// the radius scan and the k-NN scan of the queries that switched to it.  Per query, an
+// allow-list and a deny-list (IdSets rows, ids ascending, duplicates allowed); or one
+// allow-list shared by every query (ascending distinct).  Ids absent from this index
+// never match (a segment gets the same lists as every other).
+struct IdFilter {
+  const IdSets* include = nullptr;          // per-query allow-lists (null: none)
+  const IdSets* exclude = nullptr;          // per-query deny-lists (null: none)
+  const std::int64_t* allow_ids = nullptr;  // shared allow-list, ascending distinct (null: none)
+  std::int64_t n_allow = 0;
+
+  // One query's view of the filter.  pass(id): a binary search per list, O(log len).
+  // A short deny-list (kSigMaxIds ids at most, as exclude= of seen items usually is)
+  // also gets a 512-bit signature of its hashed ids: a clear bit proves an id is not in
+  // it, so most candidates skip the binary search.
+  struct Query {
+    static constexpr bool kFiltered = true;
+    static constexpr std::int64_t kSigMaxIds = 2048;
+    const std::int64_t *in0 = nullptr, *in1 = nullptr, *ex0 = nullptr, *ex1 = nullptr;
+    bool sig_on = false;
+    std::uint64_t sig[8] = {};
+    static unsigned sig_bit(std::int64_t id) {
+      return static_cast<unsigned>((static_cast<std::uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> 55);
+    }
+    bool pass(std::int64_t id) const {
+      if (in0 != nullptr && !std::binary_search(in0, in1, id)) return false;
+      if (ex0 == ex1) return true;
+      if (sig_on) {
+        const unsigned b = sig_bit(id);
+        if (!((sig[b >> 6] >> (b & 63)) & 1)) return true;
+      }
+      return !std::binary_search(ex0, ex1, id);
+    }
+  };
+  Query of(std::int64_t qi) const {
+    Query f;
+    if (exclude != nullptr) {
+      f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
+      f.sig_on = f.ex1 - f.ex0 <= Query::kSigMaxIds;
+      if (f.sig_on)
+        for (const std::int64_t* e = f.ex0; e < f.ex1; ++e)
+          f.sig[Query::sig_bit(*e) >> 6] |= 1ULL << (Query::sig_bit(*e) & 63);
+    }
+    if (include != nullptr) {
+      f.in0 = include->indices + include->indptr[qi], f.in1 = include->indices + include->indptr[qi + 1];
+    } else if (allow_ids != nullptr) {
+      f.in0 = allow_ids, f.in1 = allow_ids + n_allow;
+    }
+    return f;
+  }
+};
 
 // Building, in two steps so that the caller allocates the arrays (the bindings: NumPy
 // arrays the index then holds).  Both run n_threads over the m tables.
@@ -149,13 +206,17 @@ class MihIndex {
   // distance, ties -> lower id (the order of hamming_topk over the live codes listed by
   // id).  n_probed (may be null): per query, the number of candidate positions read
   // from the tables (n for a query finished by the scan).  scan_ratio:
-  // MihTables::scan_ratio.  Threads over queries.
+  // MihTables::scan_ratio.  Threads over queries.  filter (null: none): only the ids
+  // it passes (IdFilter); slots beyond the codes it leaves get id INT64_MAX and
+  // distance INT32_MAX.
   void search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
-              std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const;
-  // All live codes within distance r of each query, their ids sorted by (distance, id).
+              std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed,
+              const IdFilter* filter = nullptr) const;
+  // All live codes within distance r of each query (that filter passes), their ids
+  // sorted by (distance, id).
   void radius_search(const std::uint64_t* q, std::int64_t nq, int r, int n_threads, double scan_ratio,
-                     std::vector<std::vector<std::int64_t>>& idx,
-                     std::vector<std::vector<std::int32_t>>& dist) const;
+                     std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist,
+                     const IdFilter* filter = nullptr) const;
 
  private:
   std::vector<const std::uint32_t*> offsets_, keys_;

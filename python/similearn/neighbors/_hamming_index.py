@@ -19,6 +19,7 @@ from .._config import get_num_threads
 from .._dask import is_dask_array
 from .._utils.params import Int, Threads, validate_params
 from .._utils.validation import check_codes, check_int, check_k
+from ._index_filters import MISSING, check_index_filters, filter_arrays
 from ._segments import (_default_m, SegmentSet, build_segment, check_ids, live_mask, locate, n_live, segment_bytes,
                         settle, without)
 
@@ -469,33 +470,61 @@ class HammingIndex(BaseEstimator):
             return checked_codes(codes, name, -(-self.n_bits_ // 64), check)
         return _check_codes(codes, name, self.n_bits_, min_rows=0)
 
-    def search(self, queries, k):
-        """Exact k nearest codes of each query.
+    def search(self, queries, k, *, include=None, exclude=None):
+        """Exact k nearest codes of each query, optionally among allowed ids only.
 
         Parameters
         ----------
         queries : ndarray of shape (n_queries, n_words), uint64
         k : int
-            1 <= k <= ``n_codes_`` (the live codes).
+            1 <= k <= ``n_codes_`` (the live codes; with filters too, as for
+            :func:`hamming_topk`).
+        include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            The only ids a query may return, in the index's ids (``ids_``; ``n_ids`` is
+            ``next_id_``, or ``n_codes_`` for an index fitted on a Dask array): one list
+            for every query (ids in [0, n_ids); duplicates ignored) or one per query
+            (row i's stored column indices; values ignored, explicit zeros count,
+            duplicates and unsorted rows allowed -- sorted on a copy, O(nnz log nnz);
+            any sparse format).  Removed or never-added ids simply never match.  A 2-D
+            boolean mask (as :func:`hamming_topk` takes) is refused with a TypeError:
+            its columns would be rows, not ids -- pass the ids.
+        exclude : scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            Ids never returned per query, read as a per-query ``include`` (an id must be
+            allowed and not excluded).
 
         Returns
         -------
         indices : ndarray of shape (n_queries, k), int64
-            The ids of the nearest live codes.
+            The ids of the nearest live codes; -1 in the slots beyond the codes the
+            filters leave.
         distances : ndarray of shape (n_queries, k), int32, ascending; ties -> lower id
+            2**31 - 1 in those slots.
 
         Notes
         -----
-        Identical to ``hamming_topk(queries, live, k)`` with ``live`` the live codes
-        sorted by id and its row numbers mapped to their ids (ties go to the lower id,
-        not to the code added first).  Threads over queries.
-        ``queries`` may be a Dask array (results: lazy Dask arrays chunked like it);
-        an index fitted on a Dask array is searched shard by shard and merged
-        exactly, for any chunking.
-        """
-        return self._search(queries, k)[:2]
+        Identical to ``hamming_topk(queries, live, k, include=..., exclude=...)`` with
+        ``live`` the live codes sorted by id, its row numbers mapped to their ids, and
+        the filters' ids mapped to those rows (ties go to the lower id, not to the code
+        added first).  Threads over queries.  ``queries`` may be a Dask array (results:
+        lazy Dask arrays chunked like it); an index fitted on a Dask array is searched
+        shard by shard (each shard gets its slice of the filters, in shard-local ids)
+        and merged exactly, for any chunking.
 
-    def _search(self, queries, k, scan_ratio=None):
+        Filters are tested where a verified live candidate is accepted (csrc/mih.hpp,
+        ``IdFilter``, next to the tombstone test), on its id: a list by binary search,
+        O(log len) per candidate within the current k-th distance.  Each segment gets
+        the same filters.  The probes go on until the k-th allowed code is proven
+        nearest (Norouzi et al., Sec. 4.1, with the allowed codes only): with a fraction
+        f of the codes allowed, about 1 / f times the candidates of the unfiltered
+        search; a query whose probes grow past the cost of a scan scans every live code,
+        O(n n_words): the vector scan keeps its k' = (2k + 32) / f best, then the
+        allowed ones nearer than the k'-th (again with 4 k' if fewer than k), or, for
+        f under ~8 (2k + 32) / n, every code admitted by (distance, id) and the filter.
+        Ids are checked before any work.
+        """
+        return self._search(queries, k, include=include, exclude=exclude)[:2]
+
+    def _search(self, queries, k, scan_ratio=None, include=None, exclude=None):
         """search, plus the number of candidate ids each query read from the tables; a query
         finished by the scan reports exactly n (its probes before the switch are not counted).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
         0 switches only when a table would probe more buckets than codes; tests use it to
@@ -503,25 +532,39 @@ class HammingIndex(BaseEstimator):
         check_is_fitted(self, "n_codes_")
         q = self._checked(queries, "queries")
         k = check_k(k, self.n_codes_)
+        filters = check_index_filters(include, exclude, q.shape[0], self._n_ids())
         sharded = self._shards_for(q)
         if sharded is not None:
-            return sharded.search(q, k) + (None,)
-        return self._tables().search(q, k, get_num_threads(self.n_threads), **_ratio(scan_ratio))
+            return sharded.search(q, k, filters=filters) + (None,)
+        idx, dist, probed = self._tables().search(q, k, get_num_threads(self.n_threads), **_ratio(scan_ratio),
+                                                  **filter_arrays(*filters))
+        idx[idx == MISSING] = -1
+        return idx, dist, probed
 
-    def radius_search(self, queries, r):
-        """Every indexed code within Hamming distance r of each query.
+    def _n_ids(self):
+        """The bound of the ids the filters may name: ``next_id_`` (in-memory), else ``n_codes_``."""
+        return self.__dict__.get("next_id_", self.n_codes_)
+
+    def radius_search(self, queries, r, *, include=None, exclude=None):
+        """Every indexed code within Hamming distance r of each query, optionally among
+        allowed ids only.
 
         Parameters
         ----------
         queries : ndarray of shape (n_queries, n_words), uint64
         r : int >= 0
+        include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            The only ids a query may return: one list for every query, or one per query
+            (as in :meth:`search`).
+        exclude : scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            Ids never returned per query (as in :meth:`search`).
 
         Returns
         -------
         indptr : ndarray of shape (n_queries + 1,), int64
             Query i's results are ``indices[indptr[i]:indptr[i + 1]]`` (CSR layout).
         indices : ndarray of shape (indptr[-1],), int64
-            Ids of the live codes found.
+            Ids of the live codes found (allowed and not excluded only).
         distances : ndarray of shape (indptr[-1],), int32
             Sorted by (distance, id) within each query.
 
@@ -529,17 +572,20 @@ class HammingIndex(BaseEstimator):
         -----
         Probes every table up to radius ``floor(r / m)`` (fewer where the Sec. 4.1
         bound allows): exact, and fast while r is small against the code length.
+        Filters are tested on each live code found within r (as in :meth:`search`).
         """
-        return self._radius_search(queries, r)
+        return self._radius_search(queries, r, include=include, exclude=exclude)
 
-    def _radius_search(self, queries, r, scan_ratio=None):
+    def _radius_search(self, queries, r, scan_ratio=None, include=None, exclude=None):
         check_is_fitted(self, "n_codes_")
         q = _check_codes(queries, "queries", self.n_bits_, min_rows=0)
         r = min(check_int(r, "r", low=0), self.n_bits_)
+        filters = check_index_filters(include, exclude, q.shape[0], self._n_ids())
         sharded = self.__dict__.get("_shards")
         if sharded is not None:
-            return sharded.radius_search(q, r)
-        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio))
+            return sharded.radius_search(q, r, filters=filters)
+        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio),
+                                            **filter_arrays(*filters))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
