@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "bits.hpp"
 #include "hamming.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
@@ -81,15 +82,6 @@ inline void prefetch(const void* p) {
 #endif
 }
 
-inline int ctz64(std::uint64_t v) {  // v != 0
-#if defined(_MSC_VER) && !defined(__clang__)
-  unsigned long i;
-  _BitScanForward64(&i, v);
-  return static_cast<int>(i);
-#else
-  return __builtin_ctzll(v);
-#endif
-}
 
 // The len-bit masks with r bits set, in increasing order (Gosper's hack): the
 // substring values at distance exactly r from v are v ^ mask.
