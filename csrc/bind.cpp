@@ -15,16 +15,33 @@ void check_ids(const i64* ids, i64 m, i64 n, const char* what) {
 }
 
 std::optional<IdSets> id_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
-                              i64 nq) {
+                              i64 nq, const char* name) {
   if (!indptr && !indices) return std::nullopt;
-  if (!indptr || !indices) throw py::value_error("exclude_indptr and exclude_indices go together");
+  const std::string n(name);
+  if (!indptr || !indices) throw py::value_error(n + "_indptr and " + n + "_indices go together");
   if (indptr->ndim() != 1 || indptr->shape(0) != nq + 1 || indices->ndim() != 1)
-    throw py::value_error("exclude_indptr must have n_queries + 1 entries and exclude_indices be 1-D");
+    throw py::value_error(n + "_indptr must have n_queries + 1 entries and " + n + "_indices be 1-D");
   const i64* p = indptr->data();
-  if (p[0] < 0 || p[nq] > indices->shape(0)) throw py::value_error("exclude_indptr must lie in [0, nnz]");
+  if (p[0] < 0 || p[nq] > indices->shape(0)) throw py::value_error(n + "_indptr must lie in [0, nnz]");
   for (i64 i = 0; i < nq; ++i)
-    if (p[i + 1] < p[i]) throw py::value_error("exclude_indptr must be non-decreasing");
+    if (p[i + 1] < p[i]) throw py::value_error(n + "_indptr must be non-decreasing");
   return IdSets{p, indices->data()};
+}
+
+std::optional<IdSets> allow_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
+                                 const std::optional<carray<std::uint64_t>>& bits, i64 nq, i64 nx) {
+  if (bits) {
+    if (indptr || indices) throw py::value_error("include is either a CSR pattern or a bit mask, not both");
+    if (bits->ndim() != 2 || bits->shape(0) != nq || bits->shape(1) < (nx + 63) / 64)
+      throw py::value_error("include_bits must have shape (n_queries, >= ceil(n_database / 64))");
+    IdSets s;
+    s.bits = bits->data();
+    s.stride = bits->shape(1);
+    return s;
+  }
+  auto s = id_sets(indptr, indices, nq, "include");
+  if (s) check_ids(indices->data(), s->indptr[nq], nx, "include ids must lie in [0, n_database)");
+  return s;
 }
 
 template <class T>

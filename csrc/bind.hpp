@@ -50,12 +50,20 @@ T* opt_mut(oarray<T>& a) {
 inline i64 self_of(const std::optional<i64>& self_offset) { return self_offset ? *self_offset : sl::kNoSelf; }
 
 // Per-query id sets (topk.hpp IdSets) from a CSR pattern (indptr, indices), both or
-// neither (similearn.neighbors validates and sorts it).  Checked: what the kernels
-// dereference, O(n_queries): n_queries + 1 non-decreasing offsets within
-// [0, len(indices)].  Ids out of [0, n_database) are never written through.
+// neither (similearn.neighbors validates and sorts it); ``name`` ("exclude", "include")
+// names them in errors.  Checked: what the kernels dereference, O(n_queries):
+// n_queries + 1 non-decreasing offsets within [0, len(indices)].  Excluded ids out of
+// [0, n_database) are never read or written through; an allow-list's ids are read
+// through (a sparse one gathers its rows), so its binding checks them (check_ids).
 std::optional<IdSets> id_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
-                              i64 n_queries);
+                              i64 n_queries, const char* name = "exclude");
 inline const IdSets* ptr_of(const std::optional<IdSets>& s) { return s ? &*s : nullptr; }
+
+// An allow-list (include=) as IdSets: a CSR pattern (id_sets; its ids are read
+// through, so they are checked, O(nnz)) or a bit mask per query (``bits`` of shape
+// (n_queries, >= ceil(n_database / 64)), uint64, C-contiguous; O(1)); not both.
+std::optional<IdSets> allow_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
+                                 const std::optional<carray<std::uint64_t>>& bits, i64 n_queries, i64 n_database);
 
 // Every id in ids[0..m) lies in [0, n).  O(m).
 void check_ids(const i64* ids, i64 m, i64 n, const char* what);

@@ -4,6 +4,7 @@
 #include "bind.hpp"
 
 #include "blas.hpp"
+#include "finite.hpp"
 #include "gemm_kernel.hpp"
 #include "hamming.hpp"
 #include "topk.hpp"
@@ -15,15 +16,18 @@ namespace {
 template <class T>
 py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
                     int n_threads, const std::optional<carray<i64>>& exclude_indptr,
-                    const std::optional<carray<i64>>& exclude_indices) {
+                    const std::optional<carray<i64>>& exclude_indices, const std::optional<carray<i64>>& include_indptr,
+                    const std::optional<carray<i64>>& include_indices,
+                    const std::optional<carray<std::uint64_t>>& include_bits) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
   const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
+  const auto in = allow_sets(include_indptr, include_indices, include_bits, nq, nx);
   carray<i64> idx({nq, k});
   carray<T> score({nq, k});
   {
     py::gil_scoped_release nogil;
     sl::topk_dense<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
-                      ptr_of(ex), n_threads, idx.mutable_data(), score.mutable_data());
+                      ptr_of(ex), ptr_of(in), n_threads, idx.mutable_data(), score.mutable_data());
   }
   return py::make_tuple(idx, score);
 }
@@ -32,9 +36,13 @@ py::tuple bind_topk(const carray<T>& q, const carray<T>& x, i64 k, int metric, s
 template <class T>
 py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metric, std::optional<i64> self_offset,
                          bool exact_dist, int n_threads, const std::optional<carray<i64>>& exclude_indptr,
-                         const std::optional<carray<i64>>& exclude_indices) {
+                         const std::optional<carray<i64>>& exclude_indices,
+                         const std::optional<carray<i64>>& include_indptr,
+                         const std::optional<carray<i64>>& include_indices,
+                    const std::optional<carray<std::uint64_t>>& include_bits) {
   const i64 nq = q.shape(0), nx = x.shape(0), dim = q.shape(1);
   const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
+  const auto in = allow_sets(include_indptr, include_indices, include_bits, nq, nx);
   if (x.shape(1) != dim && nx > 0) throw py::value_error("queries and database differ in n_features");
   carray<i64> idx({nq, k});
   carray<T> key({nq, k});
@@ -48,7 +56,7 @@ py::tuple bind_topk_keys(const carray<T>& q, const carray<T>& x, i64 k, int metr
   {
     py::gil_scoped_release nogil;
     sl::topk_keys<T>(q.data(), nq, x.data(), nx, dim, k, static_cast<sl::Metric>(metric), self_of(self_offset),
-                     ptr_of(ex), n_threads, idx.mutable_data(), key.mutable_data(),
+                     ptr_of(ex), ptr_of(in), n_threads, idx.mutable_data(), key.mutable_data(),
                      dp);
   }
   return py::make_tuple(idx, key, dist);
@@ -152,10 +160,14 @@ template <class T>
 void def_topk(py::module_& m, const char* name, const char* keys, const char* finalize) {
   m.def(name, &bind_topk<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
         py::arg("metric"), py::arg("self_offset"), py::arg("n_threads"),
-        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
+        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none(),
+        py::arg("include_indptr").noconvert() = py::none(), py::arg("include_indices").noconvert() = py::none(),
+        py::arg("include_bits").noconvert() = py::none());
   m.def(keys, &bind_topk_keys<T>, py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"),
         py::arg("metric"), py::arg("self_offset"), py::arg("exact_dist"), py::arg("n_threads"),
-        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none());
+        py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none(),
+        py::arg("include_indptr").noconvert() = py::none(), py::arg("include_indices").noconvert() = py::none(),
+        py::arg("include_bits").noconvert() = py::none());
   m.def(finalize, &bind_topk_finalize<T>, py::arg("queries").noconvert(), py::arg("idx").noconvert(),
         py::arg("key").noconvert(), py::arg("metric"), py::arg("dist").noconvert(), py::arg("n_threads"));
 }
@@ -186,24 +198,86 @@ void def_search(py::module_& m) {
       py::arg("bits").noconvert(), py::arg("n_threads"));
 
   m.def(
+      "mask_to_csr",
+      [](const carray<std::uint64_t>& bits, i64 n_cols, i64 max_nnz, int n_threads) -> py::object {
+        // (indptr, ids) of a packed mask's set bits below n_cols, or None when they
+        // number over max_nnz (told from a sample of rows when far over)
+        if (bits.ndim() != 2 || n_cols < 0 || bits.shape(1) * 64 < n_cols)
+          throw py::value_error("bits must have shape (n, >= ceil(n_cols / 64))");
+        const i64 n = bits.shape(0), nw = bits.shape(1);
+        carray<i64> indptr({n + 1});
+        i64 nnz;
+        {
+          py::gil_scoped_release nogil;
+          // a dense mask is told from 64 evenly spaced rows, without counting them all
+          const i64 step = std::max<i64>(1, n / 64), n_sample = (n + step - 1) / step;
+          if (n_sample < n) {
+            std::vector<i64> p(static_cast<std::size_t>(n_sample + 1));
+            std::vector<std::uint64_t> rows(static_cast<std::size_t>(n_sample * nw));
+            for (i64 i = 0; i < n_sample; ++i)
+              std::copy(bits.data() + i * step * nw, bits.data() + (i * step + 1) * nw, rows.begin() + i * nw);
+            const double sample = static_cast<double>(sl::mask_row_counts(rows.data(), n_sample, nw, n_cols,
+                                                                          p.data(), 1));
+            if (sample * static_cast<double>(n) / static_cast<double>(n_sample) > 2.0 * static_cast<double>(max_nnz))
+              nnz = max_nnz + 1;
+            else
+              nnz = sl::mask_row_counts(bits.data(), n, nw, n_cols, indptr.mutable_data(), n_threads);
+          } else {
+            nnz = sl::mask_row_counts(bits.data(), n, nw, n_cols, indptr.mutable_data(), n_threads);
+          }
+        }
+        if (nnz > max_nnz) return py::none();
+        carray<i64> ids({nnz});
+        {
+          py::gil_scoped_release nogil;
+          sl::mask_row_ids(bits.data(), n, nw, n_cols, indptr.data(), ids.mutable_data(), n_threads);
+        }
+        return py::make_tuple(indptr, ids);
+      },
+      py::arg("bits").noconvert(), py::arg("n_cols"), py::arg("max_nnz"), py::arg("n_threads"));
+
+  m.def(
       "hamming_topk",
       [](const carray<std::uint64_t>& q, const carray<std::uint64_t>& x, i64 k, std::optional<i64> self_offset,
          int n_threads, const std::optional<carray<i64>>& exclude_indptr,
-         const std::optional<carray<i64>>& exclude_indices) {
+         const std::optional<carray<i64>>& exclude_indices, const std::optional<carray<i64>>& include_indptr,
+         const std::optional<carray<i64>>& include_indices,
+                    const std::optional<carray<std::uint64_t>>& include_bits) {
         const i64 nq = q.shape(0), nx = x.shape(0), w = q.shape(1);
         const auto ex = id_sets(exclude_indptr, exclude_indices, nq);
+        const auto in = allow_sets(include_indptr, include_indices, include_bits, nq, nx);
         carray<i64> idx({nq, k});
         carray<std::int32_t> dist({nq, k});
         {
           py::gil_scoped_release nogil;
-          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_of(self_offset), ptr_of(ex), n_threads,
+          sl::hamming_topk(q.data(), nq, x.data(), nx, w, k, self_of(self_offset), ptr_of(ex), ptr_of(in), n_threads,
                            idx.mutable_data(), dist.mutable_data());
         }
         return py::make_tuple(idx, dist);
       },
       py::arg("queries").noconvert(), py::arg("database").noconvert(), py::arg("k"), py::arg("self_offset"),
       py::arg("n_threads"), py::arg("exclude_indptr").noconvert() = py::none(),
-      py::arg("exclude_indices").noconvert() = py::none());
+      py::arg("exclude_indices").noconvert() = py::none(), py::arg("include_indptr").noconvert() = py::none(),
+      py::arg("include_indices").noconvert() = py::none(),
+        py::arg("include_bits").noconvert() = py::none());
+
+  m.def(
+      "check_id_rows",
+      [](const carray<i64>& indptr, const carray<i64>& ids, i64 n, int n_threads) {
+        if (indptr.ndim() != 1 || ids.ndim() != 1 || indptr.shape(0) < 1) throw py::value_error("1-D arrays expected");
+        const i64 rows = indptr.shape(0) - 1;
+        const i64* p = indptr.data();
+        if (p[0] != 0 || p[rows] != ids.shape(0)) throw py::value_error("indptr must rise from 0 to len(ids)");
+        for (i64 i = 0; i < rows; ++i)
+          if (p[i + 1] < p[i]) throw py::value_error("indptr must be non-decreasing");
+        bool in_range = false, ascending = false;
+        {
+          py::gil_scoped_release nogil;
+          sl::check_id_rows(p, rows, ids.data(), n, n_threads, &in_range, &ascending);
+        }
+        return py::make_tuple(in_range, ascending);
+      },
+      py::arg("indptr").noconvert(), py::arg("ids").noconvert(), py::arg("n"), py::arg("n_threads"));
 
   m.def(
       "hamming_histograms",

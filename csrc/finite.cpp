@@ -78,6 +78,27 @@ bool any_nonfinite(const T* a, std::int64_t n) {
   return scan(a, n) >= 0;
 }
 
+void check_id_rows(const std::int64_t* indptr, std::int64_t n_rows, const std::int64_t* ids, std::int64_t n,
+                   int n_threads, bool* in_range, bool* ascending) {
+  const std::int64_t chunk = 4096;  // rows per task
+  const std::int64_t n_tasks = (n_rows + chunk - 1) / chunk;
+  std::atomic<bool> bad_range{false}, unsorted{false};
+  parallel_for(n_tasks, n_threads, [&](std::int64_t t, int) {
+    bool r = false, u = false;
+    for (std::int64_t i = t * chunk; i < std::min(n_rows, (t + 1) * chunk); ++i) {
+      const std::int64_t a = indptr[i], b = indptr[i + 1];
+      for (std::int64_t c = a; c < b; ++c) {
+        r |= static_cast<std::uint64_t>(ids[c]) >= static_cast<std::uint64_t>(n);  // negative ids too
+        u |= c > a && ids[c] < ids[c - 1];
+      }
+    }
+    if (r) bad_range.store(true, std::memory_order_relaxed);
+    if (u) unsorted.store(true, std::memory_order_relaxed);
+  });
+  *in_range = !bad_range.load();
+  *ascending = !unsorted.load();
+}
+
 template bool any_nonfinite<float>(const float*, std::int64_t);
 template bool any_nonfinite<double>(const double*, std::int64_t);
 template std::int64_t first_nonfinite<float>(const float*, std::int64_t, int);

@@ -30,4 +30,12 @@ bool any_nonfinite(const T* a, std::int64_t n);
 template <class T>
 std::int64_t first_nonfinite(const T* a, std::int64_t n, int n_threads);
 
+// The per-query id sets of a search (exclude= / include=, a CSR pattern: rows[i] =
+// ids[indptr[i] .. indptr[i + 1])), checked in one pass on up to n_threads threads:
+// *in_range: every id lies in [0, n); *ascending: every row is non-decreasing.
+// indptr must already be non-decreasing from 0 to its last entry (the caller's O(rows)
+// check).  O(nnz) reads, no allocation; the answer does not depend on the thread count.
+void check_id_rows(const std::int64_t* indptr, std::int64_t n_rows, const std::int64_t* ids, std::int64_t n,
+                   int n_threads, bool* in_range, bool* ascending);
+
 }  // namespace sl

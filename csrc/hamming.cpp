@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "bits.hpp"
 #include "parallel.hpp"
 #include "simd.hpp"
 
@@ -145,13 +146,25 @@ void dist_generic(const std::uint64_t* q, const std::uint64_t* x, std::int64_t n
 // index order, so ties still go to the lower index.
 constexpr std::int64_t kScanChunk = 256;
 
+// Which ids a scan may offer: not the query's own row (skip, -1: none) and, with an
+// allow mask (bit j of allow[j / 64] for database id j; null: every id), only the
+// allowed ones.  Tested on the survivors of the threshold test alone, so a mask adds
+// O(survivors) to a block's scan, not O(block).
+struct Pass {
+  std::int64_t skip = -1;
+  const std::uint64_t* allow = nullptr;
+  bool keeps(std::int64_t id) const {
+    return id != skip && (!allow || ((allow[id >> 6] >> (id & 63)) & 1));
+  }
+};
+
 struct Survivors {
   alignas(64) std::int32_t d[kScanChunk];
   std::int64_t idx[kScanChunk];
   std::int64_t n = 0;
-  void flush(std::int64_t skip, Sel& sel) {
+  void flush(const Pass& pass, Sel& sel) {
     for (std::int64_t t = 0; t < n; ++t)
-      if (idx[t] != skip) sel.offer(d[t], idx[t]);
+      if (pass.keeps(idx[t])) sel.offer(d[t], idx[t]);
     n = 0;
   }
 };
@@ -194,7 +207,7 @@ SL_ALWAYS_INLINE void collect_mask(const long long* dd, int n, Pos pos, unsigned
 // are bound by their branch and by where the loop sits in the cache line.)
 SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
 void scan_avx512_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t base,
-                    std::int64_t skip, Sel& sel) {
+                    const Pass& skip, Sel& sel) {
   const __m512i qv = _mm512_set1_epi64(static_cast<long long>(q[0]));
   Survivors s;
   std::int64_t j = 0;
@@ -221,7 +234,7 @@ void scan_avx512_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
     s.flush(skip, sel);
   }
   for (; j < nb; ++j)
-    if (base + j != skip) sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[j])), base + j);
+    if (skip.keeps(base + j)) sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[j])), base + j);
 }
 
 // 128-bit codes: 4 codes per vector, 16 per step; the two word counts of the
@@ -229,7 +242,7 @@ void scan_avx512_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
 // order 0 4 1 5 2 6 3 7), the step folded by VPMINUQ into one compare.
 SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
 void scan_avx512_w2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t base,
-                    std::int64_t skip, Sel& sel) {
+                    const Pass& skip, Sel& sel) {
   const __m512i qv = _mm512_set_epi64(static_cast<long long>(q[1]), static_cast<long long>(q[0]),
                                       static_cast<long long>(q[1]), static_cast<long long>(q[0]),
                                       static_cast<long long>(q[1]), static_cast<long long>(q[0]),
@@ -261,7 +274,7 @@ void scan_avx512_w2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
     s.flush(skip, sel);
   }
   for (; j < nb; ++j)
-    if (base + j != skip)
+    if (skip.keeps(base + j))
       sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[2 * j]) +
                                           SL_POPCNT64(q[1] ^ x[2 * j + 1])),
                 base + j);
@@ -274,7 +287,7 @@ void scan_avx512_w2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
 // 16 vector instructions + one compare per 8 codes.
 SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
 void scan_avx512_w4(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t base,
-                    std::int64_t skip, Sel& sel) {
+                    const Pass& skip, Sel& sel) {
   const __m512i qv = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
   Survivors s;
   std::int64_t j = 0;
@@ -304,9 +317,72 @@ void scan_avx512_w4(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
     s.flush(skip, sel);
   }
   for (; j < nb; ++j) {
-    if (base + j == skip) continue;
+    if (!skip.keeps(base + j)) continue;
     int d = 0;
     for (int t = 0; t < 4; ++t) d += static_cast<int>(SL_POPCNT64(q[t] ^ x[4 * j + t]));
+    sel.offer(d, base + j);
+  }
+}
+
+// Codes of 3, 5, 6, 7 or 8 words (192 to 512 bits): one masked load per code (the
+// words past w are zeroed and never read, so the last code cannot fault), 8 codes
+// per step.  Each code's word counts are summed by a transpose-add tree: unpacklo /
+// unpackhi + add (pairs of codes, within 128-bit lanes), then two rounds of 128-bit
+// lane shuffles + add, which leave the 8 sums in one vector in code order.  8 loads,
+// 8 XOR, 8 VPOPCNTQ and 20 shuffles / adds + one compare per 8 codes, against ~20
+// instructions per code of the AVX2 nibble lookup at 384 bits.
+SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
+SL_ALWAYS_INLINE __m512i avx512_word_counts(__m512i qv, const std::uint64_t* p, __mmask8 words) {
+  return _mm512_popcnt_epi64(_mm512_xor_si512(qv, _mm512_maskz_loadu_epi64(words, p)));
+}
+
+// per 128-bit lane: [a's pair sum, b's pair sum]
+SL_TARGET("avx512f")
+SL_ALWAYS_INLINE __m512i avx512_pair_sums(__m512i a, __m512i b) {
+  return _mm512_add_epi64(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+
+// 128-bit lanes [a0 + a1, a2 + a3, b0 + b1, b2 + b3]
+SL_TARGET("avx512f")
+SL_ALWAYS_INLINE __m512i avx512_fold_lanes(__m512i a, __m512i b) {
+  return _mm512_add_epi64(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+SL_TARGET("avx512f,avx512vpopcntdq,popcnt")
+void scan_avx512_wide(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t w,
+                      std::int64_t base, const Pass& skip, Sel& sel) {
+  const __mmask8 words = static_cast<__mmask8>((1u << w) - 1u);
+  const __m512i qv = _mm512_maskz_loadu_epi64(words, q);
+  Survivors s;
+  std::int64_t j = 0;
+  while (j + 8 <= nb) {
+    const __m512i thr = _mm512_set1_epi64(sel.threshold());
+    const std::int64_t stop = std::min(nb, j + kScanChunk);
+    for (; j + 8 <= stop; j += 8) {
+      const std::uint64_t* p = x + j * w;
+      const __m512i t01 = avx512_pair_sums(avx512_word_counts(qv, p, words), avx512_word_counts(qv, p + w, words));
+      const __m512i t23 =
+          avx512_pair_sums(avx512_word_counts(qv, p + 2 * w, words), avx512_word_counts(qv, p + 3 * w, words));
+      const __m512i t45 =
+          avx512_pair_sums(avx512_word_counts(qv, p + 4 * w, words), avx512_word_counts(qv, p + 5 * w, words));
+      const __m512i t67 =
+          avx512_pair_sums(avx512_word_counts(qv, p + 6 * w, words), avx512_word_counts(qv, p + 7 * w, words));
+      // codes 0 1 2 3 4 5 6 7
+      const __m512i d = avx512_fold_lanes(avx512_fold_lanes(t01, t23), avx512_fold_lanes(t45, t67));
+      const unsigned m = _mm512_cmplt_epi64_mask(d, thr);
+      if (m) {
+        alignas(64) long long dd[8];
+        _mm512_store_si512(dd, d);
+        collect_mask(dd, 8, [](int t) { return t; }, m, base + j, s);
+      }
+    }
+    s.flush(skip, sel);
+  }
+  for (; j < nb; ++j) {
+    if (!skip.keeps(base + j)) continue;
+    int d = 0;
+    for (std::int64_t t = 0; t < w; ++t) d += static_cast<int>(SL_POPCNT64(q[t] ^ x[j * w + t]));
     sel.offer(d, base + j);
   }
 }
@@ -373,7 +449,7 @@ SL_ALWAYS_INLINE void collect(const long long* dd, int n, Pos pos, long long c, 
 // the counts, 3 VPMAXSD + compare + mask for the test).
 SL_TARGET("avx2,popcnt")
 void scan_avx2_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t base,
-                  std::int64_t skip, Sel& sel) {
+                  const Pass& skip, Sel& sel) {
   const __m256i qv = _mm256_set1_epi64x(static_cast<long long>(q[0]));
   Survivors s;
   std::int64_t j = 0;
@@ -400,7 +476,7 @@ void scan_avx2_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t n
     s.flush(skip, sel);
   }
   for (; j < nb; ++j)
-    if (base + j != skip) sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[j])), base + j);
+    if (skip.keeps(base + j)) sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[j])), base + j);
 }
 
 // 128-bit codes: 2 per vector, 8 per step; the two word counts of the codes of
@@ -408,7 +484,7 @@ void scan_avx2_w1(const std::uint64_t* q, const std::uint64_t* x, std::int64_t n
 // in the order 0 2 1 3 (undone when a step has survivors).
 SL_TARGET("avx2,popcnt")
 void scan_avx2_w2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t base,
-                  std::int64_t skip, Sel& sel) {
+                  const Pass& skip, Sel& sel) {
   const __m256i qv = _mm256_set_epi64x(static_cast<long long>(q[1]), static_cast<long long>(q[0]),
                                        static_cast<long long>(q[1]), static_cast<long long>(q[0]));
   constexpr long long c = 2 * kLaneC;
@@ -436,7 +512,7 @@ void scan_avx2_w2(const std::uint64_t* q, const std::uint64_t* x, std::int64_t n
     s.flush(skip, sel);
   }
   for (; j < nb; ++j)
-    if (base + j != skip)
+    if (skip.keeps(base + j))
       sel.offer(static_cast<std::int32_t>(SL_POPCNT64(q[0] ^ x[2 * j]) +
                                           SL_POPCNT64(q[1] ^ x[2 * j + 1])),
                 base + j);
@@ -507,7 +583,7 @@ constexpr std::int64_t kWideMaxWords = 1 << 16;
 template <int W>
 SL_TARGET("avx2,popcnt")
 void scan_avx2_wide(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t w,
-                    std::int64_t base, std::int64_t skip, Sel& sel) {
+                    std::int64_t base, const Pass& skip, Sel& sel) {
   if constexpr (W > 0) w = W;
   const WideShape sh = wide_shape(q, w);
   Survivors s;
@@ -532,7 +608,7 @@ void scan_avx2_wide(const std::uint64_t* q, const std::uint64_t* x, std::int64_t
     s.flush(skip, sel);
   }
   for (; j < nb; ++j) {
-    if (base + j == skip) continue;
+    if (!skip.keeps(base + j)) continue;
     alignas(32) long long dd[4];
     _mm256_store_si256(reinterpret_cast<__m256i*>(dd), avx2_code_c<W>(q, x + j * w, sh));
     sel.offer(static_cast<std::int32_t>(sh.c - (dd[0] + dd[1] + dd[2] + dd[3])), base + j);
@@ -619,7 +695,7 @@ inline std::int32_t neon_dist_one(const std::uint64_t* q, const std::uint64_t* x
 
 // 64-bit (W = 1) and 128-bit (W = 2) codes: 8 codes per step.
 template <int W>
-void scan_neon(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t base, std::int64_t skip,
+void scan_neon(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t base, const Pass& skip,
                Sel& sel) {
   const uint64x2_t qv = W == 1 ? vdupq_n_u64(q[0]) : vld1q_u64(q);
   Survivors s;
@@ -644,7 +720,7 @@ void scan_neon(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, 
     s.flush(skip, sel);
   }
   for (; j < nb; ++j)
-    if (base + j != skip) sel.offer(neon_dist_one(q, x + j * W, W), base + j);
+    if (skip.keeps(base + j)) sel.offer(neon_dist_one(q, x + j * W, W), base + j);
 }
 
 void dist_neon(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t w, std::int32_t* out) {
@@ -688,11 +764,12 @@ DistFn dist_fn() {
 
 // distances of a query to a block, then the admission scan
 void scan_block(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t w,
-                std::int64_t base, std::int64_t skip, Sel& sel, std::int32_t* buf) {
+                std::int64_t base, const Pass& skip, Sel& sel, std::int32_t* buf) {
 #if SL_X86_DISPATCH
   if (g_isa == Isa::Avx512 && w == 1) return scan_avx512_w1(q, x, nb, base, skip, sel);
   if (g_isa == Isa::Avx512 && w == 2) return scan_avx512_w2(q, x, nb, base, skip, sel);
   if (g_isa == Isa::Avx512 && w == 4) return scan_avx512_w4(q, x, nb, base, skip, sel);
+  if (g_isa == Isa::Avx512 && w >= 3 && w <= 8) return scan_avx512_wide(q, x, nb, w, base, skip, sel);
   if (g_isa == Isa::Avx2 || g_isa == Isa::Avx512) {
     switch (w) {
       case 1: return scan_avx2_w1(q, x, nb, base, skip, sel);
@@ -711,9 +788,8 @@ void scan_block(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb,
   if (g_isa == Isa::Neon && w == 2) return scan_neon<2>(q, x, nb, base, skip, sel);
 #endif
   dist_fn()(q, x, nb, w, buf);
-  if (skip >= base && skip < base + nb) buf[skip - base] = 0x7fffffff;
   for (std::int64_t j = 0; j < nb; ++j)
-    if (buf[j] < sel.threshold()) sel.push(buf[j], base + j);
+    if (buf[j] < sel.threshold() && skip.keeps(base + j)) sel.push(buf[j], base + j);
 }
 
 }  // namespace
@@ -746,9 +822,49 @@ void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, st
   });
 }
 
+namespace {
+// Row i's set bits below n_cols, word by word: f(id) for each, ascending.
+template <class F>
+void each_set_bit(const std::uint64_t* row, std::int64_t n_words, std::int64_t n_cols, F f) {
+  for (std::int64_t wi = 0; wi < n_words && 64 * wi < n_cols; ++wi) {
+    std::uint64_t v = row[wi];
+    if (64 * wi + 64 > n_cols) v &= (std::uint64_t{1} << (n_cols - 64 * wi)) - 1;
+    for (; v; v &= v - 1) f(64 * wi + ctz64(v));
+  }
+}
+}  // namespace
+
+std::int64_t mask_row_counts(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
+                             std::int64_t* indptr, int n_threads) {
+  indptr[0] = 0;
+  parallel_for(n, n_threads, [&](std::int64_t i, int) {
+    const std::uint64_t* row = bits + i * n_words;
+    const std::int64_t full = n_cols / 64;  // whole words; then the part of the last one below n_cols
+    std::int64_t c = 0;
+    for (std::int64_t wi = 0; wi < full; ++wi) c += SL_POPCNT64(row[wi]);
+    if (n_cols % 64) c += SL_POPCNT64(row[full] & ((std::uint64_t{1} << (n_cols % 64)) - 1));
+    indptr[i + 1] = c;
+  });
+  for (std::int64_t i = 0; i < n; ++i) indptr[i + 1] += indptr[i];
+  return indptr[n];
+}
+
+void mask_row_ids(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
+                  const std::int64_t* indptr, std::int64_t* ids, int n_threads) {
+  parallel_for(n, n_threads, [&](std::int64_t i, int) {
+    std::int64_t* out = ids + indptr[i];
+    each_set_bit(bits + i * n_words, n_words, n_cols, [&out](std::int64_t j) { *out++ = j; });
+  });
+}
+
+void hamming_distances(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t n_words,
+                       std::int32_t* out) {
+  dist_fn()(q, x, nb, n_words, out);
+}
+
 void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* X, std::int64_t nx,
-                  std::int64_t w, std::int64_t k, std::int64_t self_offset, const IdSets* exclude, int n_threads,
-                  std::int64_t* out_idx, std::int32_t* out_dist) {
+                  std::int64_t w, std::int64_t k, std::int64_t self_offset, const IdSets* exclude,
+                  const IdSets* include, int n_threads, std::int64_t* out_idx, std::int32_t* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (nq == 0) return;
   const bool has_self = self_offset != kNoSelf;
@@ -765,7 +881,12 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
     std::vector<Sel> sel;
     std::vector<std::int32_t> buf;
     std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
+    std::vector<std::int64_t> cur_in;  // ... of its allowed ids
+    std::vector<std::uint64_t> gathered;  // allowed codes gathered for one kernel call
+    std::vector<std::int32_t> gdist;
+    std::vector<std::int64_t> gids;
   };
+  constexpr std::int64_t kBatch = 64;
   std::vector<Work> work(static_cast<std::size_t>(nw));
   parallel_for(n_tasks, n_threads, [&](std::int64_t task, int tid) {
     Work& wk = work[static_cast<std::size_t>(tid)];
@@ -774,17 +895,88 @@ void hamming_topk(const std::uint64_t* Q, std::int64_t nq, const std::uint64_t* 
       for (auto& s : wk.sel) s.init(k, static_cast<int>(64 * w));
       wk.buf.resize(static_cast<std::size_t>(bx));
       if (exclude) wk.cur.resize(static_cast<std::size_t>(bq));
+      if (include) {
+        wk.cur_in.resize(static_cast<std::size_t>(bq));
+        wk.gathered.resize(static_cast<std::size_t>(kBatch * w));
+        wk.gdist.resize(static_cast<std::size_t>(kBatch));
+        wk.gids.resize(static_cast<std::size_t>(kBatch));
+      }
     }
     const std::int64_t q0 = task * bq, nqb = std::min(bq, nq - q0);
     for (std::int64_t i = 0; i < nqb; ++i) wk.sel[static_cast<std::size_t>(i)].reset();
     if (exclude) exclude->start(q0, nqb, wk.cur.data());
+    if (include) include->start(q0, nqb, wk.cur_in.data());
     for (std::int64_t x0 = 0; x0 < nx; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
       const std::int64_t nb = std::min(bx, nx - x0);
       for (std::int64_t i = 0; i < nqb; ++i) {
-        const std::int64_t skip = has_self ? self_offset + q0 + i : -1;
+        const bool masked = include && include->bits;  // an allow mask: tested on the survivors
+        const Pass skip{has_self ? self_offset + q0 + i : -1, masked ? include->mask_row(q0 + i) : nullptr};
         const std::uint64_t* qi = Q + (q0 + i) * w;
         Sel& sel = wk.sel[static_cast<std::size_t>(i)];
+        if (include && !masked) {  // the query's allowed ids in the block, in ascending order
+          const DistFn dist = dist_fn();
+          std::int64_t& c = wk.cur_in[static_cast<std::size_t>(i)];
+          const std::int64_t end = include->indptr[q0 + i + 1];
+          std::int64_t ce = exclude ? wk.cur[static_cast<std::size_t>(i)] : 0;
+          const std::int64_t ce_end = exclude ? exclude->indptr[q0 + i + 1] : 0;
+          std::int64_t last = -1;  // the last id considered (duplicates are skipped)
+          // whether id j (ascending) is a candidate: not a duplicate, not the query itself, not excluded
+          auto candidate = [&](std::int64_t j) {
+            if (j <= last || j == skip.skip) return false;
+            last = j;
+            if (!exclude) return true;
+            while (ce < ce_end && exclude->indices[ce] < j) ++ce;
+            return !(ce < ce_end && exclude->indices[ce] == j);
+          };
+          std::int64_t hi = c;
+          while (hi < end && include->indices[hi] < x0 + nb) ++hi;
+          if (16 * (hi - c) > nb) {
+            // many allowed ids in the block (over 1 in 16): every distance of the block by the
+            // vector kernel once, the allowed ones read from it
+            dist(qi, X + x0 * w, nb, w, wk.buf.data());
+            for (; c < hi; ++c) {
+              const std::int64_t j = include->indices[c];
+              if (!candidate(j)) continue;
+              const std::int32_t d = wk.buf[static_cast<std::size_t>(j - x0)];
+              if (d < sel.threshold()) sel.push(d, j);
+            }
+          }
+          // scattered allowed ids: their codes gathered, kBatch at a time, and measured by one
+          // call of the vector kernel (a call per code costs more than its popcount);
+          // offered in ascending id order, as the scan offers them
+          std::int64_t nbat = 0;
+          auto flush = [&]() {
+            if (nbat == 0) return;
+            dist(qi, wk.gathered.data(), nbat, w, wk.gdist.data());
+            for (std::int64_t t = 0; t < nbat; ++t)
+              if (wk.gdist[static_cast<std::size_t>(t)] < sel.threshold())
+                sel.push(wk.gdist[static_cast<std::size_t>(t)], wk.gids[static_cast<std::size_t>(t)]);
+            nbat = 0;
+          };
+          while (c < hi) {
+            const std::int64_t j = include->indices[c];
+            // a run of 8 or more consecutive allowed ids: the vector scan (self skipped there too)
+            std::int64_t r = c + 1;
+            if (!exclude)
+              while (r < hi && include->indices[r] == include->indices[r - 1] + 1) ++r;
+            if (j > last && r - c >= 8) {
+              flush();
+              scan_block(qi, X + j * w, r - c, w, j, skip, sel, wk.buf.data());
+              last = include->indices[r - 1];
+              c = r;
+              continue;
+            }
+            ++c;
+            if (!candidate(j)) continue;
+            std::copy(X + j * w, X + (j + 1) * w, wk.gathered.begin() + nbat * w);
+            wk.gids[static_cast<std::size_t>(nbat++)] = j;
+            if (nbat == kBatch) flush();
+          }
+          flush();
+          if (exclude) wk.cur[static_cast<std::size_t>(i)] = ce;
+          continue;
+        }
         std::int64_t a = x0;  // start of the run not scanned yet
         if (exclude) {  // scan [a, e) for each excluded id e in the block, then resume at e + 1
           std::int64_t& c = wk.cur[static_cast<std::size_t>(i)];

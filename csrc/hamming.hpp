@@ -12,15 +12,34 @@ namespace sl {
 void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, std::uint64_t* words,
                std::int64_t n_words, int n_threads);
 
+// The set bits of each row of a packed mask (n rows, row i at bits + i * n_words;
+// bits at or past n_cols ignored) as a CSR pattern, rows ascending.  Pass 1 counts
+// (indptr, n + 1 entries) and returns nnz; pass 2 writes the ids (ids holds nnz).
+// O(n n_words + nnz), n_threads over rows.
+std::int64_t mask_row_counts(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
+                             std::int64_t* indptr, int n_threads);
+void mask_row_ids(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
+                  const std::int64_t* indptr, std::int64_t* ids, int n_threads);
+
 // Exact k nearest codes by Hamming distance; ties -> lower database index.
 // self_offset: database row self_offset + i is skipped for query i (kNoSelf in
 // topk.hpp: none).  exclude (may be null): ids skipped per query (IdSets in
 // topk.hpp); each block is scanned in the runs between them, O(nnz) extra runs.
+// include (may be null): the only ids each query may return (IdSets); only they are
+// read, runs of 8 or more consecutive allowed ids by the vector scan, the others one
+// by one (a popcount per word): O(nnz(include) n_words), whatever the density.  A
+// mask (include->bits) is tested on the codes that beat a query's k-th best only:
+// the unfiltered scan plus O(n / 64 + survivors) per query.
 // k may exceed the candidates (a sharded search's blocks, skipped ids): the
 // missing slots get distance INT32_MAX and index INT64_MAX.
 void hamming_topk(const std::uint64_t* q, std::int64_t nq, const std::uint64_t* x, std::int64_t nx,
                   std::int64_t n_words, std::int64_t k, std::int64_t self_offset, const IdSets* exclude,
-                  int n_threads, std::int64_t* out_idx, std::int32_t* out_dist);
+                  const IdSets* include, int n_threads, std::int64_t* out_idx, std::int32_t* out_dist);
+
+// Distances of one query q (n_words words) to nb codes x (nb x n_words) into out, by
+// the vector popcount in use (hamming_isa(); SIMILEARN_ISA caps it).  O(nb n_words).
+void hamming_distances(const std::uint64_t* q, const std::uint64_t* x, std::int64_t nb, std::int64_t n_words,
+                       std::int32_t* out);
 
 // For every query, the histogram over distances 0..64*n_words of all database
 // codes (hist_all) and of the relevant ones (hist_rel, rel is nq x nx 0/1).

@@ -13,13 +13,20 @@
 // Tables are flat arrays built by a counting sort (Sec. 4.2 uses sparse hash tables):
 // "direct" tables index offsets by the substring value (2^len_i + 1 offsets); tables
 // whose substring is longer than kDirectMaxBits keep the sorted distinct values and
-// find a bucket by binary search.  ids are uint32 (up to 2^32 - 1 codes).
+// find a bucket by binary search.  Positions are uint32 (up to 2^32 - 1 codes).
+//
+// Memory (Sec. 4.2 keeps one id per code and table): the codes are stored once, in
+// table 0's bucket order, so table 0 is only its offsets; tables 1..m-1 hold uint32
+// positions; a position -> id array (uint32, or int64 for ids from 2^32 up) names the
+// results, and a bitmap marks removed positions (tombstones, skipped by every search):
+// n (8 n_words + 4 (m - 1) + 4 or 8) + n / 8 bytes plus the offsets (4 (2^len + 1) per
+// direct table, 8 per distinct value of a sorted one).
 //
 // Probing is memory-latency bound.  When a query's probes are expected to cost more
 // than a scan of every code (MihTables::scan_ratio), or a table's radius-r probe would
-// visit more buckets than there are codes, the k-NN query is finished by hamming.hpp's
-// vector scan (the radius search by a scalar scan), so a query never costs much more
-// than a linear scan.
+// visit more buckets than there are codes, the query is finished by a scan of every
+// live code (the k-NN queries together, block by block), so a query never costs much
+// more than a linear scan.
 //
 // De-duplication needs no per-query array: a candidate met in table i at radius r
 // was met before iff some table i' < i has substring distance <= r or some table
@@ -28,8 +35,11 @@
 // can still enter the result.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
+
+#include "topk.hpp"  // IdSets
 
 namespace sl {
 
@@ -37,7 +47,10 @@ constexpr int kMihDirectMaxBits = 24;     // direct tables: at most 2^24 + 1 off
 constexpr double kMihScanRatio = 128.0;  // measured on AVX-512 CPUs (bench/hamming_index_study.py)
 
 struct MihTables {
-  const std::uint64_t* codes = nullptr;  // n x n_words
+  // n x n_words, stored in table 0's bucket order: table 0's buckets are ranges of
+  // positions into `codes` (no id array, and its candidates are verified from
+  // contiguous memory); the other tables hold positions.
+  const std::uint64_t* codes = nullptr;
   std::int64_t n = 0, n_words = 0;
   int n_bits = 0, m = 0;
   const std::int32_t* start = nullptr;      // m
@@ -49,11 +62,15 @@ struct MihTables {
   // empty.  2^len / 8 bytes, 32x less than the offsets, so the empty buckets that most
   // probes meet (a table holds ~n of 2^len values) are rejected from cache.
   const std::uint64_t* const* occupied = nullptr;
-  const std::uint32_t* ids = nullptr;             // m x n, bucket by bucket
-  // m x n x n_words: the codes in each table's bucket order (table_codes[i][p] is
-  // code ids[i][p]), so a bucket's candidates are verified from contiguous memory
-  // rather than one cache miss each into `codes` (the search is memory-latency bound).
-  const std::uint64_t* table_codes = nullptr;
+  // (m - 1) x n: for tables 1..m-1, the positions (into `codes`) bucket by bucket.
+  const std::uint32_t* positions = nullptr;
+  // The id a result reports for position p: ids32[p], ids64[p] (at most one is set;
+  // neither: p itself).  Ties are broken by this id.
+  const std::uint32_t* ids32 = nullptr;
+  const std::int64_t* ids64 = nullptr;
+  // Tombstones: bit p set iff position p was removed (nullptr: none); never a result.
+  const std::uint64_t* dead = nullptr;
+  std::int64_t n_live = 0;  // n less the removed positions
   // Cost of a cache miss in 64-bit words of vector scan: a query switches to the scan
   // once its probes are expected to cost more (0: only when a table would probe more
   // buckets than there are codes).  kMihScanRatio by default.
@@ -67,6 +84,60 @@ inline std::uint32_t mih_substring(const std::uint64_t* code, int start, int len
   if (off + len > 64) v |= code[w + 1] << (64 - off);
   return static_cast<std::uint32_t>(len >= 32 ? v & 0xffffffffULL : v & ((1ULL << len) - 1));
 }
+
+// Which ids a search may return (HammingIndex's include= and exclude=), in id space
+// (the ids the searches return, MihTables::ids32 / ids64), tested where a verified
+// candidate is accepted, next to the tombstone test, on row_id(position): by the probes,
+// the radius scan and the k-NN scan of the queries that switched to it.  Per query, an
+// allow-list and a deny-list (IdSets rows, ids ascending, duplicates allowed); or one
+// allow-list shared by every query (ascending distinct).  Ids absent from this index
+// never match (a segment gets the same lists as every other).
+struct IdFilter {
+  const IdSets* include = nullptr;          // per-query allow-lists (null: none)
+  const IdSets* exclude = nullptr;          // per-query deny-lists (null: none)
+  const std::int64_t* allow_ids = nullptr;  // shared allow-list, ascending distinct (null: none)
+  std::int64_t n_allow = 0;
+
+  // One query's view of the filter.  pass(id): a binary search per list, O(log len).
+  // A short deny-list (kSigMaxIds ids at most, as exclude= of seen items usually is)
+  // also gets a 512-bit signature of its hashed ids: a clear bit proves an id is not in
+  // it, so most candidates skip the binary search.
+  struct Query {
+    static constexpr bool kFiltered = true;
+    static constexpr std::int64_t kSigMaxIds = 2048;
+    const std::int64_t *in0 = nullptr, *in1 = nullptr, *ex0 = nullptr, *ex1 = nullptr;
+    bool sig_on = false;
+    std::uint64_t sig[8] = {};
+    static unsigned sig_bit(std::int64_t id) {
+      return static_cast<unsigned>((static_cast<std::uint64_t>(id) * 0x9E3779B97F4A7C15ULL) >> 55);
+    }
+    bool pass(std::int64_t id) const {
+      if (in0 != nullptr && !std::binary_search(in0, in1, id)) return false;
+      if (ex0 == ex1) return true;
+      if (sig_on) {
+        const unsigned b = sig_bit(id);
+        if (!((sig[b >> 6] >> (b & 63)) & 1)) return true;
+      }
+      return !std::binary_search(ex0, ex1, id);
+    }
+  };
+  Query of(std::int64_t qi) const {
+    Query f;
+    if (exclude != nullptr) {
+      f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
+      f.sig_on = f.ex1 - f.ex0 <= Query::kSigMaxIds;
+      if (f.sig_on)
+        for (const std::int64_t* e = f.ex0; e < f.ex1; ++e)
+          f.sig[Query::sig_bit(*e) >> 6] |= 1ULL << (Query::sig_bit(*e) & 63);
+    }
+    if (include != nullptr) {
+      f.in0 = include->indices + include->indptr[qi], f.in1 = include->indices + include->indptr[qi + 1];
+    } else if (allow_ids != nullptr) {
+      f.in0 = allow_ids, f.in1 = allow_ids + n_allow;
+    }
+    return f;
+  }
+};
 
 // Building, in two steps so that the caller allocates the arrays (the bindings: NumPy
 // arrays the index then holds).  Both run n_threads over the m tables.
@@ -82,19 +153,21 @@ std::vector<std::int64_t> mih_table_keys(const std::uint64_t* codes, std::int64_
 // mih_build (on a layout mih_table_keys accepted: not checked again): fills, per table i,
 // offsets[i] (n_keys[i] + 1 entries), keys[i] (sorted tables: n_keys[i] distinct values;
 // null for direct ones), occupied[i] (direct tables: (2^len + 63) / 64 words of bitmap;
-// null for sorted ones), ids + i n (the code ids bucket by bucket) and table_codes + i n
-// n_words (the codes in that order).  O(m n) for direct tables (a counting sort),
-// O(m n log n) for sorted ones.
+// null for sorted ones); order (n: the row of `codes` at each position, table 0's
+// bucket order, rows increasing within a bucket), sorted_codes (n x n_words: the codes
+// in that order) and positions + (i - 1) n for tables i >= 1 (positions into
+// sorted_codes, bucket by bucket).  O(m n) for direct tables (a counting sort),
+// O(m n log n) for sorted ones; memory n (8 n_words + 4 (m - 1)) bytes plus the offsets.
 void mih_build(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, const std::int32_t* start,
                const std::int32_t* len, std::int64_t m, int n_threads, std::uint32_t* const* offsets,
-               std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* ids,
-               std::uint64_t* table_codes);
+               std::uint32_t* const* keys, std::uint64_t* const* occupied, std::uint32_t* order,
+               std::uint64_t* sorted_codes, std::uint32_t* positions);
 
 // A multi-index as the searches read it: the arrays of a build, or of a saved index,
 // checked once when the index is constructed.  It does not own them: the owner keeps
 // them alive and in place (similearn._core.MihIndex holds the NumPy arrays).
 // Construction checks the layout (sizes and substrings consistent: O(m)); the values
-// of offsets and ids are checked by the searches where they read them, so no content
+// of offsets and positions are checked by the searches where they read them, so no content
 // of the arrays can make a search read outside them.  Not copyable (it points into
 // itself), movable.
 class MihIndex {
@@ -110,32 +183,40 @@ class MihIndex {
     const std::uint64_t* occupied = nullptr;
     std::int64_t n_occupied = 0;
   };
-  // codes: n x n_words; start, len: one per table; ids: m x n; table_codes: m x n x
-  // n_words (those shapes are the caller's to check).  std::invalid_argument when the
-  // substrings, n_bits, n or a table's lengths are inconsistent.
+  // codes: n x n_words in table 0's bucket order; start, len: one per table;
+  // positions: (m - 1) x n; ids32 / ids64: n or null (MihTables); dead: (n + 63) / 64
+  // words or null (those shapes are the caller's to check).  std::invalid_argument when
+  // the substrings, n_bits, n or a table's lengths are inconsistent.  O(m + n / 64).
   MihIndex(const std::uint64_t* codes, std::int64_t n, std::int64_t n_words, int n_bits, const std::int32_t* start,
-           const std::int32_t* len, const std::vector<Table>& tables, const std::uint32_t* ids,
-           const std::uint64_t* table_codes);
+           const std::int32_t* len, const std::vector<Table>& tables, const std::uint32_t* positions,
+           const std::uint32_t* ids32, const std::int64_t* ids64, const std::uint64_t* dead);
   MihIndex(const MihIndex&) = delete;
   MihIndex& operator=(const MihIndex&) = delete;
   MihIndex(MihIndex&&) = default;
   MihIndex& operator=(MihIndex&&) = default;
 
   std::int64_t n() const { return t_.n; }
+  std::int64_t n_live() const { return t_.n_live; }
   std::int64_t n_words() const { return t_.n_words; }
   int n_bits() const { return t_.n_bits; }
   int m() const { return t_.m; }
 
-  // Exact k-NN of nq queries (nq x n_words; 1 <= k <= n): out_idx / out_dist (nq x k),
-  // ascending distance, ties -> lower index (the same as hamming_topk).  n_probed (may
-  // be null): per query, the number of candidate ids read from the tables (n for a
-  // query finished by the scan).  scan_ratio: MihTables::scan_ratio.  Threads over queries.
+  // Exact k-NN of nq queries (nq x n_words; 1 <= k <= n_live) among the live codes:
+  // out_idx / out_dist (nq x k), their ids (MihTables::ids32 / ids64), ascending
+  // distance, ties -> lower id (the order of hamming_topk over the live codes listed by
+  // id).  n_probed (may be null): per query, the number of candidate positions read
+  // from the tables (n for a query finished by the scan).  scan_ratio:
+  // MihTables::scan_ratio.  Threads over queries.  filter (null: none): only the ids
+  // it passes (IdFilter); slots beyond the codes it leaves get id INT64_MAX and
+  // distance INT32_MAX.
   void search(const std::uint64_t* q, std::int64_t nq, std::int64_t k, int n_threads, double scan_ratio,
-              std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed) const;
-  // All codes within distance r of each query, sorted by (distance, index) per query.
+              std::int64_t* out_idx, std::int32_t* out_dist, std::int64_t* n_probed,
+              const IdFilter* filter = nullptr) const;
+  // All live codes within distance r of each query (that filter passes), their ids
+  // sorted by (distance, id).
   void radius_search(const std::uint64_t* q, std::int64_t nq, int r, int n_threads, double scan_ratio,
-                     std::vector<std::vector<std::int64_t>>& idx,
-                     std::vector<std::vector<std::int32_t>>& dist) const;
+                     std::vector<std::vector<std::int64_t>>& idx, std::vector<std::vector<std::int32_t>>& dist,
+                     const IdFilter* filter = nullptr) const;
 
  private:
   std::vector<const std::uint32_t*> offsets_, keys_;

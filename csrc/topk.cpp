@@ -44,9 +44,17 @@ inline T key_of(T dot, T aux) {
   else return dot;
 }
 
+// The lanes of ids id .. id + L - 1 (L <= 32) a selection admits, as a bit mask:
+// every lane for a plain selection; a masked one's allow bits (MaskedSel below), so
+// the vector scans drop disallowed lanes with the threshold test, without a branch.
+template <class T>
+inline std::uint32_t lanes(const TopK<T, true>&, std::int64_t, int L) {
+  return L >= 32 ? ~0u : (1u << L) - 1;
+}
+
 // Portable scan: SSE2 pre-check of 16 keys, then the scalar admission test.
-template <int MODE, class T>
-void scan_row_base(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+template <int MODE, class T, class S>
+void scan_row_base(T* row, const T* aux, std::int64_t n, std::int64_t base, S& sel) {
   if constexpr (MODE != 0)
     for (std::int64_t j = 0; j < n; ++j) row[j] = key_of<MODE>(row[j], aux[j]);
   std::int64_t j = 0;
@@ -59,15 +67,17 @@ void scan_row_base(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK
 
 #if SL_X86_DISPATCH
 // AVX2 / AVX-512 scans: key and comparison fused in registers, one pass.
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx2,fma")
-void scan_row_avx2(float* row, const float* aux, std::int64_t n, std::int64_t base, TopK<float, true>& sel) {
+void scan_row_avx2(float* row, const float* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m256 v = _mm256_loadu_ps(row + j);
     if constexpr (MODE == 1) v = _mm256_mul_ps(v, _mm256_loadu_ps(aux + j));
     if constexpr (MODE == 2) v = _mm256_sub_ps(v, _mm256_loadu_ps(aux + j));
-    int m = _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(sel.threshold()), _CMP_GT_OQ));
+    const std::uint32_t m =
+        static_cast<std::uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(sel.threshold()), _CMP_GT_OQ))) &
+        lanes(sel, base + j, 8);
     if (m) {
       alignas(32) float tmp[8];
       _mm256_store_ps(tmp, v);
@@ -78,15 +88,17 @@ void scan_row_avx2(float* row, const float* aux, std::int64_t n, std::int64_t ba
   for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0f), base + j);
 }
 
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx2,fma")
-void scan_row_avx2(double* row, const double* aux, std::int64_t n, std::int64_t base, TopK<double, true>& sel) {
+void scan_row_avx2(double* row, const double* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     __m256d v = _mm256_loadu_pd(row + j);
     if constexpr (MODE == 1) v = _mm256_mul_pd(v, _mm256_loadu_pd(aux + j));
     if constexpr (MODE == 2) v = _mm256_sub_pd(v, _mm256_loadu_pd(aux + j));
-    int m = _mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(sel.threshold()), _CMP_GT_OQ));
+    const std::uint32_t m =
+        static_cast<std::uint32_t>(_mm256_movemask_pd(_mm256_cmp_pd(v, _mm256_set1_pd(sel.threshold()), _CMP_GT_OQ))) &
+        lanes(sel, base + j, 4);
     if (m) {
       alignas(32) double tmp[4];
       _mm256_store_pd(tmp, v);
@@ -97,15 +109,15 @@ void scan_row_avx2(double* row, const double* aux, std::int64_t n, std::int64_t 
   for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0), base + j);
 }
 
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx512f")
-void scan_row_avx512(float* row, const float* aux, std::int64_t n, std::int64_t base, TopK<float, true>& sel) {
+void scan_row_avx512(float* row, const float* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
     __m512 v = _mm512_loadu_ps(row + j);
     if constexpr (MODE == 1) v = _mm512_mul_ps(v, _mm512_loadu_ps(aux + j));
     if constexpr (MODE == 2) v = _mm512_sub_ps(v, _mm512_loadu_ps(aux + j));
-    __mmask16 m = _mm512_cmp_ps_mask(v, _mm512_set1_ps(sel.threshold()), _CMP_GT_OQ);
+    const std::uint32_t m = _mm512_cmp_ps_mask(v, _mm512_set1_ps(sel.threshold()), _CMP_GT_OQ) & lanes(sel, base + j, 16);
     if (m) {
       alignas(64) float tmp[16];
       _mm512_store_ps(tmp, v);
@@ -116,15 +128,15 @@ void scan_row_avx512(float* row, const float* aux, std::int64_t n, std::int64_t 
   for (; j < n; ++j) sel.offer(key_of<MODE>(row[j], MODE ? aux[j] : 0.0f), base + j);
 }
 
-template <int MODE>
+template <int MODE, class S>
 SL_TARGET("avx512f")
-void scan_row_avx512(double* row, const double* aux, std::int64_t n, std::int64_t base, TopK<double, true>& sel) {
+void scan_row_avx512(double* row, const double* aux, std::int64_t n, std::int64_t base, S& sel) {
   std::int64_t j = 0;
   for (; j + 8 <= n; j += 8) {
     __m512d v = _mm512_loadu_pd(row + j);
     if constexpr (MODE == 1) v = _mm512_mul_pd(v, _mm512_loadu_pd(aux + j));
     if constexpr (MODE == 2) v = _mm512_sub_pd(v, _mm512_loadu_pd(aux + j));
-    __mmask8 m = _mm512_cmp_pd_mask(v, _mm512_set1_pd(sel.threshold()), _CMP_GT_OQ);
+    const std::uint32_t m = _mm512_cmp_pd_mask(v, _mm512_set1_pd(sel.threshold()), _CMP_GT_OQ) & lanes(sel, base + j, 8);
     if (m) {
       alignas(64) double tmp[8];
       _mm512_store_pd(tmp, v);
@@ -139,8 +151,8 @@ void scan_row_avx512(double* row, const double* aux, std::int64_t n, std::int64_
 enum class ScanIsa { Base, Avx2, Avx512 };
 const ScanIsa g_scan_isa = cpu::has_avx512f() ? ScanIsa::Avx512 : cpu::has_avx2() ? ScanIsa::Avx2 : ScanIsa::Base;
 
-template <int MODE, class T>
-inline void scan_row(T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+template <int MODE, class T, class S>
+inline void scan_row(T* row, const T* aux, std::int64_t n, std::int64_t base, S& sel) {
 #if SL_X86_DISPATCH
   if (g_scan_isa == ScanIsa::Avx512) return scan_row_avx512<MODE>(row, aux, n, base, sel);
   if (g_scan_isa == ScanIsa::Avx2) return scan_row_avx2<MODE>(row, aux, n, base, sel);
@@ -148,8 +160,32 @@ inline void scan_row(T* row, const T* aux, std::int64_t n, std::int64_t base, To
   scan_row_base<MODE>(row, aux, n, base, sel);
 }
 
+// A query's selection seen through its allow mask (IdSets::mask_row): a candidate that
+// beats the threshold is offered only when allowed, so the selection sees the stream
+// of allowed ids in the same order (the result of offering those alone), and the mask
+// costs O(candidates), not O(row).
 template <class T>
-inline void scan_row_metric(Metric m, T* row, const T* aux, std::int64_t n, std::int64_t base, TopK<T, true>& sel) {
+struct MaskedSel {
+  TopK<T, true>& sel;
+  const std::uint64_t* allow;
+  T threshold() const { return sel.threshold(); }
+  void offer(T key, std::int64_t id) {
+    if (mask_has(allow, id)) sel.offer(key, id);
+  }
+};
+
+// Allow bits of ids id .. id + L - 1 (L <= 32; id + L - 1 a row of the database, so
+// the second word read, when the lanes straddle two, lies in the mask row).
+template <class T>
+inline std::uint32_t lanes(const MaskedSel<T>& s, std::int64_t id, int L) {
+  const std::int64_t w = id >> 6, b = id & 63;
+  std::uint64_t v = s.allow[w] >> b;
+  if (b + L > 64) v |= s.allow[w + 1] << (64 - b);
+  return static_cast<std::uint32_t>(v) & (L >= 32 ? ~0u : (1u << L) - 1);
+}
+
+template <class T, class S>
+inline void scan_row_metric(Metric m, T* row, const T* aux, std::int64_t n, std::int64_t base, S& sel) {
   switch (m) {
     case Metric::Cosine: return scan_row<1>(row, aux, n, base, sel);
     case Metric::Euclidean: return scan_row<2>(row, aux, n, base, sel);
@@ -177,12 +213,24 @@ double sq_dist(const T* a, const T* b, std::int64_t dim) {
   return s;
 }
 
+// Allow-lists sparse enough to visit only their rows: fewer than 1/32 of the
+// (query, row) pairs (the full product costs ~dim / 32 cycles a score with AVX-512,
+// a gathered row's chains ~dim / 8 with the copy).
+inline bool gather_worthwhile(const IdSets& include, std::int64_t nq, std::int64_t nx) {
+  return !include.bits && 32.0 * static_cast<double>(include.indptr[nq]) < static_cast<double>(nq) * static_cast<double>(nx);
+}
+
+// A query's ids of an id set in [lo, hi), walked by a cursor (ascending rows).
+inline void advance(const IdSets& s, std::int64_t q, std::int64_t& c, std::int64_t below) {
+  for (const std::int64_t end = s.indptr[q + 1]; c < end && s.indices[c] < below;) ++c;
+}
+
 }  // namespace
 
 template <class T>
 void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
-               Metric metric, std::int64_t self_offset, const IdSets* exclude, int n_threads,
-               std::int64_t* out_idx, T* out_key, double* out_dist) {
+               Metric metric, std::int64_t self_offset, const IdSets* exclude, const IdSets* include,
+               int n_threads, std::int64_t* out_idx, T* out_key, double* out_dist) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (nq == 0) return;
   const bool has_self = self_offset != kNoSelf;
@@ -210,6 +258,65 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     }
   };
   const bool has_aux = metric != Metric::InnerProduct;
+
+  if (include && gather_worthwhile(*include, nq, nx)) {
+    // Visit only each query's listed rows: gathered into a contiguous block (ascending
+    // ids, a duplicate dropped) and multiplied by gemm_direct's chains, the bits of the
+    // full product; their norms by sq_norms, as pack / packed_sq_norms give them.
+    const std::int64_t G = 256;  // rows per gathered block
+    const std::int64_t per_task = 64;
+    parallel_for((nq + per_task - 1) / per_task, n_threads, [&](std::int64_t t, int) {
+      std::vector<T> buf(static_cast<std::size_t>(G * dim)), tile(static_cast<std::size_t>(G)),
+          aux(static_cast<std::size_t>(G));
+      std::vector<double> sq(static_cast<std::size_t>(G));
+      std::vector<std::int64_t> ids(static_cast<std::size_t>(G));
+      TopK<T, true> sel;
+      for (std::int64_t q = t * per_task; q < std::min(nq, (t + 1) * per_task); ++q) {
+        checkpoint();
+        const std::int64_t a = include->indptr[q], b = include->indptr[q + 1];
+        sel.init(std::min(k, std::max<std::int64_t>(1, b - a)), std::max<std::int64_t>(1, b - a));
+        std::int64_t ce = exclude ? exclude->indptr[q] : 0;
+        const std::int64_t self = self_offset != kNoSelf ? self_offset + q : -1;
+        std::int64_t prev = -1;
+        for (std::int64_t c = a; c < b;) {
+          std::int64_t n = 0;
+          for (; c < b && n < G; ++c) {
+            const std::int64_t j = include->indices[c];
+            if (j == prev || j == self) continue;
+            prev = j;
+            if (exclude) {
+              advance(*exclude, q, ce, j);
+              if (ce < exclude->indptr[q + 1] && exclude->indices[ce] == j) continue;
+            }
+            std::memcpy(buf.data() + n * dim, X + j * dim, sizeof(T) * static_cast<std::size_t>(dim));
+            ids[static_cast<std::size_t>(n++)] = j;
+          }
+          if (n == 0) continue;
+          gemmk::gemm_direct<T>(Q + q * dim, 1, dim, buf.data(), n, tile.data(), n);
+          for (std::int64_t j = 0; j < n; ++j)  // NaN / inf in a row read: as the full product finds them
+            if (!std::isfinite(tile[static_cast<std::size_t>(j)]) && any_nonfinite(buf.data() + j * dim, dim))
+              throw NonFiniteInput("the database contains NaN or inf");
+          if (has_aux) {
+            gemmk::sq_norms<T>(buf.data(), n, dim, sq.data(), 1);
+            block_aux(sq.data(), n, aux.data());
+          }
+          for (std::int64_t j = 0; j < n; ++j) {
+            const T d = tile[static_cast<std::size_t>(j)];
+            const T key = metric == Metric::Cosine ? d * aux[static_cast<std::size_t>(j)]
+                          : metric == Metric::Euclidean ? d - aux[static_cast<std::size_t>(j)] : d;
+            sel.offer(key, ids[static_cast<std::size_t>(j)]);
+          }
+        }
+        std::int64_t* oi = out_idx + q * k;
+        T* os = out_key + q * k;
+        const std::int64_t m = sel.finish(oi, os);
+        if (out_dist)
+          for (std::int64_t j = 0; j < m; ++j) out_dist[q * k + j] = std::sqrt(sq_dist(Q + q * dim, X + oi[j] * dim, dim));
+        fill_missing_in(out_idx, out_key, out_dist, q, m);
+      }
+    });
+    return;
+  }
 
   // Work decomposition.  A task is a chunk of up to tq queries (so every thread
   // gets work); inside it the database is walked in blocks of bx rows (packed
@@ -261,6 +368,7 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     std::vector<U> ukey, ukey_tmp;
     std::vector<std::int64_t> uidx, uidx_tmp;
     std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
+    std::vector<std::int64_t> cur_in;  // ... of its allowed ids
     std::vector<double> sq;         // ||x||^2 of the block's rows
     std::vector<T> aux;             // their key terms
   };
@@ -294,11 +402,13 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         for (auto& sl_ : w.sel) sl_.init(kk, nx);
       }
       if (exclude) w.cur.resize(static_cast<std::size_t>(tq));
+      if (include) w.cur_in.resize(static_cast<std::size_t>(tq));
       if (has_aux) w.sq.resize(static_cast<std::size_t>(bx)), w.aux.resize(static_cast<std::size_t>(bx));
     }
     if (!full)
       for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
     if (exclude) exclude->start(t0, ntq, w.cur.data());
+    if (include) include->start(t0, ntq, w.cur_in.data());
 
     for (std::int64_t x0 = xa; x0 < xb; x0 += bx) {
       checkpoint();  // a task is a whole pass over the database: Ctrl-C must not wait for its end
@@ -355,6 +465,25 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
             for (; c < end && exclude->indices[c] < x0 + nb; ++c)
               if (exclude->indices[c] >= x0) row[exclude->indices[c] - x0] = -std::numeric_limits<T>::infinity();
           }
+          if (include && include->bits) {  // a mask: tested on the candidates alone
+            MaskedSel<T> ms{w.sel[static_cast<std::size_t>(b0 + i)], include->mask_row(q0 + i)};
+            scan_row_metric(metric, row, aux, nb, x0, ms);
+            continue;
+          }
+          if (include) {  // only the query's allowed ids in [x0, x0 + nb): O(hits + 1)
+            std::int64_t& c = w.cur_in[static_cast<std::size_t>(b0 + i)];
+            advance(*include, q0 + i, c, x0);
+            TopK<T, true>& sel = w.sel[static_cast<std::size_t>(b0 + i)];
+            for (const std::int64_t end = include->indptr[q0 + i + 1]; c < end && include->indices[c] < x0 + nb;
+                 ++c) {
+              const std::int64_t j = include->indices[c] - x0;
+              if (c > include->indptr[q0 + i] && include->indices[c - 1] == include->indices[c]) continue;
+              const T d = row[j];
+              sel.offer(metric == Metric::Cosine ? d * aux[j] : metric == Metric::Euclidean ? d - aux[j] : d,
+                        x0 + j);
+            }
+            continue;
+          }
           scan_row_metric(metric, row, aux, nb, x0,
                           w.sel[static_cast<std::size_t>(b0 + i)]);
         }
@@ -372,10 +501,18 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         // excluded ids of the query, walked along j: O(nx + its nnz)
         std::int64_t c = exclude ? exclude->indptr[q] : 0;
         const std::int64_t c_end = exclude ? exclude->indptr[q + 1] : 0;
+        std::int64_t ci = include && !include->bits ? include->indptr[q] : 0;  // allowed ids, walked along j too
+        const std::int64_t ci_end = include && !include->bits ? include->indptr[q + 1] : 0;
         for (std::int64_t j = 0; j < nx; ++j) {
           if (has_self && j == self) continue;
           while (c < c_end && exclude->indices[c] < j) ++c;
           if (c < c_end && exclude->indices[c] == j) continue;
+          if (include && include->bits) {
+            if (!mask_has(include->mask_row(q), j)) continue;
+          } else if (include) {
+            while (ci < ci_end && include->indices[ci] < j) ++ci;
+            if (!(ci < ci_end && include->indices[ci] == j)) continue;
+          }
           w.ukey[static_cast<std::size_t>(m)] = static_cast<U>(~ordered_bits(row[j]));  // descending
           w.uidx[static_cast<std::size_t>(m)] = j;
           ++m;
@@ -484,8 +621,8 @@ void topk_finalize(const T* Q, std::int64_t nq, std::int64_t dim, std::int64_t k
 
 template <class T>
 void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::int64_t dim, std::int64_t k,
-                Metric metric, std::int64_t self_offset, const IdSets* exclude, int n_threads, std::int64_t* out_idx,
-                T* out_score) {
+                Metric metric, std::int64_t self_offset, const IdSets* exclude, const IdSets* include, int n_threads,
+                std::int64_t* out_idx, T* out_score) {
   if (k < 1) throw std::invalid_argument("k must be >= 1");
   if (k > nx - (self_offset != kNoSelf ? 1 : 0)) throw std::invalid_argument("k exceeds the number of candidates");
   if (nq == 0) return;
@@ -493,19 +630,23 @@ void topk_dense(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::i
   // the database (then the distance from the key; same rule as before the split)
   std::vector<double> dist;
   if (metric == Metric::Euclidean && 4 * k < nx) dist.resize(static_cast<std::size_t>(nq * k));
-  topk_keys<T>(Q, nq, X, nx, dim, k, metric, self_offset, exclude, n_threads, out_idx, out_score,
+  topk_keys<T>(Q, nq, X, nx, dim, k, metric, self_offset, exclude, include, n_threads, out_idx, out_score,
                dist.empty() ? nullptr : dist.data());
   topk_finalize<T>(Q, nq, dim, k, metric, dist.empty() ? nullptr : dist.data(), n_threads, out_idx, out_score);
 }
 
 template void topk_dense<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t,
-                                std::int64_t, Metric, std::int64_t, const IdSets*, int, std::int64_t*, float*);
+                                std::int64_t, Metric, std::int64_t, const IdSets*, const IdSets*, int, std::int64_t*,
+                                float*);
 template void topk_dense<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t,
-                                 std::int64_t, Metric, std::int64_t, const IdSets*, int, std::int64_t*, double*);
+                                 std::int64_t, Metric, std::int64_t, const IdSets*, const IdSets*, int, std::int64_t*,
+                                 double*);
 template void topk_keys<float>(const float*, std::int64_t, const float*, std::int64_t, std::int64_t, std::int64_t,
-                               Metric, std::int64_t, const IdSets*, int, std::int64_t*, float*, double*);
+                               Metric, std::int64_t, const IdSets*, const IdSets*, int, std::int64_t*, float*,
+                               double*);
 template void topk_keys<double>(const double*, std::int64_t, const double*, std::int64_t, std::int64_t, std::int64_t,
-                                Metric, std::int64_t, const IdSets*, int, std::int64_t*, double*, double*);
+                                Metric, std::int64_t, const IdSets*, const IdSets*, int, std::int64_t*, double*,
+                                double*);
 template void topk_finalize<float>(const float*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*, int,
                                    std::int64_t*, float*);
 template void topk_finalize<double>(const double*, std::int64_t, std::int64_t, std::int64_t, Metric, const double*,

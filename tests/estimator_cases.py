@@ -46,6 +46,7 @@ class Case:
     # check scikit-learn yields is an expected failure (not strict), with this reason.
     sklearn_passing: tuple | None = None
     sklearn_reason: str = ""
+    saved_by_0_1_0: bool = True  # tests/data/saved_models holds a file 0.1.0 wrote (False: added later)
 
     def make_check(self, **params):
         return (self.check or self.make)(**params)
@@ -195,6 +196,16 @@ def _hamming_index_wrong(est, fit, X_bad):
     return est.search(np.ones((3, fit.n_features + 1), np.uint64), 1)
 
 
+# ---------------------------------------------------------------------- rescoring index
+
+def _rescoring_outputs(est, fit):
+    return est.search(fit.X[:10], 5) + (est.codes_,)
+
+
+def _rescoring_wrong(est, fit, X_bad):
+    return est.search(X_bad, 1)
+
+
 # ---------------------------------------------------------------------- the registry
 
 CASES = [
@@ -226,6 +237,10 @@ CASES = [
          sklearn_passing=_NO_FIT_CHECKS + _SPARSE_TAG_CHECKS + ("check_complex_data",
                                                                "check_estimators_empty_data_messages", "check_fit1d"),
          sklearn_reason=_MATCHER_XFAIL_REASON),
+    # ITQ codes (random_state reaches them; sparse rows are rescored as CSR); the checks: the default "sign"
+    Case("RescoringIndex", lambda **kw: similearn.RescoringIndex(hasher="itq", n_bits=4, oversample=3, **kw),
+         _labelled(), _rescoring_outputs, _rescoring_wrong, sparse=True,
+         check=lambda **kw: similearn.RescoringIndex(**kw), saved_by_0_1_0=False),
 ]
 
 CASE_BY_NAME = {c.name: c for c in CASES}

@@ -69,8 +69,9 @@ def test_every_table_count_gives_the_exact_answer(rng, m):
     bx = _clustered_bits(rng, 500, 64, n_clusters=3, flip=0.05)
     x = pack_bits(bx)
     index = HammingIndex(m=m).fit(x)
-    assert index.m_ == m and index.substring_len_.sum() == 64
-    assert all((k is None) == (ln <= 24) for k, ln in zip(index.keys_, index.substring_len_))
+    seg = index.segments_[0]
+    assert index.m_ == m and seg["substring_len"].sum() == 64
+    assert all((k is None) == (ln <= 24) for k, ln in zip(seg["keys"], seg["substring_len"]))
     idx, dist = _both(index, x[:40], 25)
     ridx, rdist = hamming_topk(x[:40], x, 25)
     np.testing.assert_array_equal(idx, ridx)
@@ -146,7 +147,10 @@ def test_add_appends_and_matches_a_fresh_index(rng):
     x = pack_bits(bx)
     index = HammingIndex().fit(x[:300]).add(x[300:600]).add(x[600:])
     assert index.n_codes_ == 900
-    np.testing.assert_array_equal(index.codes_, x)
+    # the segments hold every code once, with its row as id
+    codes = np.concatenate([s["codes"] for s in index.segments_])
+    ids = np.concatenate([s["ids"] for s in index.segments_]).astype(np.int64)
+    np.testing.assert_array_equal(codes[np.argsort(ids)], x)
     q = np.ascontiguousarray(x[::50])
     idx, dist = _both(index, q, 12)
     ridx, rdist = hamming_topk(q, x, 12)
@@ -185,17 +189,23 @@ def test_default_m_follows_the_paper_rule():
     assert _default_m(10_000_000, 128) == 6      # 5.5 -> 6
     assert _default_m(1_000_000, 64) == 3        # 3.2
     assert _default_m(100, 256) == 32            # 39 -> capped at 256 / 8
-    assert _default_m(2**40, 256) == 8           # substrings of at most 32 bits
+    assert _default_m(2**40, 256) == 11          # substrings of at most 24 bits (direct tables)
+    assert _default_m(100_000_000, 64) == 3      # 2.4, but 32-bit sorted tables would cost 16 bytes a code
 
 
 def test_memory_footprint(rng):
     x = pack_bits(_codes(rng, 5000, 64))
     index = HammingIndex(m=4).fit(x)
-    # codes and their 4 bucket-ordered copies + ids (4 tables x 5000 uint32) + direct offsets (4 x (2^16 + 1) uint32) + bitmaps (4 x 2^16 bits)
-    assert index.memory_bytes_ == 5 * x.nbytes + 4 * 5000 * 4 + 4 * (2**16 + 1) * 4 + 4 * 2**16 // 8
-    np.testing.assert_array_equal(index.table_codes_[2], x[index.ids_[2]])
-    occupied = np.unpackbits(index.occupied_[0].view(np.uint8), bitorder="little").astype(bool)
-    np.testing.assert_array_equal(occupied, np.diff(index.offsets_[0].astype(np.int64)) > 0)
+    seg = index.segments_[0]
+    # codes once (table 0's order) + positions (3 tables x 5000 uint32) + ids (5000 uint32)
+    # + direct offsets (4 x (2^16 + 1) uint32) + bitmaps (4 x 2^16 bits)
+    assert index.memory_bytes_ == x.nbytes + 3 * 5000 * 4 + 5000 * 4 + 4 * (2**16 + 1) * 4 + 4 * 2**16 // 8
+    np.testing.assert_array_equal(seg["codes"], x[seg["ids"]])          # ids: the row at each position
+    sub = lambda c, i: (c[:, 0] >> np.uint64(16 * i)) & np.uint64(0xffff)
+    assert (np.diff(sub(seg["codes"], 0).astype(np.int64)) >= 0).all()  # stored in table 0's order
+    assert (np.diff(sub(seg["codes"][seg["positions"][1]], 2).astype(np.int64)) >= 0).all()
+    occupied = np.unpackbits(seg["occupied"][0].view(np.uint8), bitorder="little").astype(bool)
+    np.testing.assert_array_equal(occupied, np.diff(seg["offsets"][0].astype(np.int64)) > 0)
 
 
 def test_save_load_roundtrip(rng, tmp_path):
@@ -212,23 +222,31 @@ def test_corrupt_tables_are_refused_not_read(rng):
     # a loaded file's tables are data: a bucket or id out of range is an error, never a read
     x = pack_bits(_codes(rng, 300, 64))
     index = HammingIndex(m=4).fit(x)
-    index.offsets_[0] = np.full_like(index.offsets_[0], 10**6)   # every bucket past the end of the ids
+    seg = index.segments_[0]
+    seg["offsets"][0] = np.full_like(seg["offsets"][0], 10**6)   # every bucket past the end of the positions
     with pytest.raises(RuntimeError, match="corrupt"):
         index._search(x[:3], 1, scan_ratio=0)                    # probes the queries' own buckets
     with pytest.raises(RuntimeError, match="corrupt"):
         index._radius_search(x[:3], 0, scan_ratio=0)
     index = HammingIndex(m=4).fit(x)
-    index.ids_ = np.full_like(index.ids_, 10**6)                 # ids past the end of the codes
+    seg = index.segments_[0]
+    seg["positions"] = np.full_like(seg["positions"], 10**6)     # positions past the end of the codes
     with pytest.raises(RuntimeError, match="corrupt"):
-        index._search(x[:3], 1, scan_ratio=0)
+        index._search(x[:3], 20, scan_ratio=0)                   # reaches tables 1..3
     index = HammingIndex(m=4).fit(x)
-    index.offsets_[1] = index.offsets_[1][:-1]                   # the wrong number of offsets
+    seg = index.segments_[0]
+    seg["offsets"][1] = seg["offsets"][1][:-1]                   # the wrong number of offsets
     with pytest.raises(ValueError, match="offsets"):
         index.search(x[:3], 2)
-    index = HammingIndex(m=4).fit(x)
-    index.ids_ = index.ids_[:, :-1].copy()                       # the wrong shape
-    with pytest.raises(ValueError, match="ids must have shape"):
-        index.search(x[:3], 2)
+    for name, bad, msg in (("positions", lambda a: a[:, :-1].copy(), "positions must have shape"),
+                           ("ids", lambda a: a[:-1].copy(), "ids must have shape"),
+                           ("ids", lambda a: a.astype(np.float64), "ids must be"),
+                           ("dead", lambda a: np.zeros(1, np.uint64), "dead must have shape")):
+        index = HammingIndex(m=4).fit(x)
+        seg = index.segments_[0]
+        seg[name] = bad(seg[name] if seg[name] is not None else np.zeros(5, np.uint64))
+        with pytest.raises(ValueError, match=msg):
+            index.search(x[:3], 2)
 
 
 def test_bad_input(rng):

@@ -270,10 +270,11 @@ def _clustered_bits(rng, n, n_bits, n_centres, flip):
     return b ^ (rng.random(b.shape) < flip)
 
 
-# Every width the kernels specialise (1, 2, 4 words; 3, 5 through the general AVX2
-# loop, its masked and spilled tail loads) and one the general loop takes at run
-# time (7); n around the step sizes (8 / 16 codes) and the 256-code chunks; k up to n.
-@pytest.mark.parametrize("n_words", [1, 2, 3, 4, 5, 7])
+# Every width the kernels specialise (1, 2, 4 words; 3, 5, 6, 8 through the general AVX2
+# loop, its masked and spilled tail loads, and AVX-512's masked-load loop for 3 to 8) and
+# one the AVX2 general loop takes at run time (7); n around the step sizes (8 / 16 codes)
+# and the 256-code chunks; k up to n.
+@pytest.mark.parametrize("n_words", [1, 2, 3, 4, 5, 6, 7, 8])
 @pytest.mark.parametrize("n,k", [(1, 1), (2, 2), (15, 4), (17, 17), (255, 30), (257, 1), (1000, 100),
                                  (3001, 3001)])
 def test_hamming_topk_widths_match_oracle(rng, n_words, n, k):

@@ -56,7 +56,7 @@ from .ssne import SSNE
 from .gramian import TwoTower
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
-from .neighbors import HammingIndex, KNeighborsClassifier, hamming_topk, pack_bits, topk, unpack_bits
+from .neighbors import HammingIndex, KNeighborsClassifier, RescoringIndex, hamming_topk, pack_bits, topk, unpack_bits
 from .cli._selftest import selftest
 
 __all__ = [
@@ -71,6 +71,7 @@ __all__ = [
     "topk",
     "hamming_topk",
     "HammingIndex",
+    "RescoringIndex",
     "pack_bits",
     "unpack_bits",
     "KNeighborsClassifier",

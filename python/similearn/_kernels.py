@@ -26,7 +26,7 @@ ARGUMENTS = ("csr", "OptimStep", "MihIndex", "FrmlRelevance", "FrmlParams", "Frm
              "LinearConfig", "linear_side")
 # Functions that run no kernel either: the build's description, the working memory a kernel would need,
 # the checks of the input (validation, run before any work).
-INFO = ("build_info", "interaction_work_bytes", "first_nonfinite", "NonFiniteInput")
+INFO = ("build_info", "interaction_work_bytes", "first_nonfinite", "check_id_rows", "NonFiniteInput")
 
 
 def _typed(name, pos, key):
@@ -59,6 +59,8 @@ OptimStep = _core.OptimStep  # one optimiser step: opt (0 sgd, 1 adagrad, 2 adam
 
 # ---- input checks (csrc/finite.cpp) -------------------------------------------------------------------
 first_nonfinite = _typed("first_nonfinite", 0, "a")
+# every id of a CSR pattern's rows in [0, n)? every row ascending?  (in_range, ascending), one pass
+check_id_rows = _core.check_id_rows
 # raised (a ValueError) by a kernel that checks an input for NaN / inf as it reads it: topk's database
 NonFiniteInput = _core.NonFiniteInput
 
@@ -84,7 +86,7 @@ interaction_ap_at_k = _typed("interaction_ap_at_k", 0, "left")
 from ._core import interaction_block_rows, interaction_work_bytes  # noqa: E402
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
-from ._core import hamming_histograms, hamming_topk, pack_bits  # noqa: E402
+from ._core import hamming_histograms, hamming_topk, mask_to_csr, pack_bits  # noqa: E402
 # multi-index hashing (csrc/mih.cpp): the substring tables and their searches as one object.
 # mih_build(codes, substring_start, substring_len, n_bits, n_threads) builds one (the kernel);
 # MihIndex(codes, substring_start, ..., table_codes) adopts the arrays of a saved one (checks their layout,
@@ -146,10 +148,11 @@ def build_info():
 
 
 # every kernel and argument class of the door
-__all__ = ["csr", "OptimStep", "topk", "topk_keys", "topk_finalize", "gemm_nn", "gemm_nt", "gemm_tn", "csr_nn",
+__all__ = ["csr", "OptimStep", "check_id_rows", "topk", "topk_keys", "topk_finalize", "gemm_nn", "gemm_nt", "gemm_tn",
+           "csr_nn",
            "blas_gemm",
            "interaction_ap_at_k", "interaction_block_rows", "interaction_work_bytes",
-           "hamming_histograms", "hamming_topk", "pack_bits", "MihIndex", "mih_build",
+           "hamming_histograms", "hamming_topk", "mask_to_csr", "pack_bits", "MihIndex", "mih_build",
            "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
            "FrmlRunState", "frml_sample", "frml_retract", "frml_run", "ssne_epoch", "ssne_transform",

@@ -46,9 +46,10 @@ class SaveLoadMixin:
         return save(self, path)
 
     @classmethod
-    def load(cls, path):
-        """Load an estimator of this class (or a similearn subclass) saved by :meth:`save`."""
-        return load(path, cls=cls)
+    def load(cls, path, *, mmap=False):
+        """Load an estimator of this class (or a similearn subclass) saved by :meth:`save`
+        (``mmap=True``: map its large arrays from the file, see :func:`load`)."""
+        return load(path, cls=cls, mmap=mmap)
 
 
 # ----------------------------------------------------------------------------- pairs

@@ -108,8 +108,15 @@ def _canonical(a):
 
 
 def array_digest(a):
-    """Hex SHA-256 of the canonical bytes of ndarray ``a``."""
-    return hashlib.sha256(_canonical(a)).hexdigest()
+    """Hex SHA-256 of the canonical bytes of ndarray ``a`` (a C-contiguous one hashed in place, any
+    other one in C-ordered copies of blocks of rows: bounded scratch memory)."""
+    if a.flags.c_contiguous:
+        return hashlib.sha256(_canonical(a)).hexdigest()
+    h = hashlib.sha256()
+    rows = max(1, _CHUNK * 8 // max(1, a[:1].nbytes))
+    for start in range(0, a.shape[0], rows):
+        h.update(_canonical(a[start:start + rows]))
+    return h.hexdigest()
 
 
 def _descr(dtype):
@@ -135,8 +142,9 @@ def item_loc(loc, key):
     return f"{loc}[{key!r}]"
 
 
-def verify_member(a, record, label):
-    """Check member ``a`` (already known to be an ndarray) against its metadata entry."""
+def verify_member(a, record, label, digest=None):
+    """Check member ``a`` (already known to be an ndarray) against its metadata entry; ``digest``:
+    its ``array_digest`` when the caller has computed it already."""
     if not (isinstance(record, dict) and set(record) == _RECORD_KEYS and isinstance(record["sha256"], str)
             and isinstance(record["shape"], list)):
         raise ModelFileError(f"{label}: its entry in the metadata's array table is malformed: {record!r}")
@@ -146,7 +154,7 @@ def verify_member(a, record, label):
     if list(a.shape) != record["shape"]:
         raise ModelFileError(f"{label} has shape {a.shape}, but the metadata records "
                              f"{tuple(record['shape'])}")
-    if array_digest(a) != record["sha256"]:
+    if (array_digest(a) if digest is None else digest) != record["sha256"]:
         raise ModelFileError(f"{label}: its SHA-256 differs from the one recorded by save (its bytes changed "
                              "after the file was written)")
 
@@ -154,12 +162,14 @@ def verify_member(a, record, label):
 # ----------------------------------------------------------------------------- invariants
 
 
-def check_state(estimator, state, members=None):
+def check_state(estimator, state, members=None, finite=()):
     """Check the invariants (a)-(c) of the module docstring.
 
     ``state``: the decoded fitted attributes as the file holds them (``estimator``: constructed
     from the file's parameters, which shape terms may name; the state is not set on it yet);
-    ``members``: location -> member key, to name the member behind a bad array.
+    ``members``: location -> member key, to name the member behind a bad array; ``finite``: the
+    ``id()`` of arrays already known to be finite (a mapped member, checked as it was verified:
+    not read again).
     Raises :class:`ModelFileError` naming the attribute (and member).
     """
     cls = type(estimator)
@@ -170,7 +180,8 @@ def check_state(estimator, state, members=None):
             _check_count(value, describe(name))
         if name not in exempt:
             for loc, a in _arrays(value, name):
-                _check_finite(a, describe(loc, members.get(loc)))
+                if id(a) not in finite:
+                    _check_finite(a, describe(loc, members.get(loc)))
     _check_shapes(cls, {**vars(estimator), **state}, members)
 
 

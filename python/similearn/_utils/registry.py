@@ -30,7 +30,7 @@ _PUBLIC = {
     "similearn.nash": ("NASH",),
     "similearn.gramian": ("TwoTower",),
     "similearn.hashing": ("LSHHasher", "ITQHasher"),
-    "similearn.neighbors": ("KNeighborsClassifier", "HammingIndex"),
+    "similearn.neighbors": ("KNeighborsClassifier", "HammingIndex", "RescoringIndex"),
     "similearn.matching": ("PairwiseKNNMatcher",),
 }
 #: public name -> (module, class name)

@@ -2,9 +2,12 @@
 
 File format (``FORMAT_VERSION = 2``)
 -----------------------------------
-One ``.npz`` archive written by ``numpy.savez_compressed`` and read back with
-``numpy.load(..., allow_pickle=False)``, so loading never unpickles anything.
-Its members, and no others:
+One ``.npz`` archive, read back with ``numpy.load(..., allow_pickle=False)`` (so
+loading never unpickles anything): the small members compressed as
+``numpy.savez_compressed`` writes them, the arrays of 64 KiB or more stored
+uncompressed with their data 64-byte aligned, so that ``load(path, mmap=True)``
+maps them (the layout: :mod:`similearn._utils.archive`; files of similearn 0.1.0,
+all compressed, read the same way).  Its members, and no others:
 
 * ``__similearn_meta__``: uint8 array holding UTF-8 JSON::
 
@@ -80,6 +83,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 
+from .archive import MappedMembers, MemberReader, read_member, write_npz
 from .registry import estimator_class, public_name
 from .integrity import (DIGEST_KEY, ModelFileError, array_digest, array_record, check_state, describe, item_loc,
                          verify_member)
@@ -251,7 +255,11 @@ def save(estimator, path):
     -----
     Writes file format version 2 (module docstring): the metadata records each
     array member's SHA-256, dtype and shape, and a member of its own holds the
-    SHA-256 of the metadata, so that :func:`load` refuses a changed file.
+    SHA-256 of the metadata, so that :func:`load` refuses a changed file.  Arrays
+    of 64 KiB or more are stored uncompressed, their data 64-byte aligned in the
+    file, so that ``load(path, mmap=True)`` maps them; the others are compressed
+    (the layout: :mod:`similearn._utils.archive`).  O(total array bytes): writing a
+    stored array costs a copy to the file and its CRC-32 and SHA-256.
     """
     if not isinstance(estimator, BaseEstimator):
         raise TypeError(f"save expects a scikit-learn style estimator (BaseEstimator), got "
@@ -280,14 +288,14 @@ def save(estimator, path):
     arrays[META_KEY] = np.frombuffer(blob, dtype=np.uint8)
     arrays[DIGEST_KEY] = np.frombuffer(bytes.fromhex(array_digest(arrays[META_KEY])), dtype=np.uint8)
     if hasattr(path, "write"):
-        np.savez_compressed(path, **arrays)
+        write_npz(path, arrays)
         return path
     fspath = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(fspath))
     fd, tmp = tempfile.mkstemp(prefix=".similearn-", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **arrays)
+            write_npz(f, arrays)
         os.replace(tmp, fspath)
     except BaseException:
         try:
@@ -309,8 +317,8 @@ class _Decoder:
     ``params_['E_left']``, ``graph_.data``) to its member key; ``used`` is the set of
     keys read."""
 
-    def __init__(self, npz, table):
-        self.npz, self.table = npz, table
+    def __init__(self, reader, table):
+        self.reader, self.npz, self.table = reader, reader.npz, table
         self.members, self.used = {}, set()
 
     def _array(self, key, what):
@@ -321,11 +329,11 @@ class _Decoder:
             raise ModelFileError(f"{label} is not in the metadata's array table")
         if key not in self.npz.files:
             raise ModelFileError(f"{label} is missing")
-        a = _read_member(self.npz, key, label)
+        a, digest = self.reader.read(key, label)
         if not isinstance(a, np.ndarray):
             raise ModelFileError(f"{label} is not an array (its bytes are not a .npy entry)")
         if self.table is not None:
-            verify_member(a, self.table[key], label)
+            verify_member(a, self.table[key], label, digest)
         self.members[what] = key
         self.used.add(key)
         return a
@@ -396,7 +404,7 @@ class _Decoder:
                 from None
         prefix = f"{what}."
         check_state(est, state, {loc[len(prefix):]: key for loc, key in self.members.items()
-                                 if loc.startswith(prefix)})
+                                 if loc.startswith(prefix)}, self.reader.finite)
         _set_file_state(est, state)
         return est
 
@@ -443,7 +451,7 @@ def _pick_class(dotted, cls):
     raise ValueError(f"the file holds a {dotted!r}, not a {_class_path(cls)!r}")
 
 
-def load(path, *, cls=None):
+def load(path, *, cls=None, mmap=False):
     """Load an estimator written by :func:`save`.
 
     Parameters
@@ -454,12 +462,30 @@ def load(path, *, cls=None):
         package are instantiated.  With it, the file must hold ``cls`` (or a
         similearn subclass of it); this is how classes outside similearn (e.g. an
         estimator defined in user code) are loaded.
+    mmap : bool, default=False
+        Map the large arrays (at least 64 KiB, which :func:`save` stores
+        uncompressed and 64-byte aligned) from the file instead of reading them
+        into memory, like faiss's ``IO_FLAG_MMAP`` or usearch's ``view``: loading
+        takes O(file size) reading once to verify the checksums, but the process
+        holds none of the model; the pages are read from the file (the page cache,
+        shared by every process mapping it) when a search or transform touches
+        them.  The mapping is copy-on-write: the arrays are writeable, and changing
+        them (``HammingIndex.add``, ``partial_fit``) copies the touched pages into
+        memory, never writing the file.  It is released, with its file descriptor,
+        when the last array using it is garbage collected.  Small arrays, the
+        metadata, the compressed members of files written by similearn 0.1.0 (they
+        cannot be mapped) and files given as objects without a file descriptor
+        (``io.BytesIO``) are read into memory as with ``mmap=False``; the results
+        are bit-identical either way.  Do not overwrite the file in place while a
+        model mapped from it is in use (:func:`save` replaces a path atomically:
+        a new file, so saving to the same path is safe).
 
     Returns
     -------
     estimator
         ``cls(**params)`` with the saved fitted attributes set.  Arrays are
-        bit-identical to the saved ones (same dtype, shape and values).
+        bit-identical to the saved ones (same dtype, shape and values); with
+        ``mmap=True`` the large ones are views of a ``mmap.mmap`` of the file.
 
     Raises
     ------
@@ -480,6 +506,8 @@ def load(path, *, cls=None):
         The file was written by another similearn version, or in file format
         version 1 (no checksums: only the invariants are checked).
     """
+    if not isinstance(mmap, (bool, np.bool_)):
+        raise TypeError(f"mmap must be True or False, got {mmap!r}")
     where = path if hasattr(path, "read") else os.fspath(path)
     try:
         npz = np.load(where, allow_pickle=False)
@@ -489,7 +517,7 @@ def load(path, *, cls=None):
         raise ValueError(f"{where!r} is not a similearn model file (cannot read it as .npz: {exc})") from None
     if not isinstance(npz, np.lib.npyio.NpzFile):
         raise ValueError(f"{where!r} is not a similearn model file (it is a single .npy array, not an .npz archive)")
-    with npz:
+    with npz, (MappedMembers(npz) if mmap else MemberReader(npz)) as reader:
         if META_KEY not in npz.files:
             raise ValueError(f"{where!r} is not a similearn model file (no {META_KEY} entry)")
         try:
@@ -518,7 +546,7 @@ def load(path, *, cls=None):
             params, state = meta.get("params"), meta.get("state")
             if not isinstance(params, dict) or not isinstance(state, dict):
                 raise ModelFileError("params/state missing")
-            dec = _Decoder(npz, table)
+            dec = _Decoder(reader, table)
             params = {k: dec.decode(v, k, arrays=False) for k, v in params.items()}
             state = {k: dec.decode(v, k) for k, v in state.items()}
             dec.check_members()
@@ -527,29 +555,21 @@ def load(path, *, cls=None):
             except TypeError as exc:
                 raise ValueError(f"the parameters saved in {where!r} ({sorted(params)}) do not match "
                                  f"{est_cls.__name__}'s constructor: {exc}") from None
-            check_state(estimator, state, dec.members)
+            check_state(estimator, state, dec.members, reader.finite)
             _set_file_state(estimator, state)
         except ModelFileError as exc:
             raise ValueError(f"{where!r} is a corrupt similearn model file: {exc}") from None
     return estimator
 
 
-def _read_member(npz, key, label):
-    """Member ``key`` as numpy reads it: an ndarray, or bytes for a member that is not .npy."""
-    try:
-        return npz[key]
-    except Exception as exc:  # zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError (.npy header) ...
-        raise ModelFileError(f"{label} cannot be read ({type(exc).__name__}: {exc})") from None
-
-
 def _read_meta(npz):
     """The decoded JSON of the metadata member, checked against its SHA-256 member when there is one."""
     label = f"member {META_KEY!r} (the metadata)"
-    raw = _read_member(npz, META_KEY, label)
+    raw = read_member(npz, META_KEY, label)
     if not isinstance(raw, np.ndarray) or raw.dtype.hasobject:
         raise ModelFileError(f"{label} is not an array of bytes")
     if DIGEST_KEY in npz.files:
-        digest = _read_member(npz, DIGEST_KEY, f"member {DIGEST_KEY!r}")
+        digest = read_member(npz, DIGEST_KEY, f"member {DIGEST_KEY!r}")
         if not (isinstance(digest, np.ndarray) and digest.dtype == np.uint8 and digest.shape == (32,)):
             raise ModelFileError(f"member {DIGEST_KEY!r} is not the 32 bytes of a SHA-256")
         if digest.tobytes().hex() != array_digest(raw):

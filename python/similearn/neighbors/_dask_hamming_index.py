@@ -8,9 +8,10 @@ queries).  This module never imports the estimator's module (``_hamming_index``,
 imports this one when a Dask array arrives): the caller hands it the function that
 builds one block's index and the one that checks a block of codes,
 and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
-``search(Q, k, n_threads)`` -> (indices, distances, probed) and
-``radius_search(Q, r, n_threads)`` -> (indptr, indices, distances), which
-``similearn._core.MihIndex`` is.
+``search(Q, k, n_threads, **filters)`` -> (indices, distances, probed) and
+``radius_search(Q, r, n_threads, **filters)`` -> (indptr, indices, distances), which
+``similearn._core.MihIndex`` is (``filters``: the include / exclude arrays of
+``_index_filters.filter_arrays``).
 
 * build (:meth:`ShardedHammingIndex.with_codes` of a Dask array): one task per row
   block builds its index; the shards are persisted on the current scheduler (on a
@@ -24,6 +25,11 @@ and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
 * radius_search: every shard's CSR rows, ids offset, merged by (distance, index) on
   the client (the output is the client's anyway).
 * with_codes of a NumPy array: one more shard.
+* include= / exclude= (validated on the client, in the index's ids): each (query chunk,
+  shard) task gets its rows cut to the shard, in shard-local ids (``_shard_filters``, as
+  the Dask ``hamming_topk`` cuts them; uncut for an in-memory index as one shard); a
+  shard with fewer allowed codes than k fills its last slots with index INT64_MAX,
+  which the merge puts last and the final task turns into -1.
 
 Queries reach the shards checked: NumPy ones by the caller, each chunk of Dask ones
 once, by the task that :func:`checked_codes` puts ahead of every shard's.
@@ -34,9 +40,11 @@ import numpy as np
 
 from .._config import get_num_threads
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
-from ._dask_search import SPLIT_EVERY, _getitem, _hamming_finalize, _offsets, _tree, check_uint64_codes
+from ._dask_search import (SPLIT_EVERY, _exclude_slices, _getitem, _hamming_finalize, _offset, _offsets, _tree,
+                           check_uint64_codes)
+from ._index_filters import filter_arrays
 
-__all__ = ["ShardedHammingIndex", "checked_codes"]
+__all__ = ["ShardedHammingIndex", "checked_codes", "merge_radius"]
 
 
 # --------------------------------------------------------------------------- tasks
@@ -49,16 +57,40 @@ def _shard_info(shard):
     return shard.n_codes, shard.memory_bytes, shard.m
 
 
-def _search_shard(Q, shard, k, offset, n_threads):
+def _search_shard(Q, shard, k, offset, n_threads, filters=(None, None, None)):
     kb = min(k, shard.n_codes)
     if kb == 0 or Q.shape[0] == 0:
         return np.empty((Q.shape[0], 0), np.int64), np.empty((Q.shape[0], 0), np.int32)
-    idx, dist, _ = shard.search(Q, kb, get_num_threads(n_threads))
-    return idx + np.int64(offset), dist
+    idx, dist, _ = shard.search(Q, kb, get_num_threads(n_threads), **filter_arrays(*filters))
+    return _offset(idx, np.int64(offset)), dist  # missing slots (INT64_MAX) stay missing
 
 
-def _radius_shard(Q, shard, r, n_threads):
-    return shard.radius_search(Q, r, get_num_threads(n_threads))
+def _radius_shard(Q, shard, r, n_threads, filters=(None, None, None)):
+    return shard.radius_search(Q, r, get_num_threads(n_threads), **filter_arrays(*filters))
+
+
+def _shard_filters(filters, q0, q1, offsets, global_ids=False):
+    """include= / exclude= (validated: ``(ex, inc, shared)`` of
+    ``_index_filters.check_index_filters``, or None) of queries q0:q1, cut by shard (code
+    offsets ``offsets``): one ``(ex, inc, shared)`` per shard with shard-local ids, as the
+    Dask ``hamming_topk`` cuts them (an allow-list with no id in a shard allows nothing
+    there).  ``global_ids``: the shards name their codes by the index's own ids (an
+    in-memory index as one shard): rows q0:q1 uncut.  O(nnz log nnz + n_shards (q1 - q0))."""
+    n = len(offsets) - 1
+    ex, inc, shared = (None, None, None) if filters is None else filters
+    if ex is None and inc is None and shared is None:
+        return [(None, None, None)] * n
+    if global_ids:
+        rows = [None if f is None else (np.ascontiguousarray(f[0][q0:q1 + 1] - f[0][q0]),
+                                        np.ascontiguousarray(f[1][f[0][q0]:f[0][q1]])) for f in (ex, inc)]
+        return [(rows[0], rows[1], shared)] * n
+    exs = _exclude_slices(ex, q0, q1, offsets)
+    incs = _exclude_slices(inc, q0, q1, offsets, keep_empty=True) if inc is not None else [None] * n
+    shs = [None] * n
+    if shared is not None:
+        cut = np.searchsorted(shared, offsets)
+        shs = [np.ascontiguousarray(shared[cut[b]:cut[b + 1]] - offsets[b]) for b in range(n)]
+    return list(zip(exs, incs, shs))
 
 
 # --------------------------------------------------------------------------- entry points
@@ -106,8 +138,9 @@ class ShardedHammingIndex:
     (query chunk, shard) plus the tree reduction: O(n_shards) tasks per chunk.
     """
 
-    def __init__(self, build_block, n_words, n_threads, shards=(), sizes=(), nbytes=(), ms=()):
+    def __init__(self, build_block, n_words, n_threads, shards=(), sizes=(), nbytes=(), ms=(), global_ids=False):
         self.build_block, self.n_words, self.n_threads = build_block, int(n_words), n_threads
+        self.global_ids = global_ids  # the shards' ids are the index's (of_index): filters uncut
         self.shards, self.sizes, self.nbytes, self.ms = list(shards), list(sizes), list(nbytes), list(ms)
 
     @classmethod
@@ -117,7 +150,8 @@ class ShardedHammingIndex:
         from dask import delayed
 
         return cls(None, index.n_words, n_threads, [delayed(index, pure=True)], [index.n_codes],
-                   [index.memory_bytes], [index.m])
+                   [index.memory_bytes], [index.m],
+                   global_ids=True)
 
     @property
     def n_codes(self):
@@ -142,11 +176,14 @@ class ShardedHammingIndex:
                           self.sizes + [int(n) for n, _, _ in info], self.nbytes + [int(b) for _, b, _ in info],
                           self.ms + [int(m) for _, _, m in info])
 
-    def search(self, queries, k, split_every=SPLIT_EVERY):
+    def search(self, queries, k, split_every=SPLIT_EVERY, filters=None):
         """Exact k-NN over the shards (see the module docstring).
 
         queries: a checked ndarray of shape (n_queries, n_words), uint64, or a Dask
         array from :func:`checked_codes`; k: 1 <= k <= n_codes (checked by the caller).
+        filters: None or the validated ``(exclude, include, shared include)`` of
+        ``_index_filters.check_index_filters`` (the index's ids; each shard task gets its
+        slice).  -1 / 2**31 - 1 in the slots beyond the codes the filters allow.
         Returns (indices int64, distances int32), each (n_queries, k): NumPy for NumPy
         queries, lazy Dask arrays chunked like Dask ones."""
         da = require_dask("a search of a sharded HammingIndex")
@@ -157,7 +194,7 @@ class ShardedHammingIndex:
         q_is_dask = is_dask_array(queries)
         offsets = _offsets(self.sizes)
         token = tokenize(queries.name if q_is_dask else queries, [s.key for s in self.shards], k,
-                         split_every)
+                         split_every, filters)
         dsk, deps = {}, list(self.shards)
         if q_is_dask:
             deps.append(queries)
@@ -168,11 +205,13 @@ class ShardedHammingIndex:
             dsk[q_keys[0]] = queries
             q_chunks = (queries.shape[0],)
         results = []
+        q_off = _offsets(q_chunks)
         for i, qk in enumerate(q_keys):
+            cut = _shard_filters(filters, int(q_off[i]), int(q_off[i + 1]), offsets, self.global_ids)
             leaves = []
             for b, s in enumerate(self.shards):
                 key = (f"sl-mih-{token}", i, b)
-                dsk[key] = (_search_shard, qk, s.key, k, int(offsets[b]), self.n_threads)
+                dsk[key] = (_search_shard, qk, s.key, k, int(offsets[b]), self.n_threads, cut[b])
                 leaves.append(key)
             root = _tree(dsk, f"sl-mih-merge-{token}-{i}", leaves, k, False, split_every)
             fkey = (f"sl-mih-final-{token}", i)
@@ -190,7 +229,7 @@ class ShardedHammingIndex:
             return tuple(out)
         return dask.compute(*out)
 
-    def radius_search(self, queries, r):
+    def radius_search(self, queries, r, filters=None):
         """Every code within r of each query (a checked ndarray of shape (n_queries,
         n_words), uint64) over the shards, as (indptr int64 (n_queries + 1,), indices
         int64, distances int32), rows sorted by (distance, index).  O(hits log hits) on
@@ -198,13 +237,21 @@ class ShardedHammingIndex:
         import dask
         from dask import delayed
 
-        parts = dask.compute(*[delayed(_radius_shard)(queries, s, r, self.n_threads) for s in self.shards])
-        offsets = _offsets(self.sizes)
-        nq = queries.shape[0]
-        # every shard's hits with their query row and global id, then one sort by (query, distance, id)
-        qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])
-        ind = np.concatenate([i + np.int64(o) for (_, i, _), o in zip(parts, offsets)])
-        dist = np.concatenate([d for _, _, d in parts])
-        order = np.lexsort((ind, dist, qid))
-        indptr = np.concatenate([[0], np.cumsum(np.bincount(qid, minlength=nq))]).astype(np.int64)
-        return indptr, ind[order].astype(np.int64), dist[order].astype(np.int32)
+        cut = _shard_filters(filters, 0, queries.shape[0], _offsets(self.sizes), self.global_ids)
+        parts = dask.compute(*[delayed(_radius_shard)(queries, s, r, self.n_threads, f)
+                               for s, f in zip(self.shards, cut)])
+        return merge_radius(parts, _offsets(self.sizes), queries.shape[0])
+
+
+def merge_radius(parts, offsets, nq):
+    """The CSR radius results ``parts`` ((indptr, ids, distances) each, over the same nq
+    queries) of disjoint shards as one: ids plus the shard's offset, rows sorted by
+    (distance, id).  Also merges the segments of an in-memory index (offsets 0).
+    O(hits log hits)."""
+    # every shard's hits with their query row and global id, then one sort by (query, distance, id)
+    qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])
+    ind = np.concatenate([i + np.int64(o) for (_, i, _), o in zip(parts, offsets)])
+    dist = np.concatenate([d for _, _, d in parts])
+    order = np.lexsort((ind, dist, qid))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(qid, minlength=nq))]).astype(np.int64)
+    return indptr, ind[order].astype(np.int64), dist[order].astype(np.int32)

@@ -31,11 +31,13 @@ running top-k, O(|Q_i| k); nothing of the database reaches the client.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import _kernels
 from .._utils.validation import check_codes, check_dense, check_int, check_k
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
 from ._checks import check_exclude
+from ._filters import check_shared_include, local_id_sets
 
 __all__ = ["dask_topk", "dask_hamming_topk", "SPLIT_EVERY"]
 
@@ -62,25 +64,46 @@ def _offset(idx, o):
     return idx
 
 
-def _ex_args(ex):
-    """A block's exclude slice (indptr, local ids) or None -> the kernels' keyword arguments."""
-    return {} if ex is None else {"exclude_indptr": ex[0], "exclude_indices": ex[1]}
+def _block_filters(X, nq, so, ex, inc, shared):
+    """One block's filters as the kernel takes them: (rows searched, self offset, keyword
+    arguments, block row of each searched row or None).  ``ex`` / ``inc``: the block's
+    slices of exclude= / a per-query include= ((indptr, block-local ids) or None);
+    ``shared``: the block-local ids of a 1-D include= (the same for every query), whose
+    rows alone are searched, the self rows and excluded ids then positions among them
+    (as in memory: similearn.neighbors._filters)."""
+    kw = {} if inc is None else {"include_indptr": inc[0], "include_indices": inc[1]}
+    if shared is None:
+        if ex is not None:
+            kw.update(exclude_indptr=ex[0], exclude_indices=ex[1])
+        return X, so, kw, None
+    local = local_id_sets(ex, shared, nq, None if so is None else np.arange(nq, dtype=np.int64) + so)
+    if local is not None:
+        kw.update(exclude_indptr=local[0], exclude_indices=local[1])
+    return np.ascontiguousarray(X[shared]), None, kw, shared
 
 
-def _keys_task(Q, X, k, code, self_offset, exact, n_threads, o, dtype, ex=None):
+def _block_rows(idx, rows):
+    """Positions among the searched rows -> block rows (missing slots stay missing)."""
+    if rows is not None:
+        idx = np.where(idx == _MISSING, _MISSING, rows[np.minimum(idx, rows.size - 1)])
+    return idx
+
+
+def _keys_task(Q, X, k, code, self_offset, exact, n_threads, o, dtype, ex=None, inc=None, shared=None):
     """Stage 1 on one database block: (global idx, keys, exact distances or None)."""
     Q = _dense_block(Q, "queries", dtype)
     X = _dense_block(X, "database", dtype)
     nq = Q.shape[0]
+    if X.shape[1] != Q.shape[1]:
+        raise ValueError(f"queries has {Q.shape[1]} features but database has {X.shape[1]}")
+    X, self_offset, kw, rows = _block_filters(X, nq, self_offset, ex, inc, shared)
     kb = min(k, X.shape[0])
     if kb == 0 or nq == 0:
         return (np.empty((nq, 0), np.int64), np.empty((nq, 0), dtype),
                 np.empty((nq, 0)) if exact else None)
-    if X.shape[1] != Q.shape[1]:
-        raise ValueError(f"queries has {Q.shape[1]} features but database has {X.shape[1]}")
     fn = _kernels.topk_keys
-    idx, key, dist = fn(Q, X, kb, code, self_offset, exact, n_threads, **_ex_args(ex))
-    return _offset(idx, o), key, dist
+    idx, key, dist = fn(Q, X, kb, code, self_offset, exact, n_threads, **kw)
+    return _offset(_block_rows(idx, rows), o), key, dist
 
 
 def _merge_task(k, larger, *parts):
@@ -100,11 +123,26 @@ def _merge_task(k, larger, *parts):
     return tuple(out)
 
 
+def _padded(merged, k, worst_key):
+    """A merged result with fewer than k columns (a 1-D allow-list leaves fewer rows than
+    k in all) padded with missing slots: index INT64_MAX, the worst key, distance +inf."""
+    idx = merged[0]
+    n = k - idx.shape[1]
+    if n <= 0:
+        return merged
+    rows = idx.shape[0]
+    out = [np.concatenate([idx, np.full((rows, n), _MISSING, np.int64)], axis=1),
+           np.concatenate([merged[1], np.full((rows, n), worst_key, merged[1].dtype)], axis=1)]
+    if len(merged) > 2:
+        out.append(None if merged[2] is None else np.concatenate([merged[2], np.full((rows, n), np.inf)], axis=1))
+    return tuple(out)
+
+
 def _finalize_task(Q, merged, k, code, n_threads, dtype):
     Q = _dense_block(Q, "queries", dtype)
     if Q.shape[0] == 0:
         return np.empty((0, k), np.int64), np.empty((0, k), dtype)
-    idx, key, dist = merged
+    idx, key, dist = _padded(merged, k, -np.inf)
     fn = _kernels.topk_finalize
     return fn(Q, np.ascontiguousarray(idx), np.ascontiguousarray(key), code, dist, n_threads)
 
@@ -119,39 +157,43 @@ def _codes_block(C, name):
     return check_codes(np.ascontiguousarray(C), name, min_rows=0)
 
 
-def _hamming_task(Q, X, k, self_offset, n_threads, o, ex=None):
+def _hamming_task(Q, X, k, self_offset, n_threads, o, ex=None, inc=None, shared=None):
     Q = _codes_block(Q, "query_codes")
     X = _codes_block(X, "database_codes")
     nq = Q.shape[0]
+    if X.shape[1] != Q.shape[1]:
+        raise ValueError(f"query_codes have {Q.shape[1]} words per code but database_codes have {X.shape[1]}")
+    X, self_offset, kw, rows = _block_filters(X, nq, self_offset, ex, inc, shared)
     kb = min(k, X.shape[0])
     if kb == 0 or nq == 0:
         return np.empty((nq, 0), np.int64), np.empty((nq, 0), np.int32)
-    if X.shape[1] != Q.shape[1]:
-        raise ValueError(f"query_codes have {Q.shape[1]} words per code but database_codes have {X.shape[1]}")
-    idx, dist = _kernels.hamming_topk(Q, X, kb, self_offset, n_threads, **_ex_args(ex))
-    return _offset(idx, o), dist
+    idx, dist = _kernels.hamming_topk(Q, X, kb, self_offset, n_threads, **kw)
+    return _offset(_block_rows(idx, rows), o), dist
 
 
 def _hamming_finalize(merged, k):
     if merged[0].shape[0] == 0:
         return np.empty((0, k), np.int64), np.empty((0, k), np.int32)
+    merged = _padded(merged, k, np.iinfo(np.int32).max)
     idx = merged[0]
     if idx.shape[1] and idx[:, -1].max() == _MISSING:  # slots no candidate filled (exclude): index -1
         idx = np.where(idx == _MISSING, -1, idx)
     return idx, merged[1]
 
 
-def _exclude_slices(ex, q0, q1, x_off):
-    """``exclude`` rows q0:q1 cut by database block: one (indptr, block-local ids) per
-    block (None for a chunk without exclusions).  Rows stay ascending: the sort by
-    block is stable.  O(nnz log nnz + n_blocks * (q1 - q0))."""
+def _exclude_slices(ex, q0, q1, x_off, keep_empty=False):
+    """``exclude`` (or a per-query ``include``) rows q0:q1 cut by database block: one
+    (indptr, block-local ids) per block (None for a chunk without ids, unless
+    ``keep_empty``: an allow-list with no id in a block allows nothing there).  Rows
+    stay ascending: the sort by block is stable.  O(nnz log nnz + n_blocks * (q1 - q0))."""
     n_blocks = len(x_off) - 1
     if ex is None:
         return [None] * n_blocks
     indptr, indices = ex
     lo, hi = int(indptr[q0]), int(indptr[q1])
     if lo == hi:
-        return [None] * n_blocks
+        empty = (np.zeros(q1 - q0 + 1, np.int64), np.empty(0, np.int64))
+        return [empty if keep_empty else None] * n_blocks
     ind = indices[lo:hi]
     rows = np.repeat(np.arange(q1 - q0, dtype=np.int64), np.diff(indptr[q0:q1 + 1]))
     blk = np.searchsorted(x_off, ind, side="right") - 1
@@ -233,18 +275,26 @@ class _Plan:
             self.q_chunks = (self.nq,)
         self.q_off = _offsets(self.q_chunks)
 
-    def settings(self, k, exclude_self, exclude, split_every, n_threads):
-        """The search's validated settings: (k, exclude_self, exclude, split_every, kernel threads).
-        ``exclude`` validated against the global shape: None or (indptr, indices)."""
+    def settings(self, k, exclude_self, exclude, split_every, n_threads, include=None):
+        """The search's validated settings: (k, exclude_self, exclude, include, split_every,
+        kernel threads).  ``exclude`` validated against the global shape: None or (indptr,
+        indices); ``include`` None, ("rows", (indptr, indices)) or ("shared", sorted distinct ids)."""
+
         self_excl = bool(exclude_self)
         if self_excl and not (self.q_is_dask and self.queries.name == self.database.name):
             raise ValueError(f"exclude_self=True drops each query's own row, so {self.qname} must be {self.dname} "
                              "itself (the same array)")
         k = check_k(k, self.n_db - (1 if self_excl else 0))
         ex = check_exclude(exclude, self.nq, self.n_db, self.qname, self.dname)  # a Dask array: TypeError
-        return k, self_excl, ex, check_int(split_every, "split_every", low=2), _threads(n_threads)
+        if include is None:
+            inc = None
+        elif sp.issparse(include):
+            inc = ("rows", check_exclude(include, self.nq, self.n_db, self.qname, self.dname, name="include"))
+        else:
+            inc = ("shared", check_shared_include(include, self.n_db))
+        return k, self_excl, ex, inc, check_int(split_every, "split_every", low=2), _threads(n_threads)
 
-    def build(self, token, block_task, finalize, k, larger, split_every, self_excl, ex=None):
+    def build(self, token, block_task, finalize, k, larger, split_every, self_excl, ex=None, inc=None):
         """Graph of the whole search: one result key per query chunk."""
         dsk = {}
         deps = [self.database]
@@ -257,14 +307,21 @@ class _Plan:
             dsk[qkey] = self.queries
             q_keys = [qkey]
         x_keys = [kk[0] for kk in self.database.__dask_keys__()]
+        shared = [None] * len(x_keys)
+        if inc is not None and inc[0] == "shared":  # each block's share of the one allow-list
+            cut = np.searchsorted(inc[1], self.x_off)
+            shared = [inc[1][cut[b]:cut[b + 1]] - self.x_off[b] for b in range(len(x_keys))]
         results = []
         for i, qk in enumerate(q_keys):
             leaves = []
-            slices = _exclude_slices(ex, int(self.q_off[i]), int(self.q_off[i + 1]), self.x_off)
+            q0, q1 = int(self.q_off[i]), int(self.q_off[i + 1])
+            slices = _exclude_slices(ex, q0, q1, self.x_off)
+            allowed = _exclude_slices(inc[1] if inc is not None and inc[0] == "rows" else None, q0, q1, self.x_off,
+                                      keep_empty=True)
             for b, xk in enumerate(x_keys):
                 so = int(self.q_off[i] - self.x_off[b]) if self_excl else None
                 key = (f"sl-block-{token}", i, b)
-                dsk[key] = block_task(qk, xk, so, int(self.x_off[b])) + (slices[b],)
+                dsk[key] = block_task(qk, xk, so, int(self.x_off[b])) + (slices[b], allowed[b], shared[b])
                 leaves.append(key)
             root = _tree(dsk, f"sl-merge-{token}-{i}", leaves, k, larger, split_every)
             fkey = (f"sl-final-{token}", i)
@@ -304,17 +361,20 @@ def _threads(n_threads):
 
 # --------------------------------------------------------------------------- public entry points
 
-def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_every=SPLIT_EVERY, exclude=None):
+def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_every=SPLIT_EVERY, exclude=None,
+              include=None):
     """Sharded :func:`similearn.neighbors.topk` (see the module docstring)."""
     from dask.base import tokenize
 
     plan = _Plan(queries, database, "queries", "database", is_codes=False)
-    k, self_excl, ex, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads)
+    k, self_excl, ex, inc, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads, include)
     dtype = plan.dtype
-    # the single call's choice: exact Euclidean distances unless 4k >= n_database (global sizes)
-    exact = metric_code == 2 and 4 * k < plan.n_db
+    # the single call's choice: exact Euclidean distances unless 4k >= the rows searched (global
+    # sizes: the database, or the rows of a 1-D allow-list, which the in-memory call searches alone)
+    n_searched = inc[1].size if inc is not None and inc[0] == "shared" else plan.n_db
+    exact = metric_code == 2 and 4 * min(k, n_searched) < n_searched
     token = tokenize(plan.queries, plan.database.name, k,
-                     metric_code, self_excl, split_every, ex, "topk")
+                     metric_code, self_excl, split_every, ex, inc, "topk")
 
     def block(qk, xk, so, o):
         return (_keys_task, qk, xk, k, metric_code, so, exact, nt, o, dtype)
@@ -322,19 +382,19 @@ def dask_topk(queries, database, k, metric_code, exclude_self, n_threads, split_
     def finalize(qk, root):
         return (_finalize_task, qk, root, k, metric_code, nt, dtype)
 
-    dsk, deps, results = plan.build(token, block, finalize, k, True, split_every, self_excl, ex)
+    dsk, deps, results = plan.build(token, block, finalize, k, True, split_every, self_excl, ex, inc)
     return plan.collect(dsk, deps, results, token, k, dtype)
 
 
 def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, split_every=SPLIT_EVERY,
-                      exclude=None):
+                      exclude=None, include=None):
     """Sharded :func:`similearn.neighbors.hamming_topk` (see the module docstring)."""
     from dask.base import tokenize
 
     plan = _Plan(query_codes, database_codes, "query_codes", "database_codes", is_codes=True)
-    k, self_excl, ex, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads)
+    k, self_excl, ex, inc, split_every, nt = plan.settings(k, exclude_self, exclude, split_every, n_threads, include)
     token = tokenize(plan.queries, plan.database.name, k,
-                     self_excl, split_every, ex, "hamming")
+                     self_excl, split_every, ex, inc, "hamming")
 
     def block(qk, xk, so, o):
         return (_hamming_task, qk, xk, k, so, nt, o)
@@ -342,5 +402,5 @@ def dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads, s
     def finalize(qk, root):
         return (_hamming_finalize, root, k)
 
-    dsk, deps, results = plan.build(token, block, finalize, k, False, split_every, self_excl, ex)
+    dsk, deps, results = plan.build(token, block, finalize, k, False, split_every, self_excl, ex, inc)
     return plan.collect(dsk, deps, results, token, k, np.dtype(np.int32))

@@ -8,7 +8,6 @@ Hashing", TPAMI 2014.  The kernels, their costs and the proof of exactness are i
 from __future__ import annotations
 
 import functools
-import math
 import operator
 
 import numpy as np
@@ -20,27 +19,11 @@ from .._config import get_num_threads
 from .._dask import is_dask_array
 from .._utils.params import Int, Threads, validate_params
 from .._utils.validation import check_codes, check_int, check_k
+from ._index_filters import MISSING, check_index_filters, filter_arrays
+from ._segments import (_default_m, SegmentSet, build_segment, check_ids, live_mask, locate, n_live, segment_bytes,
+                        settle, without)
 
 __all__ = ["HammingIndex"]
-
-def _default_m(n_codes, n_bits):
-    """The paper's rule m ~ b / log2(n) (Sec. 4.3: substrings of about log2 n bits, so
-    a bucket holds O(1) codes), kept between ceil(b / 32) (substrings of at most 32
-    bits) and b / 8 (at least 8 bits: shorter substrings probe more buckets than the
-    codes they save on the small databases where the rule asks for them)."""
-    lo = -(-n_bits // 32)
-    hi = max(lo, n_bits // 8)
-    m = round(n_bits / max(math.log2(max(n_codes, 2)), 1.0))
-    return int(min(max(m, lo), hi))
-
-
-def _substrings(n_bits, m):
-    """m disjoint substrings covering bits [0, n_bits): lengths differ by at most one."""
-    base, extra = divmod(n_bits, m)
-    lens = np.array([base + (1 if i < extra else 0) for i in range(m)], dtype=np.int32)
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int32)
-    return starts, lens
-
 
 def _check_codes(codes, name, n_bits, *, min_rows):
     """``codes`` as packed ``n_bits``-bit codes: a C-contiguous uint64 ndarray of shape
@@ -62,40 +45,27 @@ def _check_width(C, name, n_bits):
     return C
 
 
-def _build_tables(C, n_bits, m, n_threads):
-    """The multi-index (``similearn._core.MihIndex``) of the checked codes C, an ndarray
-    of shape (n, n_words), uint64, that it keeps: ``m`` tables (None: :func:`_default_m`).
-    O(m n) (O(m n log n) with tables of substrings over 24 bits), n_threads over tables."""
-    n = C.shape[0]
-    if n > np.iinfo(np.uint32).max:
-        raise ValueError(f"HammingIndex holds at most 2**32 - 1 codes, got {n}")
-    m = _default_m(n, n_bits) if m is None else m
-    if not -(-n_bits // 32) <= m <= n_bits:
-        raise ValueError(f"m={m} tables cannot cut {n_bits}-bit codes into substrings of 1 to 32 bits; "
-                         f"use {-(-n_bits // 32)} <= m <= {n_bits}")
-    starts, lens = _substrings(n_bits, m)
-    return _kernels.mih_build(C, starts, lens, n_bits, n_threads)
-
-
 def _build_block(block, n_bits, m, n_threads):
-    """One shard of an index fitted on a Dask array: the tables of a copy of ``block``
-    (checked codes; it may alias the caller's array), built where the task runs."""
-    return _build_tables(np.array(block, order="C", copy=True), n_bits, m, get_num_threads(n_threads))
+    """One shard of an index fitted on a Dask array: the multi-index
+    (``similearn._core.MihIndex``) of ``block`` (checked codes; the shard stores them in
+    its own order), ids the block's rows, built where the task runs."""
+    seg = build_segment(block, np.arange(block.shape[0], dtype=np.int64), n_bits, m, get_num_threads(n_threads))
+    return _kernels.MihIndex(**seg)
 
 
 def _ratio(scan_ratio):
     return {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
 
 
-# The attributes (less their trailing "_") that hold an in-memory index's tables:
-# the arguments of similearn._core.MihIndex, which reads those very arrays.
-_TABLE_ATTRS = ("codes", "substring_start", "substring_len", "n_bits", "offsets", "keys", "occupied", "ids",
-                "table_codes")
+# The keys of a segment (neighbors/_segments.py): the arguments of similearn._core.MihIndex.
+_SEGMENT_KEYS = ("codes", "substring_start", "substring_len", "n_bits", "offsets", "keys", "occupied", "positions",
+                 "ids", "dead")
 
 
 class HammingIndex(BaseEstimator):
     """Exact k-nearest-neighbour and radius search over binary codes by multi-index
-    hashing, touching a small fraction of the database.
+    hashing, touching a small fraction of the database; codes can be added and removed
+    by id at any time, the results staying exact.
 
     Each code of b bits is cut into ``m`` disjoint substrings; substring table i maps
     every value of substring i to the codes carrying it.  Two codes at distance d
@@ -105,8 +75,18 @@ class HammingIndex(BaseEstimator):
     and verifies the codes found with a full popcount; once every table was probed at
     radius < r and tables 0..i at radius r, every code within ``m r + i`` was seen
     (Sec. 4.1), and the search stops when its k-th best distance is within that bound.
-    The result is exact and identical to :func:`similearn.neighbors.hamming_topk`,
-    ties to the lower index.
+    The result is exact and identical to :func:`similearn.neighbors.hamming_topk` over
+    the live codes listed by increasing id, with their ids in place of row numbers:
+    ascending distance, ties to the lower id.
+
+    Every code has a 64-bit id (by default its row number over all the codes added,
+    which keeps the results of an index that never removes codes those of
+    ``hamming_topk`` on the codes it was given).  The index is a list of segments
+    (``segments_``, log-structured like an LSM tree): :meth:`add` indexes the new codes
+    as a segment of their own, merged with the one before once it holds half as many
+    codes; :meth:`remove` marks codes dead in a bitmap the searches skip, and rebuilds a
+    segment that is more than a quarter dead.  The searches merge the segments' results
+    exactly.
 
     Parameters
     ----------
@@ -115,59 +95,65 @@ class HammingIndex(BaseEstimator):
         padding of their last word) must be 0.  Default: 64 x the words per code.
     m : int, optional
         Number of substring tables.  Default: the paper's rule, about
-        ``n_bits / log2(n_codes)`` (Sec. 4.3), between ``ceil(n_bits / 32)`` and
-        ``n_bits / 8``; chosen again at every :meth:`add`.
+        ``n_bits / log2(n)`` (Sec. 4.3) for a segment of n codes, between
+        ``ceil(n_bits / 24)`` (direct tables; see ``memory_bytes_``) and ``n_bits / 8``.
     n_threads : int, optional
         Threads of the build (over tables) and of the searches (over queries).
 
     Attributes
     ----------
-    codes_ : ndarray of shape (n_codes, n_words), uint64
-        A copy of the indexed codes (pack_bits layout).
+    segments_ : list of dict
+        The segments, oldest (largest) first; each the arrays of one multi-index over
+        disjoint codes: ``codes`` (n, n_words) uint64 stored in table 0's bucket order,
+        ``substring_start`` / ``substring_len`` (m,) int32 (bits [start, start + len)
+        of each table's substring), ``n_bits``, ``offsets`` (per table, uint32 bucket
+        boundaries: indexed by the substring value, 2^len + 1 entries, when len <= 24,
+        else by the position of the value in ``keys``), ``keys`` (per table: sorted
+        distinct substring values of a table longer than 24 bits, else None),
+        ``occupied`` (per direct table, the bitmap of its non-empty buckets, else None),
+        ``positions`` (m - 1, n) uint32 (tables 1..m-1, positions into ``codes`` bucket
+        by bucket; table 0's buckets are ranges of positions), ``ids`` (n,) uint32, or
+        int64 once an id reaches 2^32 (the id of each position), ``dead`` (None, or
+        ((n + 63) // 64,) uint64: bit p set iff position p was removed).
     n_codes_ : int
+        Live (indexed, not removed) codes.
     n_words_ : int
         64-bit words per code, ``ceil(n_bits_ / 64)``.
     n_bits_ : int
     m_ : int
-        Number of tables in use (n_tables below).
-    substring_start_, substring_len_ : ndarray of shape (n_tables,), int32
-        Bits [start, start + len) of each table's substring.
-    offsets_ : list of n_tables ndarray, uint32
-        Bucket boundaries of each table into its row of ``ids_``: indexed by the
-        substring value (2^len + 1 entries) when len <= 24, else by the position of the
-        value in ``keys_[i]``.
-    keys_ : list of n_tables (ndarray of uint32 or None)
-        Sorted distinct substring values of the tables longer than 24 bits.
-    occupied_ : list of n_tables (ndarray of uint64 or None)
-        Bitmap of the non-empty buckets of each direct table (2^len bits): most
-        probes meet an empty bucket, rejected from this 32x smaller array.
-    ids_ : ndarray of shape (n_tables, n_codes), uint32
-        Code ids bucket by bucket (increasing within a bucket).
-    table_codes_ : ndarray of shape (n_tables, n_codes, n_words), uint64
-        The codes in each table's bucket order: a bucket's candidates are verified
-        from contiguous memory (the search is bound by memory latency otherwise).
+        Tables of the first (largest) segment.
+    next_id_ : int
+        The id :meth:`add` gives the next code without an id: one more than the
+        largest id ever given (removed ones included).
     memory_bytes_ : int
-        Bytes held by the index: codes, their per-table copies, ids, offsets, keys
-        and bitmaps: about (8 n_words + 4) (m + 1) n bytes plus the tables' offsets.
+        Bytes held by the segments: per code ``8 n_words + 4 (m - 1) + 4`` (ids below
+        2^32; 8 from 2^32 up) plus 1/8 once a code of its segment was removed, plus
+        per table ``4.125 (2^len + 1)`` (direct) or 8 per distinct substring value
+        (longer than 24 bits); plus 4 per code of the id -> position order of each
+        segment :meth:`remove` or :meth:`add` with ids has looked ids up in (built then,
+        not saved).  64-bit codes, m = 3 (the default from about 2^21 to 2^26 codes):
+        about 20.5 bytes a code at 10 to 100 million codes.
 
     Notes
     -----
     Build: O(m n) (a counting sort per table; O(m n log n) for tables longer than 24
-    bits), memory (8 n_words + 4) (m + 1) n bytes plus 4.125 (2^len + 1) per direct table.  A search
-    costs the buckets it probes (C(len, r) per table and radius) plus the candidates it
+    bits).  :meth:`add` of n_new codes: O(m n_new) plus the merges, amortised
+    O(m log n) per code (at most log2(n) + 1 segments).  A search costs, per segment,
+    the buckets it probes (C(len, r) per table and radius) plus the candidates it
     verifies, O(n_words + m) each; de-duplication needs no per-query array (a candidate
     met again is recognised from its substring distances).  Probing is memory-latency
-    bound (a bucket or candidate is a cache miss, ~100x a code of the vector scan), so
-    a query whose probes are expected to cost more than scanning every code (far
-    neighbours: uniformly random codes, large k, long codes) is finished by
-    :func:`hamming_topk`'s scan instead: the worst case stays within about 2x of the
-    scan, and clustered codes, where the k-th distance is small, are where the index
-    is fastest (96x the scan at 10 million 64-bit clustered codes, k=10, in
-    ``bench/results/hamming_index.md``).  At most 2^32 - 1 codes.
+    bound (a bucket or candidate is a cache miss, ~100x a code of a scan), so a query
+    whose probes are expected to cost more than scanning every code (far neighbours:
+    uniformly random codes, large k, long codes) is finished by a scan of the segment
+    instead: the worst case stays within a small factor of the scan, and clustered
+    codes, where the k-th distance is small, are where the index is fastest (see
+    ``bench/results/hamming_index.md``).  At most 2^32 - 1 codes per segment.
 
-    Saved and loaded by :func:`similearn.save` / :func:`similearn.load`; the searches
-    check every bucket boundary and id they read, so a damaged file cannot make them
-    read outside the index.
+    Saved and loaded by :func:`similearn.save` / :func:`similearn.load` (files of
+    similearn 0.1.0 load too: their tables are rebuilt in this layout, O(m n)); the
+    searches check every bucket boundary and position they read, so a damaged file
+    cannot make them read outside the index.  Read-only (memory-mapped) arrays serve:
+    no array is modified in place.
 
     Examples
     --------
@@ -179,17 +165,19 @@ class HammingIndex(BaseEstimator):
     >>> idx, dist = index.search(codes[:5], 10)
     >>> bool((idx == hamming_topk(codes[:5], codes, 10)[0]).all())
     True
+    >>> index = index.remove(np.arange(0, 10_000, 2)).add(codes[:2], ids=[20_000, 20_002])
+    >>> index.n_codes_, index.search(codes[:1], 1)[0].tolist()
+    (5002, [[20000]])
     """
 
+    # a file holds the segments as one list per key (segment_codes_, ...; _file_state)
     _state_shapes = {
-        "codes_": ("n_codes_", "n_words_"),
-        "ids_": ("m_", "n_codes_"),
-        "substring_start_": ("m_",),
-        "substring_len_": ("m_",),
-        "offsets_[i]": (None,),
-        "keys_[i]": (None,),
-        "occupied_[i]": (None,),
-        "table_codes_": ("m_", "n_codes_", "n_words_"),
+        "segment_codes_[i]": ("=n[i]", "n_words_"),
+        "segment_ids_[i]": ("=n[i]",),
+        "segment_positions_[i]": (None, "=n[i]"),
+        "segment_substring_start_[i]": ("=m[i]",),
+        "segment_substring_len_[i]": ("=m[i]",),
+        "segment_dead_[i]": (None,),
     }
 
     _constraints = {
@@ -204,7 +192,7 @@ class HammingIndex(BaseEstimator):
         self.n_threads = n_threads
 
     # ------------------------------------------------------------------ building
-    def fit(self, codes, y=None):
+    def fit(self, codes, y=None, ids=None):
         """Index packed binary codes.
 
         Parameters
@@ -217,17 +205,20 @@ class HammingIndex(BaseEstimator):
             in the workers' memory); searches run per shard and are merged by the
             same exact reduction as ``hamming_topk`` on Dask arrays
             (:class:`similearn.neighbors._dask_hamming_index.ShardedHammingIndex`).  Such an
-            index has no ``codes_`` or tables on the client (``shards_``,
-            ``shard_sizes_``, ``shard_m_`` instead) and cannot be saved.
+            index has no segments on the client (``shards_``, ``shard_sizes_``,
+            ``shard_m_`` instead), takes no ids, cannot remove codes and cannot be saved.
         y : None
             Ignored.
+        ids : array-like of shape (n_codes,), int, optional
+            Distinct non-negative ids (below 2^63) the searches report for these codes.
+            Default: the row numbers 0 .. n_codes - 1.
 
         Returns
         -------
         self : HammingIndex
         """
         validate_params(self)
-        for attr in ("_shards", "codes_"):   # a refit starts afresh
+        for attr in ("_shards", "segments_", "_mih", "_lookups"):   # a refit starts afresh
             self.__dict__.pop(attr, None)
         dask_input = is_dask_array(codes)
         C = codes if dask_input else check_codes(codes, "codes", min_rows=0)
@@ -241,6 +232,8 @@ class HammingIndex(BaseEstimator):
                              f"({C.shape[1]} words per code)")
         self.n_bits_ = int(n_bits)
         if dask_input:
+            if ids is not None:
+                raise ValueError("ids are not supported for codes in a Dask array (their ids are their rows)")
             from ._dask_hamming_index import ShardedHammingIndex
 
             threads = 1 if self.n_threads is None else self.n_threads   # Dask runs a task per worker thread
@@ -249,18 +242,25 @@ class HammingIndex(BaseEstimator):
             self._set_shards(sharded.with_codes(self._checked(C, "codes")))
             return self
         C = _check_width(C, "codes", n_bits)
-        self._build(np.array(C, order="C", copy=True))
+        ids = np.arange(C.shape[0], dtype=np.int64) if ids is None else check_ids(ids, C.shape[0])
+        self.n_words_ = C.shape[1]
+        self._set_segments([build_segment(C, ids, self.n_bits_, self.m, self._threads())],
+                           int(ids.max()) + 1 if ids.size else 0)
         return self
 
-    def add(self, codes):
-        """Append codes to the index (ids continue from ``n_codes_``); the tables are
-        rebuilt, O(m n) for the n codes then held.  An index fitted on a Dask array
-        gets one more shard (a NumPy array), or one per block (a Dask array): O(m n)
-        for the n new codes.
+    def add(self, codes, ids=None):
+        """Index more codes: a segment of their own, O(m n_new), merged LSM-style with
+        the one before it once it holds half as many codes (amortised O(m log n) per
+        code).  An index fitted on a Dask array gets one more shard (a NumPy array), or
+        one per block (a Dask array): O(m n) for the n new codes.
 
         Parameters
         ----------
         codes : ndarray of shape (n_new, n_words), uint64
+        ids : array-like of shape (n_new,), int, optional
+            Distinct non-negative ids, none of a live code (a removed code's id may be
+            given again).  Default: ``next_id_``, ``next_id_ + 1``, ... (after a
+            :meth:`fit` without ids, the row numbers continued).
 
         Returns
         -------
@@ -269,67 +269,143 @@ class HammingIndex(BaseEstimator):
         check_is_fitted(self, "n_codes_")
         sharded = self.__dict__.get("_shards")
         if sharded is not None:
+            if ids is not None:
+                raise ValueError("an index fitted on a Dask array takes no ids (its ids are row numbers)")
             self._set_shards(sharded.with_codes(self._checked(codes, "codes")))  # a shard copies its codes
             return self
         C = _check_codes(codes, "codes", self.n_bits_, min_rows=0)
-        self._build(np.concatenate([self.codes_, C]))
+        if ids is None:
+            ids = np.arange(self.next_id_, self.next_id_ + C.shape[0], dtype=np.int64)
+        else:
+            ids = check_ids(ids, C.shape[0])
+            where, _ = locate(self.segments_, ids, self._lookup_cache())
+            if (where >= 0).any():
+                raise ValueError(f"ids {ids[where >= 0][:5].tolist()} are already in the index (remove them first)")
+        if C.shape[0] == 0:
+            return self
+        segs = self.segments_ + [build_segment(C, ids, self.n_bits_, self.m, self._threads())]
+        self._set_segments(settle(segs, self.n_bits_, self.m, self._threads()), max(self.next_id_, int(ids.max()) + 1))
         return self
 
-    def _build(self, C):
-        """Index C (owned by the index from now on): the tables, and the attributes that hold them."""
-        tables = _build_tables(C, self.n_bits_, self.m, get_num_threads(self.n_threads))
-        a = tables.arrays()
-        self.codes_ = a["codes"]
-        self.n_codes_ = tables.n_codes
-        self.n_words_ = tables.n_words
-        self.m_ = tables.m
-        self.substring_start_, self.substring_len_ = a["substring_start"], a["substring_len"]
-        self.offsets_, self.keys_, self.occupied_, self.ids_ = a["offsets"], a["keys"], a["occupied"], a["ids"]
-        self.table_codes_ = a["table_codes"]
-        self.memory_bytes_ = tables.memory_bytes
-        self._mih = (tables, self._sources())
+    def remove(self, ids):
+        """Remove codes by id: the searches skip them at once (tombstones); a segment
+        more than a quarter dead is rebuilt without them, O(m n_segment).
+
+        Parameters
+        ----------
+        ids : array-like of shape (n_removed,), int
+            Distinct ids of live codes; an unknown or already removed id raises
+            ValueError naming it, and nothing is removed.
+
+        Returns
+        -------
+        self : HammingIndex
+
+        Notes
+        -----
+        O(n_removed log n) plus, the first time a segment is searched for ids, a sort of
+        its ids (kept: 4 bytes a code, in ``memory_bytes_``).
+        """
+        check_is_fitted(self, "n_codes_")
+        if "_shards" in self.__dict__:
+            raise NotImplementedError("an index fitted on a Dask array cannot remove codes")
+        ids = check_ids(ids)
+        where, pos = locate(self.segments_, ids, self._lookup_cache())
+        if (where < 0).any():
+            raise ValueError(f"ids {ids[where < 0][:5].tolist()} are not in the index (unknown or removed)")
+        segs = [without(s, pos[where == j]) if (where == j).any() else s for j, s in enumerate(self.segments_)]
+        self._set_segments(settle(segs, self.n_bits_, self.m, self._threads()), self.next_id_)
+        return self
+
+    def _threads(self):
+        return get_num_threads(self.n_threads)
+
+    def _set_segments(self, segs, next_id):
+        """The index is now ``segs`` (new segment dicts; the C++ objects are built at the
+        first search)."""
+        self.segments_ = segs
+        self.next_id_ = int(next_id)
+        self.n_codes_ = int(sum(n_live(s) for s in segs))
+        self.m_ = int(segs[0]["substring_start"].shape[0]) if segs else _default_m(0, self.n_bits_)
+        cache = self._lookup_cache()
+        for key in [k for k, (arr, _) in cache.items() if not any(arr is s["ids"] for s in segs)]:
+            del cache[key]
+        self.memory_bytes_ = sum(map(segment_bytes, segs)) + sum(o.nbytes for _, o in cache.values())
+
+    def _lookup_cache(self):
+        return self.__dict__.setdefault("_lookups", {})
 
     def _set_shards(self, sharded):
-        for name in _TABLE_ATTRS + ("m",):   # the tables of an earlier in-memory fit
-            if name != "n_bits":
-                self.__dict__.pop(name + "_", None)
-        self.__dict__.pop("_mih", None)
+        for name in ("segments_", "m_", "next_id_", "_mih", "_lookups"):   # the state of an earlier in-memory fit
+            self.__dict__.pop(name, None)
         self._shards = sharded
         self.n_codes_ = sharded.n_codes
         self.n_words_ = sharded.n_words
         self.memory_bytes_ = sharded.memory_bytes
 
     # ------------------------------------------------------------------ the engines
-    def _sources(self):
-        """What the tables are read from: the table attributes, the lists' lengths and items
-        spread, n_bits_ as an int (<= 256: one object per value).  A snapshot, compared
-        by identity: a later change of an attribute or of a list item does not reach it."""
-        lists = (self.offsets_, self.keys_, self.occupied_)
-        return (self.codes_, self.substring_start_, self.substring_len_, int(self.n_bits_), self.ids_,
-                self.table_codes_, *map(len, lists), *lists[0], *lists[1], *lists[2])
+    @staticmethod
+    def _sources(seg):
+        """What a segment's tables are read from: its arrays, the lists spread.  A snapshot,
+        compared by identity: a later change of an item does not reach it."""
+        return tuple(seg[k] for k in _SEGMENT_KEYS if k not in ("offsets", "keys", "occupied")) + tuple(
+            len(seg[k]) for k in ("offsets", "keys", "occupied")) + (*seg["offsets"], *seg["keys"], *seg["occupied"])
 
     def _tables(self):
-        """The multi-index of an in-memory index (``similearn._core.MihIndex``), reading the
-        very arrays of the attributes: the one built by fit / add, or one constructed from
-        the attributes (their layout checked once, O(m), no copy) the first time they are
-        searched after a load, unpickling or a change of one of them."""
-        sources = self._sources()
-        known = self.__dict__.get("_mih")
-        if known is not None and len(known[1]) == len(sources) and all(map(operator.is_, known[1], sources)):
-            return known[0]
-        tables = _kernels.MihIndex(**{name: getattr(self, name + "_") for name in _TABLE_ATTRS})
-        self._mih = (tables, sources)
-        return tables
+        """The searchable segments (:class:`~similearn.neighbors._segments.SegmentSet` of
+        ``similearn._core.MihIndex``), reading the very arrays of ``segments_``: a
+        segment's object is constructed (its layout checked, O(m + n / 64), no copy) the
+        first time it is searched, and again after a load or a change of its arrays."""
+        known = self.__dict__.get("_mih", [])
+        tables = []
+        for j, seg in enumerate(self.segments_):
+            if not isinstance(seg, dict) or set(seg) != set(_SEGMENT_KEYS):
+                raise ValueError(f"segments_[{j}] must be a dict of the arrays {_SEGMENT_KEYS}")
+            src = self._sources(seg)
+            hit = next((t for t, s in known if len(s) == len(src) and all(map(operator.is_, s, src))), None)
+            tables.append((hit if hit is not None else _kernels.MihIndex(**seg), src))
+        self._mih = tables
+        return SegmentSet([t for t, _ in tables], self.n_words_, self.m_)
 
     def _file_state(self):
-        """What a model file holds (similearn.save): the attributes, less the C++ object
-        over the table attributes (``_mih``: it is rebuilt from them, O(m), at the first
-        search after a load).  Pickle keeps it: it pickles as those very arrays."""
-        return {name: value for name, value in vars(self).items() if name != "_mih"}
+        """What a model file holds (similearn.save): the segments as one list per key
+        (``segment_codes_``, ``segment_ids_``, ...: their shapes are declared in
+        ``_state_shapes``), then the other attributes, less the C++ objects over the
+        segments (``_mih``: rebuilt, O(m), at the first search after a load) and the id
+        lookups (``_lookups``: rebuilt when needed)."""
+        state = {f"segment_{k}_": [s[k] for s in self.segments_] for k in _SEGMENT_KEYS} \
+            if "segments_" in self.__dict__ else {}
+        state.update((name, value) for name, value in vars(self).items()
+                     if name not in ("_mih", "_lookups", "segments_"))
+        return state
+
+    def _set_file_state(self, state):
+        """Sets the fitted state from a file's (:meth:`_file_state`); files written before
+        segments (similearn 0.1.0: ``codes_`` in row order and ``table_codes_``) get one
+        segment rebuilt from their codes with their table count, ids their rows (O(m n):
+        same results)."""
+        state = dict(state)
+        if "segment_codes_" in state:
+            lists = [state.pop(f"segment_{k}_") for k in _SEGMENT_KEYS]
+            if len({len(v) for v in lists}) != 1:
+                raise ValueError("corrupt HammingIndex state: the segment_*_ lists differ in length")
+            self.__dict__.update(state)
+            self.segments_ = [dict(zip(_SEGMENT_KEYS, items)) for items in zip(*lists)]
+            return
+        codes = np.ascontiguousarray(state.pop("codes_"), dtype=np.uint64)
+        n_bits, m = int(state["n_bits_"]), int(state["m_"])
+        for name in ("ids_", "table_codes_", "offsets_", "keys_", "occupied_", "substring_start_", "substring_len_",
+                     "n_codes_", "m_", "memory_bytes_"):
+            state.pop(name, None)
+        self.__dict__.update(state)
+        self.n_bits_, self.n_words_ = n_bits, codes.shape[1]
+        ids = np.arange(codes.shape[0], dtype=np.int64)
+        self._set_segments([build_segment(_check_width(codes, "codes_", n_bits), ids, n_bits, m, self._threads())],
+                           codes.shape[0])
 
     def _shards_for(self, queries):
         """The sharded index that answers these checked queries: the one of an index
-        fitted on a Dask array, the tables as one shard for Dask queries, else None."""
+        fitted on a Dask array, the segments as one shard for Dask queries, else None."""
         sharded = self.__dict__.get("_shards")
         if sharded is None and is_dask_array(queries):
             from ._dask_hamming_index import ShardedHammingIndex
@@ -342,6 +418,30 @@ class HammingIndex(BaseEstimator):
         if sharded is None:
             raise AttributeError("only an index fitted on a Dask array has shards")
         return list(getattr(sharded, field))
+
+    # read-only views of the live codes of an in-memory index, in id order (copies, O(n log n))
+    def _live_by_id(self):
+        if "segments_" not in self.__dict__:
+            raise AttributeError("only an in-memory index has codes_ and ids_ (a Dask-fitted one has shards_)")
+        masks = [live_mask(s) for s in self.segments_]
+        ids = np.concatenate([np.empty(0, np.int64)] + [s["ids"][k].astype(np.int64)
+                                                         for s, k in zip(self.segments_, masks)])
+        codes = np.concatenate([np.empty((0, self.n_words_), np.uint64)] + [s["codes"][k]
+                                                                             for s, k in zip(self.segments_, masks)])
+        order = np.argsort(ids, kind="stable")
+        return np.ascontiguousarray(codes[order]), ids[order]
+
+    @property
+    def codes_(self):
+        """ndarray of shape (n_codes_, n_words_), uint64: the live codes by increasing id
+        (a copy).  ``search`` equals ``hamming_topk(queries, codes_, k)`` with its rows
+        mapped through ``ids_``."""
+        return self._live_by_id()[0]
+
+    @property
+    def ids_(self):
+        """ndarray of shape (n_codes_,), int64: the ids of the live codes, increasing (a copy)."""
+        return self._live_by_id()[1]
 
     # read-only views of the shards of an index fitted on a Dask array (absent otherwise)
     @property
@@ -370,30 +470,61 @@ class HammingIndex(BaseEstimator):
             return checked_codes(codes, name, -(-self.n_bits_ // 64), check)
         return _check_codes(codes, name, self.n_bits_, min_rows=0)
 
-    def search(self, queries, k):
-        """Exact k nearest codes of each query.
+    def search(self, queries, k, *, include=None, exclude=None):
+        """Exact k nearest codes of each query, optionally among allowed ids only.
 
         Parameters
         ----------
         queries : ndarray of shape (n_queries, n_words), uint64
         k : int
-            1 <= k <= ``n_codes_``.
+            1 <= k <= ``n_codes_`` (the live codes; with filters too, as for
+            :func:`hamming_topk`).
+        include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            The only ids a query may return, in the index's ids (``ids_``; ``n_ids`` is
+            ``next_id_``, or ``n_codes_`` for an index fitted on a Dask array): one list
+            for every query (ids in [0, n_ids); duplicates ignored) or one per query
+            (row i's stored column indices; values ignored, explicit zeros count,
+            duplicates and unsorted rows allowed -- sorted on a copy, O(nnz log nnz);
+            any sparse format).  Removed or never-added ids simply never match.  A 2-D
+            boolean mask (as :func:`hamming_topk` takes) is refused with a TypeError:
+            its columns would be rows, not ids -- pass the ids.
+        exclude : scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            Ids never returned per query, read as a per-query ``include`` (an id must be
+            allowed and not excluded).
 
         Returns
         -------
         indices : ndarray of shape (n_queries, k), int64
-        distances : ndarray of shape (n_queries, k), int32, ascending; ties -> lower index
+            The ids of the nearest live codes; -1 in the slots beyond the codes the
+            filters leave.
+        distances : ndarray of shape (n_queries, k), int32, ascending; ties -> lower id
+            2**31 - 1 in those slots.
 
         Notes
         -----
-        Identical to ``hamming_topk(queries, codes_, k)``.  Threads over queries.
-        ``queries`` may be a Dask array (results: lazy Dask arrays chunked like it);
-        an index fitted on a Dask array is searched shard by shard and merged
-        exactly, for any chunking.
-        """
-        return self._search(queries, k)[:2]
+        Identical to ``hamming_topk(queries, live, k, include=..., exclude=...)`` with
+        ``live`` the live codes sorted by id, its row numbers mapped to their ids, and
+        the filters' ids mapped to those rows (ties go to the lower id, not to the code
+        added first).  Threads over queries.  ``queries`` may be a Dask array (results:
+        lazy Dask arrays chunked like it); an index fitted on a Dask array is searched
+        shard by shard (each shard gets its slice of the filters, in shard-local ids)
+        and merged exactly, for any chunking.
 
-    def _search(self, queries, k, scan_ratio=None):
+        Filters are tested where a verified live candidate is accepted (csrc/mih.hpp,
+        ``IdFilter``, next to the tombstone test), on its id: a list by binary search,
+        O(log len) per candidate within the current k-th distance.  Each segment gets
+        the same filters.  The probes go on until the k-th allowed code is proven
+        nearest (Norouzi et al., Sec. 4.1, with the allowed codes only): with a fraction
+        f of the codes allowed, about 1 / f times the candidates of the unfiltered
+        search; a query whose probes grow past the cost of a scan scans every live code,
+        O(n n_words): the vector scan keeps its k' = (2k + 32) / f best, then the
+        allowed ones nearer than the k'-th (again with 4 k' if fewer than k), or, for
+        f under ~8 (2k + 32) / n, every code admitted by (distance, id) and the filter.
+        Ids are checked before any work.
+        """
+        return self._search(queries, k, include=include, exclude=exclude)[:2]
+
+    def _search(self, queries, k, scan_ratio=None, include=None, exclude=None):
         """search, plus the number of candidate ids each query read from the tables; a query
         finished by the scan reports exactly n (its probes before the switch are not counted).  scan_ratio: the probes-vs-scan switch (csrc/mih.hpp;
         0 switches only when a table would probe more buckets than codes; tests use it to
@@ -401,42 +532,60 @@ class HammingIndex(BaseEstimator):
         check_is_fitted(self, "n_codes_")
         q = self._checked(queries, "queries")
         k = check_k(k, self.n_codes_)
+        filters = check_index_filters(include, exclude, q.shape[0], self._n_ids())
         sharded = self._shards_for(q)
         if sharded is not None:
-            return sharded.search(q, k) + (None,)
-        return self._tables().search(q, k, get_num_threads(self.n_threads), **_ratio(scan_ratio))
+            return sharded.search(q, k, filters=filters) + (None,)
+        idx, dist, probed = self._tables().search(q, k, get_num_threads(self.n_threads), **_ratio(scan_ratio),
+                                                  **filter_arrays(*filters))
+        idx[idx == MISSING] = -1
+        return idx, dist, probed
 
-    def radius_search(self, queries, r):
-        """Every indexed code within Hamming distance r of each query.
+    def _n_ids(self):
+        """The bound of the ids the filters may name: ``next_id_`` (in-memory), else ``n_codes_``."""
+        return self.__dict__.get("next_id_", self.n_codes_)
+
+    def radius_search(self, queries, r, *, include=None, exclude=None):
+        """Every indexed code within Hamming distance r of each query, optionally among
+        allowed ids only.
 
         Parameters
         ----------
         queries : ndarray of shape (n_queries, n_words), uint64
         r : int >= 0
+        include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            The only ids a query may return: one list for every query, or one per query
+            (as in :meth:`search`).
+        exclude : scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            Ids never returned per query (as in :meth:`search`).
 
         Returns
         -------
         indptr : ndarray of shape (n_queries + 1,), int64
             Query i's results are ``indices[indptr[i]:indptr[i + 1]]`` (CSR layout).
         indices : ndarray of shape (indptr[-1],), int64
+            Ids of the live codes found (allowed and not excluded only).
         distances : ndarray of shape (indptr[-1],), int32
-            Sorted by (distance, index) within each query.
+            Sorted by (distance, id) within each query.
 
         Notes
         -----
         Probes every table up to radius ``floor(r / m)`` (fewer where the Sec. 4.1
         bound allows): exact, and fast while r is small against the code length.
+        Filters are tested on each live code found within r (as in :meth:`search`).
         """
-        return self._radius_search(queries, r)
+        return self._radius_search(queries, r, include=include, exclude=exclude)
 
-    def _radius_search(self, queries, r, scan_ratio=None):
+    def _radius_search(self, queries, r, scan_ratio=None, include=None, exclude=None):
         check_is_fitted(self, "n_codes_")
         q = _check_codes(queries, "queries", self.n_bits_, min_rows=0)
         r = min(check_int(r, "r", low=0), self.n_bits_)
+        filters = check_index_filters(include, exclude, q.shape[0], self._n_ids())
         sharded = self.__dict__.get("_shards")
         if sharded is not None:
-            return sharded.radius_search(q, r)
-        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio))
+            return sharded.radius_search(q, r, filters=filters)
+        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio),
+                                            **filter_arrays(*filters))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
