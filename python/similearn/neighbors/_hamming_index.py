@@ -433,14 +433,14 @@ class HammingIndex(BaseEstimator):
 
     @property
     def codes_(self):
-        """ndarray of shape (n_codes_, n_words_), uint64: the live codes by increasing id
+        """ndarray of shape (n_codes, n_words), uint64: the live codes by increasing id
         (a copy).  ``search`` equals ``hamming_topk(queries, codes_, k)`` with its rows
         mapped through ``ids_``."""
         return self._live_by_id()[0]
 
     @property
     def ids_(self):
-        """ndarray of shape (n_codes_,), int64: the ids of the live codes, increasing (a copy)."""
+        """ndarray of shape (n_codes,), int64: the ids of the live codes, increasing (a copy)."""
         return self._live_by_id()[1]
 
     # read-only views of the shards of an index fitted on a Dask array (absent otherwise)

@@ -342,7 +342,7 @@ class RescoringIndex(BaseEstimator):
         X : array-like or sparse matrix of shape (n_queries, n_features)
             Converted to the fitted dtype; sparse only when fitted on sparse rows.  May
             have 0 rows.
-        k : int, 1 <= k <= n_samples_fit_
+        k : int, 1 <= k <= ``n_samples_fit_``
         query_codes : ndarray of shape (n_queries, n_words), uint64, optional
             The queries' packed codes, with ``hasher="precomputed"`` only.
 
