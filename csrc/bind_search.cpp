@@ -209,22 +209,9 @@ void def_search(py::module_& m) {
         i64 nnz;
         {
           py::gil_scoped_release nogil;
-          // a dense mask is told from 64 evenly spaced rows, without counting them all
-          const i64 step = std::max<i64>(1, n / 64), n_sample = (n + step - 1) / step;
-          if (n_sample < n) {
-            std::vector<i64> p(static_cast<std::size_t>(n_sample + 1));
-            std::vector<std::uint64_t> rows(static_cast<std::size_t>(n_sample * nw));
-            for (i64 i = 0; i < n_sample; ++i)
-              std::copy(bits.data() + i * step * nw, bits.data() + (i * step + 1) * nw, rows.begin() + i * nw);
-            const double sample = static_cast<double>(sl::mask_row_counts(rows.data(), n_sample, nw, n_cols,
-                                                                          p.data(), 1));
-            if (sample * static_cast<double>(n) / static_cast<double>(n_sample) > 2.0 * static_cast<double>(max_nnz))
-              nnz = max_nnz + 1;
-            else
-              nnz = sl::mask_row_counts(bits.data(), n, nw, n_cols, indptr.mutable_data(), n_threads);
-          } else {
-            nnz = sl::mask_row_counts(bits.data(), n, nw, n_cols, indptr.mutable_data(), n_threads);
-          }
+          nnz = sl::mask_far_denser(bits.data(), n, nw, n_cols, max_nnz)
+                    ? max_nnz + 1
+                    : sl::mask_row_counts(bits.data(), n, nw, n_cols, indptr.mutable_data(), n_threads);
         }
         if (nnz > max_nnz) return py::none();
         carray<i64> ids({nnz});

@@ -832,21 +832,32 @@ void each_set_bit(const std::uint64_t* row, std::int64_t n_words, std::int64_t n
     for (; v; v &= v - 1) f(64 * wi + ctz64(v));
   }
 }
+
+// Set bits of one mask row below n_cols.
+std::int64_t row_count(const std::uint64_t* row, std::int64_t n_cols) {
+  const std::int64_t full = n_cols / 64;  // whole words; then the part of the last one below n_cols
+  std::int64_t c = 0;
+  for (std::int64_t wi = 0; wi < full; ++wi) c += SL_POPCNT64(row[wi]);
+  if (n_cols % 64) c += SL_POPCNT64(row[full] & ((std::uint64_t{1} << (n_cols % 64)) - 1));
+  return c;
+}
 }  // namespace
 
 std::int64_t mask_row_counts(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
                              std::int64_t* indptr, int n_threads) {
   indptr[0] = 0;
-  parallel_for(n, n_threads, [&](std::int64_t i, int) {
-    const std::uint64_t* row = bits + i * n_words;
-    const std::int64_t full = n_cols / 64;  // whole words; then the part of the last one below n_cols
-    std::int64_t c = 0;
-    for (std::int64_t wi = 0; wi < full; ++wi) c += SL_POPCNT64(row[wi]);
-    if (n_cols % 64) c += SL_POPCNT64(row[full] & ((std::uint64_t{1} << (n_cols % 64)) - 1));
-    indptr[i + 1] = c;
-  });
+  parallel_for(n, n_threads, [&](std::int64_t i, int) { indptr[i + 1] = row_count(bits + i * n_words, n_cols); });
   for (std::int64_t i = 0; i < n; ++i) indptr[i + 1] += indptr[i];
   return indptr[n];
+}
+
+bool mask_far_denser(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
+                     std::int64_t max_nnz) {
+  const std::int64_t step = std::max<std::int64_t>(1, n / 64);
+  double sample = 0.0, rows = 0.0;
+  for (std::int64_t i = 0; i < n; i += step, rows += 1.0)
+    sample += static_cast<double>(row_count(bits + i * n_words, n_cols));
+  return rows > 0.0 && sample * static_cast<double>(n) / rows > 2.0 * static_cast<double>(max_nnz);
 }
 
 void mask_row_ids(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,

@@ -18,6 +18,10 @@ void pack_bits(const std::uint8_t* bits, std::int64_t n, std::int64_t n_bits, st
 // O(n n_words + nnz), n_threads over rows.
 std::int64_t mask_row_counts(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
                              std::int64_t* indptr, int n_threads);
+// Whether a mask is told, from 64 evenly spaced rows, to hold over 2 * max_nnz set
+// bits (then its rows need not be counted).  O(64 n_words).
+bool mask_far_denser(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
+                     std::int64_t max_nnz);
 void mask_row_ids(const std::uint64_t* bits, std::int64_t n, std::int64_t n_words, std::int64_t n_cols,
                   const std::int64_t* indptr, std::int64_t* ids, int n_threads);
 

@@ -68,17 +68,13 @@ def _packed_mask(include, n_queries, n_database, n_threads):
 
 def mask_as_csr(include, n_queries, n_database):
     """A per-query mask (either form, checked) as a CSR allow-list (for the Dask search,
-    which cuts the lists by database block).  O(n_queries n_database)."""
+    which cuts the lists by database block): the packed mask's set bits, listed by
+    the kernel.  O(n_queries n_database / 64 + nnz)."""
     import scipy.sparse as sp
 
-    mask = np.asarray(include)
-    if mask.dtype == np.uint64 and mask.ndim == 2 and mask.shape[1] == -(-n_database // 64):
-        as_bytes = np.ascontiguousarray(mask).astype("<u8", copy=False).view(np.uint8)
-        mask = np.unpackbits(as_bytes, axis=1, bitorder="little")[:, :n_database].astype(bool)
-    if mask.dtype != np.bool_ or mask.shape != (n_queries, n_database):
-        _packed_mask(include, n_queries, n_database, 1)  # raises, naming the form
-        mask = np.zeros((n_queries, n_database), bool)
-    return sp.csr_matrix(mask)
+    bits = _packed_mask(include, n_queries, n_database, 1)
+    indptr, ids = _kernels.mask_to_csr(bits, n_database, n_queries * n_database, 1)
+    return sp.csr_matrix((np.ones(ids.size, bool), ids, indptr), shape=(n_queries, n_database))
 
 
 def check_shared_include(include, n_database):
