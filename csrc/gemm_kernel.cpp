@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -51,6 +52,9 @@ struct Kernels {
   void (*csr)(const i64*, const i64*, const T*, i64, i64, const T*, i64, T*) = nullptr;
   void (*norms)(const T*, i64, i64, double*) = nullptr;
   void (*pack)(const T*, i64, i64, T*) = nullptr;
+  // full MR x NR tiles compared with row thresholds in the registers (above() in
+  // gemm_micro.inc), by key mode: 0 score, 1 score * aux, 2 score - aux
+  std::uint32_t (*above[3])(const T*, i64, const T*, i64, const T*, const T*, T*, i64, std::uint32_t*) = {};
 };
 
 // ---------------------------------------------------------------- scalar (any CPU)
@@ -64,6 +68,11 @@ struct Ops {
   static void store(T* p, V v) { *p = v; }
   static V bcast(const T* p) { return *p; }
   static V fma(V a, V b, V c) { return std::fma(a, b, c); }
+  using M = bool;
+  static M gt(V a, V b) { return a > b; }
+  static std::uint32_t bits(M m) { return m; }
+  static V mul(V a, V b) { return a * b; }
+  static V sub(V a, V b) { return a - b; }
   static constexpr int kT = 0;  // no register transpose
   static void transpose(const T*, i64, T*, i64) {}
 };
@@ -121,6 +130,11 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm256_broadcast_ss(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  using M = __m256;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return static_cast<std::uint32_t>(_mm256_movemask_ps(m)); }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static constexpr int kT = 8;
   static SL_ALWAYS_INLINE void transpose(const float* s, i64 ls, float* d, i64 ld) { transpose8x8(s, ls, d, ld); }
 };
@@ -133,6 +147,11 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { _mm256_storeu_pd(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm256_broadcast_sd(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  using M = __m256d;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return static_cast<std::uint32_t>(_mm256_movemask_pd(m)); }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm256_sub_pd(a, b); }
   static constexpr int kT = 4;
   static SL_ALWAYS_INLINE void transpose(const double* s, i64 ls, double* d, i64 ld) { transpose4x4(s, ls, d, ld); }
 };
@@ -158,6 +177,11 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm512_set1_ps(*p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  using M = __mmask16;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return m; }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static constexpr int kT = 8;
   static SL_ALWAYS_INLINE void transpose(const float* s, i64 ls, float* d, i64 ld) {
     avx2::transpose8x8(s, ls, d, ld);
@@ -172,6 +196,11 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { _mm512_storeu_pd(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm512_set1_pd(*p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  using M = __mmask8;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return m; }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm512_mul_pd(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm512_sub_pd(a, b); }
   static constexpr int kT = 4;
   static SL_ALWAYS_INLINE void transpose(const double* s, i64 ls, double* d, i64 ld) {
     avx2::transpose4x4(s, ls, d, ld);
@@ -200,6 +229,14 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { vst1q_f32(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return vld1q_dup_f32(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }  // c + a b, one rounding (FMLA)
+  using M = uint32x4_t;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return vcgtq_f32(a, b); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) {
+    static const uint32_t w[4] = {1, 2, 4, 8};
+    return vaddvq_u32(vandq_u32(m, vld1q_u32(w)));
+  }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return vmulq_f32(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return vsubq_f32(a, b); }
   static constexpr int kT = 0;
   static void transpose(const float*, i64, float*, i64) {}
 };
@@ -212,6 +249,13 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { vst1q_f64(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return vld1q_dup_f64(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f64(c, a, b); }
+  using M = uint64x2_t;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return vcgtq_f64(a, b); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) {
+    return static_cast<std::uint32_t>((vgetq_lane_u64(m, 0) & 1) | (vgetq_lane_u64(m, 1) & 2));
+  }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return vmulq_f64(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return vsubq_f64(a, b); }
   static constexpr int kT = 0;
   static void transpose(const double*, i64, double*, i64) {}
 };
@@ -325,6 +369,43 @@ void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, c
         kr.tile_n(A + i * lda + k0, lda, std::min(mr, m - i), b, nr, kb, C + i * ldc + p * nr, ldc, cols, k0 > 0);
       }
     }
+  }
+}
+
+template <class T>
+std::int64_t tile_rows() {
+  return kern<T>().mr;
+}
+
+template <class T>
+bool above_fits(std::int64_t k) {
+  return k >= 1 && block_k<T>(k) >= k;
+}
+
+template <class T>
+void gemm_above(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, int mode,
+                const T* aux, const T* thr, T* tile,
+                const std::function<void(std::int64_t, std::int64_t, std::int64_t, std::uint32_t, const std::uint32_t*, T*)>& hit) {
+  const Kernels<T>& kr = kern<T>();
+  const i64 nr = kr.nr, mr = kr.mr, np = (n + nr - 1) / nr;
+  std::uint32_t lanes[32];
+  // a last, partial panel: its padding columns (scores 0) must never pass.  Mode 0 goes
+  // through mode 1 with aux = 1 (score * 1 is the score, bit for bit) and NaN on the
+  // padding (NaN is above nothing); modes 1 and 2 read the caller's padded aux.
+  std::vector<T> last;
+  if (mode == 0 && n % nr) {
+    last.assign(static_cast<std::size_t>(nr), std::numeric_limits<T>::quiet_NaN());
+    std::fill(last.begin(), last.begin() + n % nr, T(1));
+  }
+  for (i64 p = 0; p < np; ++p) {
+    const T* b = Xp + p * k * nr;
+    const i64 cols = std::min(nr, n - p * nr);
+    const bool pad = mode == 0 && cols < nr;
+    const int md = pad ? 1 : mode;
+    const T* ax = pad ? last.data() : mode ? aux + p * nr : nullptr;
+    for (i64 i = 0; i < m; i += mr)
+      if (const std::uint32_t rows = kr.above[md](A + i * lda, lda, b, k, ax, thr + i, tile, nr, lanes))
+        hit(i, p * nr, cols, rows, lanes, tile);
   }
 }
 
@@ -456,6 +537,11 @@ void sq_norms(const T* X, std::int64_t n, std::int64_t dim, double* out, int n_t
 
 #define SL_GEMMK_INSTANTIATE(T)                                                                            \
   template std::int64_t panel_cols<T>();                                                                   \
+  template std::int64_t tile_rows<T>();                                                                    \
+  template bool above_fits<T>(std::int64_t);                                                               \
+  template void gemm_above<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, int, \
+                              const T*, const T*, T*,                                                      \
+                              const std::function<void(std::int64_t, std::int64_t, std::int64_t, std::uint32_t, const std::uint32_t*, T*)>&);    \
   template std::int64_t packed_size<T>(std::int64_t, std::int64_t);                                        \
   template void pack<T>(const T*, std::int64_t, std::int64_t, T*);                                         \
   template void packed_sq_norms<T>(const T*, std::int64_t, std::int64_t, double*);                          \

@@ -64,9 +64,10 @@ class TopK {
   TopK() = default;
   TopK(std::int64_t k, std::int64_t n_total) { init(k, n_total); }
 
-  void init(std::int64_t k, std::int64_t n_total) {
+  // slack: admissions kept between compactions (at least k of them: cap >= 2k)
+  void init(std::int64_t k, std::int64_t n_total, std::int64_t slack = 64) {
     k_ = k;
-    std::int64_t cap = std::max<std::int64_t>(2 * k, k + 64);
+    std::int64_t cap = std::max<std::int64_t>(2 * k, k + slack);
     cap_ = std::max<std::int64_t>(k + 1, std::min(cap, n_total));
     items_.resize(static_cast<std::size_t>(cap_));
     reset();
