@@ -13,6 +13,7 @@ import scipy.sparse as sp
 import gramian_oracle as O
 from oracles import topk_oracle
 from similearn import TwoTower
+from similearn.gramian import _fold_in
 from similearn.neighbors import pack_bits, unpack_bits
 from similearn.neighbors import topk as similearn_topk
 
@@ -234,7 +235,7 @@ def test_fold_in_minimises_the_models_objective_for_that_row(weights):
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("kw", [dict(), dict(gramian_weights="pairs"), dict(penalty="none"),
                                 dict(penalty_weight=0.0, output_l2=0.0)])
-def test_fold_in_equals_an_independent_least_squares(dtype, kw):
+def test_fold_in_equals_an_independent_least_squares(dtype, kw, monkeypatch):
     rng = np.random.default_rng(6)
     m, _ = _fit(dtype, **kw)
     seen = _random_csr(rng, 8, m.n_right_, 0.2)
@@ -251,6 +252,8 @@ def test_fold_in_equals_an_independent_least_squares(dtype, kw):
     # each user's u does not depend on the others of the call, nor on the thread count
     assert np.array_equal(m.fold_in(seen[5:6], targets=s[seen.indptr[5]:seen.indptr[6]])[0], u[5])
     m.set_params(n_threads=2)
+    assert np.array_equal(m.fold_in(seen, targets=s), u)
+    monkeypatch.setattr(_fold_in, "_CHUNK_ENTRIES", 3 * 4 * 4)  # chunks of 3 users
     assert np.array_equal(m.fold_in(seen, targets=s), u)
 
 

@@ -16,7 +16,7 @@ or, times n (the minimiser does not change),
     f(u) = sum_(j in J) (<u, v_j> - s_j)^2 + c u^T M u,    M = lam G_v + rho I,
 
 with c = n p_u: c = n / N_left for ``gramian_weights="items"`` (p_u = 1/N_left) and
-c = |J| (the item's own pair count) for ``"pairs"`` (p_u = |J| / n).  f is a convex
+c = n_u = #J (the user's own pair count) for ``"pairs"`` (p_u = n_u / n).  f is a convex
 quadratic; its minimiser solves the k x k normal equations
 
     (sum_(j in J) v_j v_j^T + c M) u = sum_(j in J) s_j v_j.
@@ -26,12 +26,13 @@ Everything here is float64; the solve is one LAPACK call per item (batched).
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .._config import blas_threads
 
-__all__ = ["penalty_matrix", "fold_in_system", "solve_fold_in"]
+__all__ = ["penalty_matrix", "fold_in_system", "fold_in_rows"]
 
-# the float64 entries of the (rows, k, k) outer products formed at a time
+# the float64 entries of the k x k systems held at a time (users per chunk: this / k^2)
 _CHUNK_ENTRIES = 1 << 22
 
 
@@ -45,58 +46,73 @@ def penalty_matrix(V, q, lam, rho):
 
 
 def fold_in_system(V, indptr, indices, s):
-    """(A, b): A (n_new, k, k) = sum_(j in J_i) v_j v_j^T and b (n_new, k) = sum_(j in J_i) s_j v_j,
-    float64, for the rows J_i = indices[indptr[i]:indptr[i + 1]] (s aligned with indices).
-    Each row's sums run in its entries' order, chunk by chunk (a row never straddles a
-    chunk boundary unless it alone exceeds the chunk).  O(nnz k^2) time, O(chunk) memory."""
+    """(A, b): A (n, k, k) = sum_(j in J_i) v_j v_j^T and b (n, k) = sum_(j in J_i) s_j v_j,
+    float64, for the rows J_i = indices[indptr[i]:indptr[i + 1]] (s aligned with indices;
+    a repeated id counts each time).  Column a of every A_i is one sparse-dense product,
+    S (v_j v_ja)_j, S the rows' 0/1 pattern over the items they hold: each row's sum runs
+    over its own entries in their order (the same bits whatever the other rows).
+    O(nnz k^2) time, O(n k^2 + n_items k) memory, no (nnz, k, k) array."""
     n, k = indptr.size - 1, V.shape[1]
-    A = np.zeros((n, k, k))
-    b = np.zeros((n, k))
-    rows_per_chunk = max(1, _CHUNK_ENTRIES // (k * k))
-    lengths = np.diff(indptr)
-    i = 0
-    while i < n:
-        # users [i, e): at most rows_per_chunk entries in all, at least one user
-        e = int(np.searchsorted(indptr, indptr[i] + rows_per_chunk, side="right")) - 1
-        e = min(n, max(e, i + 1))
-        lo, hi = int(indptr[i]), int(indptr[e])
-        nonempty = np.flatnonzero(lengths[i:e]) + i
-        if nonempty.size:
-            Vs = np.asarray(V[indices[lo:hi]], dtype=np.float64)
-            starts = indptr[nonempty] - lo
-            A[nonempty] = np.add.reduceat(Vs[:, :, None] * Vs[:, None, :], starts, axis=0)
-            b[nonempty] = np.add.reduceat(Vs * s[lo:hi, None], starts, axis=0)
-        i = e
-    return A, b
+    used, local = np.unique(indices, return_inverse=True)
+    Vu = np.asarray(V[used], dtype=np.float64)
+    shape = (n, used.size)
+    S = sp.csr_matrix((np.ones(indices.size), local.reshape(-1), indptr), shape=shape)
+    A = np.empty((n, k, k))
+    for a in range(k):
+        A[:, a, :] = S @ (Vu * Vu[:, a:a + 1])
+    b = sp.csr_matrix((np.asarray(s, dtype=np.float64), local.reshape(-1), indptr), shape=shape) @ Vu
+    return A, np.asarray(b)
 
 
-def solve_fold_in(A, b, M, c):
-    """u_i minimising f_i (module docstring): the solution of (A_i + c_i M) u = b_i.
+def _is_definite(M):
+    """Whether M (symmetric PSD) is numerically positive definite: its smallest eigenvalue
+    above k eps times its largest."""
+    w = np.linalg.eigvalsh(M)
+    return bool(w[0] > 0 and w[0] > M.shape[0] * np.finfo(np.float64).eps * abs(w[-1]))
 
-    When M is positive definite (rho > 0, or lam > 0 with a full-rank G_v) every system
-    with c_i > 0 is too and is solved by LU (``numpy.linalg.solve``, batched); an item
-    with c_i = 0 (no pair, ``gramian_weights="pairs"``) gets u = 0.  Otherwise (no penalty:
-    M = 0, or a rank-deficient G_v without rho) the minimiser is not unique and the one of
-    least norm is returned: the pseudo-inverse solution through each A_i + c_i M's
-    eigendecomposition, eigenvalues below k eps max|eig| taken as 0 (an item with no pair
-    then gets u = 0 too).  The decision depends on M alone, so an item's u does not depend
-    on the other items of the call.  BLAS / LAPACK run on one thread (the same bits for any
-    ``n_threads``).  O(n_new k^3)."""
+
+def _solve(S, b, c, definite):
+    """u minimising each f_i from its system S_i = A_i + c_i M (overwritten) and b_i."""
     n, k = b.shape
     u = np.zeros((n, k))
-    if n == 0:
+    if definite:  # LU of each SPD system; c_i = 0 (no pair, "pairs"): S_i = 0, b_i = 0, u_i = 0
+        rows = c > 0
+        if rows.all():
+            return np.linalg.solve(S, b[:, :, None])[:, :, 0]
+        if rows.any():
+            u[rows] = np.linalg.solve(S[rows], b[rows, :, None])[:, :, 0]
         return u
+    lam, Q = np.linalg.eigh(S)  # least-norm minimiser: the pseudo-inverse solution
+    tol = k * np.finfo(np.float64).eps * np.abs(lam).max(axis=1, keepdims=True)
+    inv = np.divide(1.0, lam, out=np.zeros_like(lam), where=lam > tol)
+    return np.einsum("nij,nj->ni", Q, np.einsum("nji,nj->ni", Q, b) * inv)
+
+
+def fold_in_rows(V, indptr, indices, s, M, c):
+    """u_i minimising f_i (module docstring) for each row i of the CSR pattern (indptr,
+    indices) with targets s: the solution of (A_i + c_i M) u = b_i, (n, k) float64.
+
+    ``c``: a scalar or one value per row.  When M is positive definite (rho > 0, or lam > 0
+    with a full-rank G_v) every system with c_i > 0 is too and is solved by LU
+    (``numpy.linalg.solve``, batched; SciPy's batched Cholesky solve measured slower); a
+    row with c_i = 0 (no pair, ``gramian_weights="pairs"``) gets u = 0.  Otherwise (no
+    penalty: M = 0, or a rank-deficient G_v without rho) the minimiser is not unique and
+    the one of least norm is returned: the pseudo-inverse solution through each system's
+    eigendecomposition, eigenvalues below k eps max|eig| taken as 0 (a row with no pair
+    then gets u = 0 too).  The path depends on M alone and the rows are solved by chunks
+    of _CHUNK_ENTRIES / k^2, each from its own entries only: a row's u does not depend
+    on the other rows of the call.  BLAS / LAPACK run on one thread (the same bits for
+    any ``n_threads``).  O(nnz k^2 + n k^3) time, O(k^2) per row of a chunk in memory."""
+    n, k = indptr.size - 1, V.shape[1]
+    c = np.broadcast_to(np.asarray(c, dtype=np.float64), (n,))
+    u = np.zeros((n, k))
+    step = max(1, _CHUNK_ENTRIES // (k * k))
     with blas_threads(1):
-        w = np.linalg.eigvalsh(M)
-        definite = w[0] > k * np.finfo(np.float64).eps * max(abs(w[-1]), abs(w[0])) and w[0] > 0
-        S = A + np.asarray(c, dtype=np.float64).reshape(-1, 1, 1) * M
-        if definite:
-            rows = np.flatnonzero(np.broadcast_to(c, (n,)) > 0)
-            if rows.size:
-                u[rows] = np.linalg.solve(S[rows], b[rows, :, None])[:, :, 0]
-            return u
-        lam, Q = np.linalg.eigh(S)
-        tol = k * np.finfo(np.float64).eps * np.abs(lam).max(axis=1, keepdims=True)
-        inv = np.divide(1.0, lam, out=np.zeros_like(lam), where=lam > tol)
-        coef = np.einsum("nji,nj->ni", Q, b) * inv
-        return np.einsum("nij,nj->ni", Q, coef)
+        definite = _is_definite(M)
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            a, e = int(indptr[lo]), int(indptr[hi])
+            A, b = fold_in_system(V, indptr[lo:hi + 1] - a, indices[a:e], s[a:e])
+            A += c[lo:hi, None, None] * M
+            u[lo:hi] = _solve(A, b, c[lo:hi], definite)
+    return u

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .._utils.memory import check_memory
+from .._utils.memory import check_memory, check_output_memory
 from .._utils.validation import check_bool, check_csr_structure, check_indices, check_int
-from ._fold_in import fold_in_system, penalty_matrix, solve_fold_in
+from ._fold_in import fold_in_rows, penalty_matrix
 from ._inputs import _one_hot, check_targets
 
 __all__ = ["TowerServing"]
@@ -326,14 +326,14 @@ class TowerServing:
         over J, the user's seen items, with s_j their targets, v_j = ``right_embedding_[j]``,
         lam = ``penalty_weight``, rho = ``output_l2_``, G_v = sum_j q_j v_j v_j^T the exact
         right Gramian under the penalty's item weights q (not the running estimate), and
-        c = n / N_left for ``gramian_weights="items"`` or c = |J| for ``"pairs"`` (n the
+        c = n / N_left for ``gramian_weights="items"`` or c = n_u = #J for ``"pairs"`` (n the
         training pairs, N_left = ``n_left_``).
 
         Derivation: in the objective (1/n) sum (<u_i, v_j> - s)^2 + lam <G_u, G_v> +
         rho (tr G_u + tr G_v), with G_u = sum_i p_i u_i u_i^T, <G_u, G_v> = sum_i p_i
         u_i^T G_v u_i and tr G_u = sum_i p_i ||u_i||^2; the terms holding one user u are
         (1/n) sum_(j in J) (<u, v_j> - s_j)^2 + p_u u^T (lam G_v + rho I) u, which is f / n
-        with c = n p_u, p_u = 1/N_left ("items") or |J| / n ("pairs").  The user is taken
+        with c = n p_u, p_u = 1/N_left ("items") or n_u / n ("pairs").  The user is taken
         as one more row under the fitted weights (n and N_left unchanged).  f is convex
         quadratic: u solves (sum_(j in J) v_j v_j^T + c M) u = sum_(j in J) s_j v_j, M =
         lam G_v + rho I, a k x k system per user (float64, batched).  With an id-table left
@@ -384,8 +384,7 @@ class TowerServing:
         else:
             s = np.ones(seen.nnz)
         n_new, k = seen.shape[0], int(self.n_components)
-        check_memory(n_new * k * (k + 1) * 8 * 3, f"seen with {n_new} rows", "the fold-in's k x k systems",
-                     "fold users in by chunks of rows")
+        check_output_memory(n_new, k, 8, "n_components")
         V = self.right_embedding_
         indptr = np.asarray(seen.indptr, np.int64)
         lam = 0.0 if self.penalty == "none" else float(self.penalty_weight)
@@ -395,5 +394,4 @@ class TowerServing:
             c = float(self._state.counts["left"].sum()) / self.n_left_
         else:
             c = np.diff(indptr).astype(np.float64)
-        A, b = fold_in_system(V, indptr, np.asarray(seen.indices, np.int64), s)
-        return solve_fold_in(A, b, M, c).astype(dt)
+        return fold_in_rows(V, indptr, np.asarray(seen.indices, np.int64), s, M, c).astype(dt)
