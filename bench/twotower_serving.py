@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,23 +35,8 @@ from similearn import TwoTower
 from similearn.datasets import make_interactions
 from similearn.metrics import interaction_map_at_k
 
-
-def timed(fn, reps):
-    fn()  # warm-up
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts))
-
-
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name"))
-    except (OSError, StopIteration):
-        return platform.processor()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hamming_index_study import cpu_name, timed  # noqa: E402
 
 
 def split_users(d, n_held, rng):
@@ -111,20 +95,21 @@ def main():
     allow_10 = rng.choice(n_right, n_right // 10, replace=False)
     per_user = sp.random(1000, n_right, density=0.01, format="csr", random_state=1)
     deny_50 = rng.choice(n_right, 50, replace=False)
+    def sec(fn):
+        return timed(fn, args.reps)[0]
+
     for nt in (1, 2):
         m_id.set_params(n_threads=nt)
         t = res["seconds"][f"{nt} threads"] = {}
-        t["fold_in 500 users"] = timed(lambda: m_id.fold_in(seen), args.reps)
-        t["fold_in 5000 users"] = timed(lambda: m_id.fold_in(many), args.reps)
-        t["recommend 1000"] = timed(lambda: m_id.recommend(rows, 10), args.reps)
-        t["recommend 1000 items=10% ids"] = timed(lambda: m_id.recommend(rows, 10, items=allow_10), args.reps)
-        t["recommend 1000 items=1% per user (CSR)"] = timed(lambda: m_id.recommend(rows, 10, items=per_user),
-                                                            args.reps)
-        t["recommend 1000 exclude=50 ids"] = timed(lambda: m_id.recommend(rows, 10, exclude=deny_50), args.reps)
-        t["recommend seen= 500 new users (fold-in + search)"] = timed(lambda: m_id.recommend(seen=seen, k=10),
-                                                                       args.reps)
-        t["similar_items 1000 cosine"] = timed(lambda: m_id.similar_items(rows, 10), args.reps)
-        t["similar_items 1000 ip"] = timed(lambda: m_id.similar_items(rows, 10, metric="ip"), args.reps)
+        t["fold_in 500 users"] = sec(lambda: m_id.fold_in(seen))
+        t["fold_in 5000 users"] = sec(lambda: m_id.fold_in(many))
+        t["recommend 1000"] = sec(lambda: m_id.recommend(rows, 10))
+        t["recommend 1000 items=10% ids"] = sec(lambda: m_id.recommend(rows, 10, items=allow_10))
+        t["recommend 1000 items=1% per user (CSR)"] = sec(lambda: m_id.recommend(rows, 10, items=per_user))
+        t["recommend 1000 exclude=50 ids"] = sec(lambda: m_id.recommend(rows, 10, exclude=deny_50))
+        t["recommend seen= 500 new users (fold-in + search)"] = sec(lambda: m_id.recommend(seen=seen, k=10))
+        t["similar_items 1000 cosine"] = sec(lambda: m_id.similar_items(rows, 10))
+        t["similar_items 1000 ip"] = sec(lambda: m_id.similar_items(rows, 10, metric="ip"))
         print(nt, json.dumps(t, indent=1), flush=True)
     if args.out:
         with open(args.out, "w") as f:
