@@ -327,3 +327,36 @@ def test_bad_input_is_named():
     gor, _ = _fit("float32", regularizer="gor")
     with pytest.raises(ValueError, match="gor"):
         gor.fold_in(sp.csr_matrix(np.eye(1, nR)))
+
+
+def test_fold_in_of_a_trained_users_pairs_is_its_row_at_the_optimum():
+    """One-hot ids, linear towers, exact Gramians trained to the optimum (the setting of
+    test_twotower's closed-form test): folding a user in from its own pairs and targets
+    gives back the row training found for it."""
+    rng = np.random.default_rng(1)
+    nL, nR, k = 12, 10, 2
+    A, B = rng.standard_normal((nL, 2)), rng.standard_normal((nR, 2))
+    pairs = np.array([(i, j) for i in range(nL) for j in range(nR) if rng.random() < 0.5])
+    s = np.sum(A[pairs[:, 0]] * B[pairs[:, 1]], 1) + 0.1 * rng.standard_normal(len(pairs))
+    m = TwoTower(validation=None, n_components=k, penalty="exact", penalty_weight=0.5, optimizer="adam",
+                 learning_rate=0.01, batch_size=len(pairs), n_epochs=6000, dtype="float64", random_state=0,
+                 normalize=None, gramian_weights="pairs", output_l2=0.0).fit(nL, nR, pairs, s)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(pairs[:, 0], minlength=nL))])
+    seen = sp.csr_matrix((np.ones(len(pairs)), pairs[:, 1], indptr), shape=(nL, nR))  # pairs are in (i, j) order
+    U = m.left_embedding_
+    assert np.max(np.abs(m.fold_in(seen, targets=s) - U)) < 2e-3 * np.max(np.abs(U))
+
+
+def test_a_loaded_model_serves_the_same(tmp_path):
+    from similearn import load, save
+
+    m, _ = _fit("float32", gramian_weights="pairs")
+    seen = _random_csr(np.random.default_rng(10), 4, m.n_right_, 0.3)
+    path = tmp_path / "tt.npz"
+    save(m, path)
+    m2 = load(path)
+    assert np.array_equal(m2.fold_in(seen), m.fold_in(seen))
+    for call in (lambda x: x.recommend(seen=seen, k=5, items=np.arange(10)), lambda x: x.similar_items([1, 2], 3),
+                 lambda x: x.similar_users([0], 4, metric="ip", exclude=[1, 2])):
+        for a, b in zip(call(m2), call(m)):
+            assert np.array_equal(a, b)
