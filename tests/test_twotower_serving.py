@@ -298,6 +298,8 @@ def test_bad_input_is_named():
         (ValueError, "items", lambda: m.recommend([0], 3, items=[nR])),
         (ValueError, "items", lambda: m.recommend([0], 3, items=[-1])),
         (TypeError, "items", lambda: m.recommend([0], 3, items=[0.5])),
+        (TypeError, "items", lambda: m.recommend([0, 1], 3, items=[[0, 1], [2]])),
+        (TypeError, "exclude", lambda: m.similar_items([0, 1], 3, exclude=[[0, 1], [2]])),
         (ValueError, "items", lambda: m.recommend([0, 1], 3, items=sp.csr_matrix((1, nR)))),
         (ValueError, "items", lambda: m.recommend([0], 3, items=np.ones((1, nR + 1), bool))),
         (ValueError, "exclude", lambda: m.recommend([0], 3, exclude=[nR + 5])),
@@ -360,3 +362,16 @@ def test_a_loaded_model_serves_the_same(tmp_path):
                  lambda x: x.similar_users([0], 4, metric="ip", exclude=[1, 2])):
         for a, b in zip(call(m2), call(m)):
             assert np.array_equal(a, b)
+
+
+def test_edge_sizes():
+    """0 queries give (0, k); a one-item catalogue leaves nothing beside the query itself;
+    empty allow-lists (1-D or per query) give rows of -1 / -inf."""
+    m = TwoTower(n_components=3, n_epochs=1, validation=None, random_state=0).fit(5, 1, np.array([[0, 0], [1, 0]]))
+    for idx, sc in (m.similar_items([], 3), m.similar_users([], 2), m.recommend([], 2),
+                    m.recommend(seen=sp.csr_matrix((0, 1)), k=2), m.recommend(left_features=np.zeros((0, 5)), k=2)):
+        assert idx.shape == sc.shape and idx.shape[0] == 0
+    assert m.fold_in(sp.csr_matrix((0, 1))).shape == (0, 3)
+    for idx, sc in (m.similar_items([0], 3), m.recommend([0, 2], 3, items=[]),
+                    m.similar_users([0, 1], 2, users=sp.csr_matrix((2, 5)))):
+        assert np.all(idx == -1) and np.all(sc == -np.inf)

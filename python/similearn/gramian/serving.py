@@ -61,7 +61,11 @@ def _check_allowed(allowed, n_queries, n_items, name):
         return None
     if sp.issparse(allowed):
         return _check_sparse_rows(allowed, name, n_items, n_queries)
-    a = np.asarray(allowed)
+    try:
+        a = np.asarray(allowed)
+    except ValueError:  # ragged lists
+        raise TypeError(f"{name} must be an array of ids, a scipy.sparse matrix or a mask; per-query lists go in "
+                        "a scipy.sparse matrix") from None
     if a.ndim == 2 and a.dtype in (np.bool_, np.uint64):
         want = (n_queries, n_items) if a.dtype == np.bool_ else (n_queries, -(-n_items // 64))
         if a.shape != want:
