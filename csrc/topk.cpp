@@ -375,8 +375,9 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   // Room for admissions between two compactions of a selection (TopK): its threshold is
   // the k-th best of the last compaction, so a small room keeps it close to the running
   // k-th best.  With fused tiles a stale threshold costs a stored tile per admission (a
-  // tile holds MR queries x NR ids): k + 64 made nearly every tile a hit at dim 32.
-  const std::int64_t slack = fused ? std::max<std::int64_t>(16, kk / 4) : 64;
+  // tile holds MR queries x NR ids): k + 64 made nearly every tile a hit at dim 32.  Up to
+  // k = 32 the k best are kept sorted (slack 0: the threshold is always the k-th best).
+  const std::int64_t slack = !fused ? 64 : kk <= 32 ? 0 : std::max<std::int64_t>(16, kk / 4);
 
   using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
   struct Work {

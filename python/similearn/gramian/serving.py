@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._dask.plumbing import is_dask_array
 from .._utils.memory import check_memory, check_output_memory
 from .._utils.validation import check_bool, check_csr_structure, check_indices, check_int
 from ._fold_in import fold_in_rows, penalty_matrix
@@ -118,6 +119,12 @@ def _search(Q, D, k, metric, n_threads, allowed, patterns, exclude):
                    include=allowed)
     if kk == k:
         return idx, sc
+    if is_dask_array(idx):  # lazy: the padding joins each chunk of users
+        import dask.array as da
+
+        rows = (idx.chunks[0], (k - kk,))
+        return (da.concatenate([idx, da.full((n_q, k - kk), -1, dtype=np.int64, chunks=rows)], axis=1),
+                da.concatenate([sc, da.full((n_q, k - kk), -np.inf, dtype=sc.dtype, chunks=rows)], axis=1))
     out_i = np.full((n_q, k), -1, dtype=np.int64)
     out_s = np.full((n_q, k), -np.inf, dtype=sc.dtype)
     out_i[:, :kk], out_s[:, :kk] = idx, sc
@@ -171,7 +178,12 @@ class TowerServing:
             Deny-list: items never returned (a 1-D id array for every user, or a sparse
             matrix per user), on top of ``exclude_seen``.
         left_features : int or matrix of shape (n_queries, n_features_left), optional
-            New left rows, embedded by the left tower (as ``transform_left``).
+            New left rows, embedded by the left tower (as ``transform_left``).  A Dask array
+            (rows chunked, blocks dense or scipy.sparse) shards the users: each chunk is
+            embedded and searched against the whole item catalogue (one copy per worker),
+            and ``indices`` / ``scores`` come back as lazy Dask arrays chunked as its rows,
+            equal to the in-memory result bit for bit.  ``seen``, ``items`` and ``exclude``
+            stay in memory (a CSR slice per chunk goes with its task).
         seen : sparse matrix of shape (n_queries, n_right), optional
             The items each new user interacted with (stored entries; values ignored).  With
             ``left_features``: excluded when ``exclude_seen``.  Alone: the users are folded
@@ -236,7 +248,8 @@ class TowerServing:
             seen_part = _csr_parts(self._interactions[rows]) if exclude_seen else None
         else:
             U = self.transform_left(left_features) if left_features is not None else self._fold_in(seen, targets)
-            U = np.ascontiguousarray(U)
+            if not is_dask_array(U):  # a Dask array of features: users sharded, items broadcast, lazy result
+                U = np.ascontiguousarray(U)
             seen_part = _csr_parts(seen) if exclude_seen else None
         return _search(U, self.right_embedding_, k, "ip", self.n_threads, allowed, (seen_part,), denied)
 
