@@ -7,10 +7,14 @@
 // the tiling changes no bit).  Then each query's row is read alone:
 //   1. its positives' scores are read from the row (the ranking's own numbers: a tie in
 //      the row is a tie here) and sorted ascending: t_1 <= ... <= t_P;
-//   2. one pass over the row: a score s adds 2 #{t > s} + #{t == s} = 2P - lo(s) - hi(s)
-//      (lo / hi: the counts of t < s and t <= s, binary searches).  Most scores fall below
-//      t_1 and add 2P each: they are only counted, 64 at a time by a loop the compiler
-//      vectorises;
+//   2. the row's sum of 2 #{t > s} + #{t == s} over its scores s.  A score below t_1 adds
+//      2P.  With few distinct positive scores (<= few_scores, the usual case: a handful of
+//      test items per user) one branch-free pass per distinct score v counts 2 [s < v] +
+//      [s == v] (loops the compiler vectorises); when under a quarter of the row scores
+//      t_1 or more (a useful model ranks the test items high), the scores below t_1 are
+//      only counted and the passes read a copy of the others.  With more distinct scores,
+//      one pass: a score below t_1 is counted (64 at a time), another gets 2P - lo(s) -
+//      hi(s) (lo / hi: the counts of t < s and t <= s, binary searches);
 //   3. the pass also counted the positives and the excluded items, which are not
 //      negatives: their terms are subtracted (walking the two sorted id lists).
 // The integer sum is 2 x (wins + ties / 2) over the P x N pairs.
@@ -31,9 +35,14 @@ namespace {
 
 using i64 = std::int64_t;
 
+// Up to this many distinct positive scores a query sums its scores above the lowest one with
+// one vectorised counting pass per distinct score; beyond, with a binary search per score.
+constexpr i64 few_scores = 24;
+constexpr i64 count_chunk = i64(1) << 20;
+
 template <class T>
 struct Work {
-  std::vector<T> q, rows, pos;
+  std::vector<T> q, rows, pos, up;
 };
 
 template <class T>
@@ -71,6 +80,56 @@ class AucEvaluator {
     return 2 * P - lo - hi;
   }
 
+  // The scores of the row not below t1 into `out`; returns the count of those below (most,
+  // for a useful model: 64 at a time, only counted).
+  static i64 split_below(const T* row, i64 n, T t1, std::vector<T>& out) {
+    out.clear();
+    i64 below = 0, j = 0;
+    for (; j + 64 <= n; j += 64) {
+      int c = 0;
+      for (int u = 0; u < 64; ++u) c += row[j + u] < t1;
+      below += c;
+      if (c == 64) continue;
+      for (int u = 0; u < 64; ++u)
+        if (!(row[j + u] < t1)) out.push_back(row[j + u]);
+    }
+    for (; j < n; ++j) {
+      if (row[j] < t1)
+        ++below;
+      else
+        out.push_back(row[j]);
+    }
+    return below;
+  }
+
+  // #{s < v} over the row: a branch-free count the compiler vectorises.
+  static i64 count_below(const T* row, i64 n, T v) {
+    i64 sum = 0;
+    for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
+      const i64 j1 = std::min(n, j0 + count_chunk);
+      std::int32_t lt = 0;
+      for (i64 j = j0; j < j1; ++j) lt += row[j] < v;
+      sum += lt;
+    }
+    return sum;
+  }
+
+  // sum over the row of 2 [s < v] + [s == v] for one positive score v: a branch-free count
+  // the compiler vectorises (int32 counters over chunks, then int64).
+  static i64 count_term(const T* row, i64 n, T v) {
+    i64 sum = 0;
+    for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
+      const i64 j1 = std::min(n, j0 + count_chunk);
+      std::int32_t lt = 0, eq = 0;
+      for (i64 j = j0; j < j1; ++j) {
+        lt += row[j] < v;
+        eq += row[j] == v;
+      }
+      sum += 2 * static_cast<i64>(lt) + eq;
+    }
+    return sum;
+  }
+
   double query(i64 q, const T* row, Work<T>& w) const {
     const i64 p0 = in_.pos_indptr[q], P = in_.pos_indptr[q + 1] - p0;
     const i64 e0 = in_.exc_indptr ? in_.exc_indptr[q] : 0;
@@ -81,24 +140,31 @@ class AucEvaluator {
     t.resize(static_cast<std::size_t>(P));
     for (i64 r = 0; r < P; ++r) t[static_cast<std::size_t>(r)] = row[in_.pos_indices[p0 + r]];
     std::sort(t.begin(), t.end());
-    const T t1 = t.front();
-    i64 below = 0, sum = 0;
-    i64 j = 0;
-    for (; j + 64 <= n; j += 64) {
-      int c = 0;
-      for (int u = 0; u < 64; ++u) c += row[j + u] < t1;
-      below += c;
-      if (c == 64) continue;
-      for (int u = 0; u < 64; ++u)
-        if (!(row[j + u] < t1)) sum += term(t, row[j + u]);
+    i64 distinct = 1;
+    for (i64 r = 1; r < P; ++r) distinct += t[static_cast<std::size_t>(r)] != t[static_cast<std::size_t>(r - 1)];
+    // the scores below t_1 add 2P each; the others are summed over the distinct positive
+    // scores (few: one counting pass each) or by binary searches (many)
+    i64 sum = 0;
+    if (distinct <= few_scores) {
+      const T* x = row;
+      i64 nx = n;
+      const i64 below = count_below(row, n, t.front());
+      if (4 * (n - below) < n) {  // few scores from t_1 up: the passes read only those
+        split_below(row, n, t.front(), w.up);
+        sum = 2 * P * below;
+        x = w.up.data();
+        nx = static_cast<i64>(w.up.size());
+      }
+      for (i64 a = 0; a < P;) {
+        i64 b = a + 1;
+        while (b < P && t[static_cast<std::size_t>(b)] == t[static_cast<std::size_t>(a)]) ++b;
+        sum += (b - a) * count_term(x, nx, t[static_cast<std::size_t>(a)]);
+        a = b;
+      }
+    } else {
+      sum = 2 * P * split_below(row, n, t.front(), w.up);
+      for (const T s : w.up) sum += term(t, s);
     }
-    for (; j < n; ++j) {
-      if (row[j] < t1)
-        ++below;
-      else
-        sum += term(t, row[j]);
-    }
-    sum += 2 * P * below;
     for (i64 r = 0; r < P; ++r) sum -= term(t, row[in_.pos_indices[p0 + r]]);
     for (i64 r = 0; r < E; ++r) sum -= term(t, row[in_.exc_indices[e0 + r]]);
     return static_cast<double>(sum) / (2.0 * static_cast<double>(P) * static_cast<double>(N));

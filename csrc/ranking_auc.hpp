@@ -12,9 +12,11 @@
 //
 // Cost: a GEMM of the queries against every right item, O(nq n_right dim) (the packed
 // FMA chains of csrc/gemm_kernel.hpp: the same bits on every CPU, any blocking), then per
-// query one pass over its score row, O(n_right) for the scores below its lowest positive
-// score and O(log |P|) for each other one, plus O((|P| + |E|) log |P|).  Memory: a packed
-// copy of the right items, O(n_right dim), shared by the threads, and per thread a block of
+// query O(n_right) per distinct positive score when those are few (<= 24: vectorised
+// counting passes, over the scores from its lowest positive score up only, plus one pass,
+// when under a quarter of the row is there), else one pass with O(log |P|) per score from
+// the lowest positive score up; plus O((|P| + |E|) log |P|).  Memory: a packed copy of the
+// right items, O(n_right dim), shared by the threads, and per thread a block of
 // score rows, O(block_q n_right) (ranking_auc_block_rows keeps it near
 // ranking_auc_block_bytes), never nq x n_right.  Threads take blocks of queries; each
 // query's result depends on its row alone, so not on n_threads or block_q.

@@ -74,7 +74,8 @@ def _check(got, want, queries):
     np.testing.assert_array_equal(got["per_query"]["auc"], want["auc"])
 
 
-SHAPES = [(1, 1, 1, 0, 1), (3, 7, 2, 6, 5), (30, 50, 4, 300, 80), (70, 200, 8, 2500, 400)]
+SHAPES = [(1, 1, 1, 0, 1), (3, 7, 2, 6, 5), (30, 50, 4, 300, 80), (70, 200, 8, 2500, 400),
+          (12, 150, 3, 300, 1200)]  # the last: ~100 test items per user (the kernel's scan path)
 
 
 @pytest.mark.parametrize("dtype,integer", [(np.float32, True), (np.float32, False), (np.float64, True),
