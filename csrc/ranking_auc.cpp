@@ -149,7 +149,7 @@ class AucEvaluator {
       const T* x = row;
       i64 nx = n;
       const i64 below = count_below(row, n, t.front());
-      if (4 * (n - below) < n) {  // few scores from t_1 up: the passes read only those
+      if (32 * (n - below) < n) {  // few scores from t_1 up: the passes read only those
         split_below(row, n, t.front(), w.up);
         sum = 2 * P * below;
         x = w.up.data();

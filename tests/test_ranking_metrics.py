@@ -95,6 +95,25 @@ def test_matches_the_oracle(shape, dtype, integer):
             _check(got, want, q)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matches_the_oracle_when_test_items_rank_high(dtype):
+    """A useful model: the test items score at the top, so the AUC kernel's counting passes
+    read only the scores from the lowest test score up (its copy path)."""
+    rng = np.random.default_rng(8)
+    V = rng.standard_normal((300, 16)).astype(dtype)
+    test = np.c_[np.repeat(np.arange(40), 3), rng.integers(0, 300, 120)]
+    U = np.zeros((40, 16), dtype)
+    np.add.at(U, test[:, 0], 4 * V[test[:, 1]])
+    U += rng.standard_normal(U.shape).astype(dtype)
+    train = np.c_[rng.integers(0, 40, 800), rng.integers(0, 300, 800)]
+    for k in (1, 5):
+        want, q = oracle(U, V, train, test, k)
+        _check(ranking_metrics_at_k(U, V, train, test, k, per_query=True), want, q)
+    S = chain_dot(U, V)
+    lowest = np.array([S[u, test[test[:, 0] == u, 1]].min() for u in range(40)])
+    assert ((S >= lowest[:, None]).sum(axis=1) * 32 < 300).sum() >= 5  # queries on the copy path
+
+
 def test_hand_computed_ties_and_train_overlap():
     U = np.array([[1.0, 0.0], [0.0, 1.0]])
     V = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 0.0]])  # items 0 and 1 tie for user 0
