@@ -8,31 +8,24 @@ Data: float32 embeddings (32 factors), 20 training and 5 test items per user dra
 k = 10.  "random": Gaussian embeddings (the test items rank anywhere: the AUC kernel's worst
 case, every counting pass reads the whole row); "planted": each user's vector is the sum of
 its test items' vectors plus noise, so they rank high, as with a useful model.  Each timing is
-the median of --reps runs (after a warm-up for the small case).
+the median of --reps runs after a warm-up.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from similearn import _kernels
 from similearn.metrics import ranking_metrics_at_k
 from similearn.metrics._ranking_at_k import _pattern
 from similearn.neighbors import topk
 
-
-def cpu_name():
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name"))
-    except Exception:
-        return platform.processor()
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hamming_index_study import cpu_name, timed  # noqa: E402
 
 
 def make(n_users, n_items, dim, planted, seed=0):
@@ -47,15 +40,6 @@ def make(n_users, n_items, dim, planted, seed=0):
     else:
         U = rng.standard_normal((n_users, dim)).astype(np.float32)
     return U, V, train, test
-
-
-def timed(fn, reps):
-    ts = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        out = fn()
-        ts.append(time.perf_counter() - t)
-    return float(np.median(ts)), out
 
 
 def parts(U, V, train, test, k, nt, reps):
@@ -100,7 +84,6 @@ def main():
     out = {"cpu": cpu_name(), "isa": _kernels.build_info().get("dense_kernel"), "k": 10, "cases": {}}
     for planted in (False, True):
         U, V, train, test = make(20000, 20000, 32, planted)
-        parts(U[:500], V, train[:10000], test[:2500], 10, 1, 1)  # warm-up
         name = "planted" if planted else "random"
         out["cases"][f"20k x 20k x 32, 1 thread, {name}"] = parts(U, V, train, test, 10, 1, a.reps)
     if a.implicit:
