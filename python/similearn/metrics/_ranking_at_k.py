@@ -169,13 +169,15 @@ def ranking_metrics_at_k(left, right=None, train=None, test=None, k=10, *, per_q
       agree when every query has R >= k.
     * map and ndcg: the same definitions (AP@k normalised by min(k, R), binary-gain
       nDCG with the ideal DCG over min(k, R) items), averaged over the same queries.
-    * auc: implicit computes it from the top k only: the negatives below the top k are
-      assumed to rank every test item not in the top k at half, and its negatives are
-      all ``n_items - R`` items, training items included.  Here it is the exact AUC over
-      the candidates.
+    * auc: implicit estimates it from the top k only: its negatives are all
+      ``n_items - R`` items (training items included), a negative in the top k counts the
+      hits ranked above it, and each negative outside the top k is credited with
+      ``(hits + R) / 2`` test items above it.  Here it is the exact AUC over the
+      candidates (every score compared).
     * recall and mrr: not in implicit.
     * implicit's ``recommend(filter_already_liked_items=True)`` drops a training item even
-      when it is also a test item; here it stays a candidate.
+      when it is also a test item (it still counts in R, and can never be a hit); here it
+      stays a candidate.
     """
     k = check_int(k, "k", low=1)
     per_query = check_bool(per_query, "per_query")
