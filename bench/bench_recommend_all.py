@@ -2,7 +2,9 @@
 excluded; similearn against implicit's batch ``recommend`` on the same factors.
 
 similearn: ``topk(U, V, 10, "ip", exclude=seen, n_threads=t)`` (what ``TwoTower.recommend``
-runs for all fitted users), and optionally the same on Dask (``--dask``: the users
+runs for all fitted users); with ``--model`` also ``TwoTower.recommend(arange(n_users), k=10)``
+itself, on a model whose towers output U and V (fitted for 0 epochs on the seen pairs,
+then its outputs set to U and V); with ``--dask`` the same ``topk`` on Dask (the users
 sharded in chunks over a LocalCluster of t single-threaded workers, the items broadcast).
 implicit: an ``AlternatingLeastSquares`` whose ``user_factors`` / ``item_factors`` are set
 to U and V, ``recommend(arange(n_users), seen, N=10, filter_already_liked_items=True)``
@@ -65,8 +67,24 @@ def problem(n_users, n_items, factors, n_seen, seed=0):
     return U, V, seen
 
 
-def run(side, U, V, seen, threads):
+def planted_model(U, V, seen, threads):
+    """A TwoTower serving U and V, its training pairs the seen ones (0 epochs of training)."""
+    from similearn import TwoTower
+
+    coo = seen.tocoo()
+    m = TwoTower(n_components=U.shape[1], n_epochs=0, validation=None, n_threads=threads, random_state=0)
+    m.fit(U.shape[0], V.shape[0], np.c_[coo.row, coo.col])
+    m._embedding_cache = {"left": U, "right": V}
+    return m
+
+
+def run(side, U, V, seen, threads, model=None):
     with threadpool_limits(threads):
+        if side == "TwoTower.recommend":
+            model.set_params(n_threads=threads)
+            t = time.perf_counter()
+            res = model.recommend(np.arange(U.shape[0]), k=K)
+            return time.perf_counter() - t, res
         if side == "implicit":
             from implicit.cpu.als import AlternatingLeastSquares
 
@@ -105,15 +123,16 @@ def markdown(meta, rows, agree):
     out = ["# Recommend-all: similearn topk(exclude=seen) vs implicit recommend", "",
            f"CPU: {meta['cpu']}; similearn {meta['similearn']} ({meta.get('dense_kernel', '?')} kernels); implicit {meta.get('implicit', '-')}; "
            f"top-{K} by inner product, float32, seen items excluded.", "",
-           "| users x items x factors, seen/user | threads | similearn min / median (s) | implicit min / median (s) "
-           "| implicit / similearn | Dask (s) |", "|---|---|---|---|---|---|"]
+           "| users x items x factors, seen/user | threads | similearn topk min / median (s) | implicit min / median (s) "
+           "| implicit / similearn | TwoTower.recommend (s) | Dask (s) |", "|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["n_users"], r["threads"])):
         s, i = r.get("similearn", []), r.get("implicit", [])
         ratio = f"{np.median(i) / np.median(s):.2f}" if s and i else "-"
         cell = lambda v: f"{min(v):.2f} / {np.median(v):.2f}" if v else "-"  # noqa: E731
         dk = f"{np.median(r['dask']):.2f}" if r.get("dask") else "-"
+        tt = f"{np.median(r['TwoTower.recommend']):.2f}" if r.get("TwoTower.recommend") else "-"
         out.append(f"| {r['n_users']:,} x {r['n_items']:,} x {r['factors']}, {r['seen']} | {r['threads']} | "
-                   f"{cell(s)} | {cell(i)} | {ratio} | {dk} |")
+                   f"{cell(s)} | {cell(i)} | {ratio} | {tt} | {dk} |")
     if agree:
         out += ["", "Agreement with implicit (ids per slot; a differing id that scores within float32 rounding "
                     "of similearn's 10th is a tie):", ""]
@@ -138,6 +157,7 @@ def main(argv=None):
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--no-implicit", action="store_true")
     p.add_argument("--dask", action="store_true", help="also time the Dask path (LocalCluster, t workers)")
+    p.add_argument("--model", action="store_true", help="also time TwoTower.recommend for every user")
     p.add_argument("--out", default=None)
     p.add_argument("--append", action="store_true")
     p.add_argument("--report", default=None)
@@ -167,27 +187,28 @@ def main(argv=None):
     for shape in a.shape.split(","):
         nu, ni = (int(v) for v in shape.lower().split("x"))
         U, V, seen = problem(nu, ni, a.factors, a.seen)
+        model = planted_model(U, V, seen, 1) if a.model else None
+        extra = (["TwoTower.recommend"] if a.model else []) + (["dask"] if a.dask else [])
         results = {}
         for t in [int(s) for s in a.threads.split(",")]:
-            times = {s: [] for s in sides}
+            times = {s: [] for s in sides + extra}
             client = None
             if a.dask:
                 from dask.distributed import Client, LocalCluster
 
                 client = Client(LocalCluster(n_workers=t, threads_per_worker=1, processes=True))
-                times["dask"] = []
             try:
                 for _ in range(a.reps):
-                    for s in sides + (["dask"] if a.dask else []):
-                        dt, results[s] = run(s, U, V, seen, t)
+                    for s in sides + extra:
+                        dt, results[s] = run(s, U, V, seen, t, model)
                         times[s].append(dt)
                         print(f"  {nu:,} x {ni:,} threads={t} {s}: {dt:.2f} s", flush=True)
             finally:
                 if client is not None:
                     client.cluster.close()
                     client.close()
-            if a.dask:
-                assert all(np.array_equal(x, y) for x, y in zip(results["dask"], results["similearn"]))
+            for s in extra:  # the same answer, bit for bit
+                assert all(np.array_equal(x, y) for x, y in zip(results[s], results["similearn"])), s
             replace(doc, "rows", {"n_users": nu, "n_items": ni, "factors": a.factors, "seen": a.seen, "threads": t,
                                   **times}, ("n_users", "n_items", "factors", "seen", "threads"))
         if "implicit" in results:

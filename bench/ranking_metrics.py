@@ -2,7 +2,7 @@
 the full-catalogue AUC kernel), and beside implicit.evaluation.ranking_metrics_at_k.
 
     flock /tmp/bench.lock python bench/ranking_metrics.py --out bench/results/ranking_metrics.json
-    flock /tmp/bench.lock python bench/ranking_metrics.py --implicit --out ...   # + 100k x 40k vs implicit
+    flock /tmp/bench.lock python bench/ranking_metrics.py --implicit --out ...   # + 100k x 40k vs implicit, 1 and 2 threads
 
 Data: float32 embeddings (32 factors), 20 training and 5 test items per user drawn uniformly,
 k = 10.  "random": Gaussian embeddings (the test items rank anywhere: the AUC kernel's worst
@@ -86,8 +86,8 @@ def main():
         U, V, train, test = make(20000, 20000, 32, planted)
         name = "planted" if planted else "random"
         out["cases"][f"20k x 20k x 32, 1 thread, {name}"] = parts(U, V, train, test, 10, 1, a.reps)
-    if a.implicit:
-        out["vs_implicit"] = versus_implicit(100_000, 40_000, 32, 10, 2, 1)
+    if a.implicit:  # the shape, 1 and 2 threads
+        out["vs_implicit"] = [versus_implicit(100_000, 40_000, 32, 10, nt, a.reps) for nt in (1, 2)]
     text = json.dumps(out, indent=1)
     print(text)
     if a.out:

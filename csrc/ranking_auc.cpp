@@ -28,6 +28,7 @@
 
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
+#include "simd.hpp"
 
 namespace sl {
 
@@ -39,6 +40,68 @@ using i64 = std::int64_t;
 // one vectorised counting pass per distinct score; beyond, with a binary search per score.
 constexpr i64 few_scores = 24;
 constexpr i64 count_chunk = i64(1) << 20;
+
+// #{s < v} over the row: a branch-free count the compiler vectorises.
+template <class T>
+SL_ALWAYS_INLINE i64 count_below_any(const T* row, i64 n, T v) {
+  i64 sum = 0;
+  for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
+    const i64 j1 = std::min(n, j0 + count_chunk);
+    std::int32_t lt = 0;
+    for (i64 j = j0; j < j1; ++j) lt += row[j] < v;
+    sum += lt;
+  }
+  return sum;
+}
+
+// sum over the row of 2 [s < v] + [s == v] for one positive score v: a branch-free count
+// the compiler vectorises (int32 counters over chunks, then int64).
+template <class T>
+SL_ALWAYS_INLINE i64 count_term_any(const T* row, i64 n, T v) {
+  i64 sum = 0;
+  for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
+    const i64 j1 = std::min(n, j0 + count_chunk);
+    std::int32_t lt = 0, eq = 0;
+    for (i64 j = j0; j < j1; ++j) {
+      lt += row[j] < v;
+      eq += row[j] == v;
+    }
+    sum += 2 * static_cast<i64>(lt) + eq;
+  }
+  return sum;
+}
+
+// The counts compiled for the widest vectors the CPU has (SIMILEARN_ISA caps it): integer
+// counts, the same on every path.  At the baseline (SSE2: 4 floats a compare) they cost
+// more than the GEMM of the rows; AVX-512 compares 16.
+#if SL_X86_DISPATCH
+template <class T>
+SL_TARGET("avx512f,avx2,fma") i64 count_below_512(const T* r, i64 n, T v) { return count_below_any(r, n, v); }
+template <class T>
+SL_TARGET("avx512f,avx2,fma") i64 count_term_512(const T* r, i64 n, T v) { return count_term_any(r, n, v); }
+template <class T>
+SL_TARGET("avx2,fma") i64 count_below_256(const T* r, i64 n, T v) { return count_below_any(r, n, v); }
+template <class T>
+SL_TARGET("avx2,fma") i64 count_term_256(const T* r, i64 n, T v) { return count_term_any(r, n, v); }
+#endif
+
+template <class T>
+i64 count_below(const T* row, i64 n, T v) {
+#if SL_X86_DISPATCH
+  if (cpu::has_avx512f()) return count_below_512(row, n, v);
+  if (cpu::has_avx2()) return count_below_256(row, n, v);
+#endif
+  return count_below_any(row, n, v);
+}
+
+template <class T>
+i64 count_term(const T* row, i64 n, T v) {
+#if SL_X86_DISPATCH
+  if (cpu::has_avx512f()) return count_term_512(row, n, v);
+  if (cpu::has_avx2()) return count_term_256(row, n, v);
+#endif
+  return count_term_any(row, n, v);
+}
 
 template <class T>
 struct Work {
@@ -100,34 +163,6 @@ class AucEvaluator {
         out.push_back(row[j]);
     }
     return below;
-  }
-
-  // #{s < v} over the row: a branch-free count the compiler vectorises.
-  static i64 count_below(const T* row, i64 n, T v) {
-    i64 sum = 0;
-    for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
-      const i64 j1 = std::min(n, j0 + count_chunk);
-      std::int32_t lt = 0;
-      for (i64 j = j0; j < j1; ++j) lt += row[j] < v;
-      sum += lt;
-    }
-    return sum;
-  }
-
-  // sum over the row of 2 [s < v] + [s == v] for one positive score v: a branch-free count
-  // the compiler vectorises (int32 counters over chunks, then int64).
-  static i64 count_term(const T* row, i64 n, T v) {
-    i64 sum = 0;
-    for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
-      const i64 j1 = std::min(n, j0 + count_chunk);
-      std::int32_t lt = 0, eq = 0;
-      for (i64 j = j0; j < j1; ++j) {
-        lt += row[j] < v;
-        eq += row[j] == v;
-      }
-      sum += 2 * static_cast<i64>(lt) + eq;
-    }
-    return sum;
   }
 
   double query(i64 q, const T* row, Work<T>& w) const {

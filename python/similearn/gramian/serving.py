@@ -26,12 +26,12 @@ def _pattern(parts, n_rows, n_cols):
     parts = [p for p in parts if p is not None]
     if not parts:
         return None
-    if len(parts) == 1:
+    if len(parts) == 1:  # csr_array keeps the int64 ids as they are (csr_matrix re-checks and casts them)
         indptr, indices = parts[0]
-        return sp.csr_matrix((np.ones(indices.size, bool), indices, indptr), shape=(n_rows, n_cols))
+        return sp.csr_array((np.ones(indices.size, bool), indices, indptr), shape=(n_rows, n_cols))
     rows = np.concatenate([np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(p[0])) for p in parts])
     cols = np.concatenate([p[1] for p in parts])
-    return sp.csr_matrix((np.ones(rows.size, bool), (rows, cols)), shape=(n_rows, n_cols))  # duplicates: True
+    return sp.csr_array((np.ones(rows.size, bool), (rows, cols)), shape=(n_rows, n_cols))  # duplicates: True
 
 
 def _csr_parts(M):
