@@ -21,14 +21,19 @@ quadratic; its minimiser solves the k x k normal equations
 
     (sum_(j in J) v_j v_j^T + c M) u = sum_(j in J) s_j v_j.
 
-Everything here is float64; the solve is one LAPACK call per item (batched).
+Everything here is float64.  When M is positive definite (the default with a penalty) the
+systems are built and solved by Cholesky in C++ (csrc/fold_in.cpp), plain rounded double
+arithmetic in a fixed order: the same bits on every CPU, thread count and batch.  Without
+(M singular: no penalty) the least-norm minimiser comes from each system's LAPACK
+eigendecomposition, whose last bits follow the BLAS build.
 """
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
 
-from .._config import blas_threads
+from .. import _kernels
+from .._config import blas_threads, get_num_threads
 
 __all__ = ["penalty_matrix", "fold_in_system", "fold_in_rows"]
 
@@ -36,13 +41,13 @@ __all__ = ["penalty_matrix", "fold_in_system", "fold_in_rows"]
 _CHUNK_ENTRIES = 1 << 22
 
 
-def penalty_matrix(V, q, lam, rho):
+def penalty_matrix(V, q, lam, rho, n_threads=1):
     """M = lam G_v + rho I (k, k) float64, G_v = sum_j q_j v_j v_j^T the exact Gramian of
-    the right catalogue's outputs V (N_right, k) under the item weights q (N_right,)."""
-    V64 = np.asarray(V, dtype=np.float64)
-    M = lam * (V64.T @ (np.asarray(q, dtype=np.float64)[:, None] * V64))
-    M.flat[::M.shape[0] + 1] += rho
-    return M
+    the right catalogue's outputs V (N_right, k) under the item weights q (N_right,): each
+    entry one double sum in item order (csrc/fold_in.cpp), the same bits everywhere."""
+    V = np.ascontiguousarray(V)
+    return _kernels.fold_in_penalty(V, np.ascontiguousarray(q, dtype=np.float64), float(lam), float(rho),
+                                    int(n_threads))
 
 
 def fold_in_system(V, indptr, indices, s):
@@ -64,55 +69,44 @@ def fold_in_system(V, indptr, indices, s):
     return A, np.asarray(b)
 
 
-def _is_definite(M):
-    """Whether M (symmetric PSD) is numerically positive definite: its smallest eigenvalue
-    above k eps times its largest."""
-    w = np.linalg.eigvalsh(M)
-    return bool(w[0] > 0 and w[0] > M.shape[0] * np.finfo(np.float64).eps * abs(w[-1]))
-
-
-def _solve(S, b, c, definite):
-    """u minimising each f_i from its system S_i = A_i + c_i M (overwritten) and b_i."""
-    n, k = b.shape
-    u = np.zeros((n, k))
-    if definite:  # LU of each SPD system; c_i = 0 (no pair, "pairs"): S_i = 0, b_i = 0, u_i = 0
-        rows = c > 0
-        if rows.all():
-            return np.linalg.solve(S, b[:, :, None])[:, :, 0]
-        if rows.any():
-            u[rows] = np.linalg.solve(S[rows], b[rows, :, None])[:, :, 0]
-        return u
-    lam, Q = np.linalg.eigh(S)  # least-norm minimiser: the pseudo-inverse solution
+def _least_norm(S, b):
+    """The least-norm u minimising each f_i whose system S_i = A_i + c_i M is singular (M
+    not definite): the pseudo-inverse solution through S_i's eigendecomposition."""
+    k = b.shape[1]
+    lam, Q = np.linalg.eigh(S)
     tol = k * np.finfo(np.float64).eps * np.abs(lam).max(axis=1, keepdims=True)
     inv = np.divide(1.0, lam, out=np.zeros_like(lam), where=lam > tol)
     return np.einsum("nij,nj->ni", Q, np.einsum("nji,nj->ni", Q, b) * inv)
 
 
-def fold_in_rows(V, indptr, indices, s, M, c):
+def fold_in_rows(V, indptr, indices, s, M, c, n_threads=None):
     """u_i minimising f_i (module docstring) for each row i of the CSR pattern (indptr,
     indices) with targets s: the solution of (A_i + c_i M) u = b_i, (n, k) float64.
 
     ``c``: a scalar or one value per row.  When M is positive definite (rho > 0, or lam > 0
-    with a full-rank G_v) every system with c_i > 0 is too and is solved by LU
-    (``numpy.linalg.solve``, batched; SciPy's batched Cholesky solve measured slower); a
-    row with c_i = 0 (no pair, ``gramian_weights="pairs"``) gets u = 0.  Otherwise (no
-    penalty: M = 0, or a rank-deficient G_v without rho) the minimiser is not unique and
-    the one of least norm is returned: the pseudo-inverse solution through each system's
+    with a full-rank G_v; ``_kernels.fold_in_definite``) every system with a pair is too:
+    each is built and solved by Cholesky in C++ (csrc/fold_in.cpp), threads over the rows,
+    the same bits on every CPU; a row with no pair gets u = 0.  Otherwise (no penalty:
+    M = 0, or a rank-deficient G_v without rho) the minimiser is not unique and the one of
+    least norm is returned: the pseudo-inverse solution through each system's LAPACK
     eigendecomposition, eigenvalues below k eps max|eig| taken as 0 (a row with no pair
-    then gets u = 0 too).  The path depends on M alone and the rows are solved by chunks
-    of _CHUNK_ENTRIES / k^2, each from its own entries only: a row's u does not depend
-    on the other rows of the call.  BLAS / LAPACK run on one thread (the same bits for
-    any ``n_threads``).  O(nnz k^2 + n k^3) time, O(k^2) per row of a chunk in memory."""
+    then gets u = 0 too), by chunks of _CHUNK_ENTRIES / k^2 rows on one BLAS thread.
+    Either way a row's u does not depend on the other rows of the call nor on the thread
+    count.  O(nnz k^2 + n k^3) time, O(k^2) per row of a chunk (a thread) in memory."""
     n, k = indptr.size - 1, V.shape[1]
-    c = np.broadcast_to(np.asarray(c, dtype=np.float64), (n,))
+    c = np.ascontiguousarray(np.broadcast_to(np.asarray(c, dtype=np.float64), (n,)))
+    if _kernels.fold_in_definite(np.ascontiguousarray(M)):
+        return _kernels.fold_in_solve(np.ascontiguousarray(V), np.ascontiguousarray(indptr, dtype=np.int64),
+                                      np.ascontiguousarray(indices, dtype=np.int64),
+                                      np.ascontiguousarray(s, dtype=np.float64), np.ascontiguousarray(M), c,
+                                      get_num_threads(n_threads))
     u = np.zeros((n, k))
     step = max(1, _CHUNK_ENTRIES // (k * k))
     with blas_threads(1):
-        definite = _is_definite(M)
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             a, e = int(indptr[lo]), int(indptr[hi])
             A, b = fold_in_system(V, indptr[lo:hi + 1] - a, indices[a:e], s[a:e])
             A += c[lo:hi, None, None] * M
-            u[lo:hi] = _solve(A, b, c[lo:hi], definite)
+            u[lo:hi] = _least_norm(A, b)
     return u

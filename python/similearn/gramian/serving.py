@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from .._config import get_num_threads
 from .._dask.plumbing import is_dask_array
 from .._utils.memory import check_memory, check_output_memory
 from .._utils.validation import check_bool, check_csr_structure, check_indices, check_int
@@ -376,14 +377,17 @@ class TowerServing:
         Notes
         -----
         Cost O(N_right k^2) for G_v, O(nnz k^2) for the systems, O(n_new k^3) for the
-        solves; memory O(n_new k^2).  M is positive definite when rho > 0 (the default with
-        a penalty) or lam > 0 with a full-rank G_v: each system is then solved by LU; a
-        user with no seen item gets u = 0 (its scores are all 0).  Without a penalty
-        (``penalty="none"``: M = 0) or with a singular M, the minimiser is not unique and
-        the least-norm one is returned (pseudo-inverse).  ``regularizer="gor"`` is not
+        solves; memory O(k^2) per thread.  M is positive definite when rho > 0 (the default
+        with a penalty) or lam > 0 with a full-rank G_v: each system is then built and
+        solved by Cholesky in C++ (csrc/fold_in.cpp, threads over the users), in double
+        with rounded operations in a fixed order: the same bits on every CPU, for any
+        ``n_threads`` and whatever the other users of the call; a user with no seen item
+        gets u = 0 (its scores are all 0).  Without a penalty (``penalty="none"``: M = 0)
+        or with a singular M, the minimiser is not unique and the least-norm one is
+        returned (pseudo-inverse, through LAPACK on one thread: independent of
+        ``n_threads``, its last bits follow the BLAS build).  ``regularizer="gor"`` is not
         quadratic in u: ValueError.  With a low-rank prior (App. B) the new user has no
-        prior row (q = 0): its cross term drops out.  BLAS / LAPACK run on one thread: the
-        result does not depend on ``n_threads`` nor on the other users of the call.
+        prior row (q = 0): its cross term drops out.
         """
         self._check_fitted()
         _check_targets_form(seen, targets)
@@ -406,9 +410,10 @@ class TowerServing:
         indptr = np.asarray(seen.indptr, np.int64)
         lam = 0.0 if self.penalty == "none" else float(self.penalty_weight)
         rho = 0.0 if self.penalty == "none" else float(self.output_l2_)
-        M = penalty_matrix(V, self._state.weights["right"], lam, rho)
+        nt = get_num_threads(self.n_threads)
+        M = penalty_matrix(V, self._state.weights["right"], lam, rho, nt)
         if self.gramian_weights == "items":
             c = float(self._state.counts["left"].sum()) / self.n_left_
         else:
             c = np.diff(indptr).astype(np.float64)
-        return fold_in_rows(V, indptr, np.asarray(seen.indices, np.int64), s, M, c).astype(dt)
+        return fold_in_rows(V, indptr, np.asarray(seen.indices, np.int64), s, M, c, nt).astype(dt)
