@@ -1,8 +1,10 @@
 // Bindings of the two-tower model: the fused epoch of linear towers (twotower.hpp),
-// the Gramian estimators and the batch loss (gramian.hpp).  The embedding bags and
+// the Gramian estimators and the batch loss (gramian.hpp), the fold-in solves
+// (fold_in.hpp).  The embedding bags and
 // optimisers it shares with NASH are bound in bind_embedding.cpp.
 #include "bind.hpp"
 
+#include "fold_in.hpp"
 #include "gramian.hpp"
 #include "twotower.hpp"
 
@@ -177,6 +179,43 @@ void def_twotower_t(py::module_& m, const std::string& sfx) {
       },
       py::arg("G").noconvert());
   m.def(
+      ("fold_in_penalty_" + sfx).c_str(),
+      [](const carray<T>& V, const carray<double>& q, double lam, double rho, int n_threads) {
+        need(V.ndim() == 2 && q.ndim() == 1 && q.shape(0) == V.shape(0), "fold_in_penalty: V (n, k), q (n) shapes");
+        const i64 k = V.shape(1);
+        carray<double> M({k, k});
+        {
+          py::gil_scoped_release nogil;
+          foldin::penalty_matrix<T>(V.data(), V.shape(0), k, q.data(), lam, rho, M.mutable_data(), n_threads);
+        }
+        return M;
+      },
+      py::arg("V").noconvert(), py::arg("q").noconvert(), py::arg("lam"), py::arg("rho"), py::arg("n_threads"));
+  m.def(
+      ("fold_in_solve_" + sfx).c_str(),
+      [](const carray<T>& V, const carray<i64>& indptr, const carray<i64>& indices, const carray<double>& s,
+         const carray<double>& M, const carray<double>& c, int n_threads) {
+        need(V.ndim() == 2 && indptr.ndim() == 1 && indptr.shape(0) >= 1, "fold_in_solve: V (N, k), indptr (n + 1)");
+        const i64 k = V.shape(1), n = indptr.shape(0) - 1, nnz = indices.shape(0);
+        need(M.ndim() == 2 && M.shape(0) == k && M.shape(1) == k, "fold_in_solve: M must be k x k");
+        need(c.ndim() == 1 && c.shape(0) == n && s.ndim() == 1 && s.shape(0) == nnz,
+             "fold_in_solve: c (n), s (nnz) shapes");
+        const i64* ip = indptr.data();
+        need(ip[0] == 0 && ip[n] == nnz, "fold_in_solve: indptr must run from 0 to nnz");
+        for (i64 i = 0; i < n; ++i) need(ip[i] <= ip[i + 1], "fold_in_solve: indptr must not decrease");
+        check_ids(indices.data(), nnz, V.shape(0), "fold_in_solve: item ids out of range");
+        need(foldin::definite(M.data(), k), "fold_in_solve: M must be positive definite");
+        carray<double> u({n, k});
+        {
+          py::gil_scoped_release nogil;
+          foldin::solve<T>(V.data(), k, ip, indices.data(), s.data(), n, M.data(), c.data(), u.mutable_data(),
+                           n_threads);
+        }
+        return u;
+      },
+      py::arg("V").noconvert(), py::arg("indptr").noconvert(), py::arg("indices").noconvert(),
+      py::arg("s").noconvert(), py::arg("M").noconvert(), py::arg("c").noconvert(), py::arg("n_threads"));
+  m.def(
       ("pair_loss_" + sfx).c_str(),
       [](const carray<T>& U, const carray<T>& V, const carray<T>& s, const oarray<T>& w, const oarray<T>& Mu,
          const oarray<T>& Mv, const oarray<T>& Nu, const oarray<T>& Nv, const oarray<T>& Qb, const oarray<T>& Rb,
@@ -225,6 +264,13 @@ void def_twotower(py::module_& m) {
            py::kw_only(), py::arg("b"), py::arg("gb"), py::arg("w_all"), py::arg("decay"), py::arg("lam"),
            py::arg("ridge") = 0.0, py::arg("shared"), py::arg("items"), py::arg("sagram") = 0,
            py::arg("project") = false);
+  m.def(
+      "fold_in_definite",
+      [](const carray<double>& M) {
+        need(M.ndim() == 2 && M.shape(0) == M.shape(1), "fold_in_definite: M must be square");
+        return foldin::definite(M.data(), M.shape(0));
+      },
+      py::arg("M").noconvert(), "Whether M is positive definite as far as the fold-in solves go (fold_in.hpp).");
   def_twotower_t<float>(m, "f32");
   def_twotower_t<double>(m, "f64");
 }

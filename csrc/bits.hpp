@@ -1,4 +1,4 @@
-// Bit tricks shared by the binary-code kernels (hamming.cpp, mih.cpp).
+// Bit tricks shared by the kernels (hamming.cpp, mih.cpp, topk.cpp).
 #pragma once
 
 #include <cstdint>

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
@@ -38,6 +39,11 @@ namespace {
 
 using i64 = std::int64_t;
 
+// A fused tile's candidates (above_panels() in gemm_micro.inc): (ctx, first row, panel,
+// rows with candidates, their lanes, the MR x NR scores).
+template <class T>
+using AboveHit = void (*)(void*, i64, i64, std::uint32_t, const std::uint32_t*, T*);
+
 // One ISA's kernels (gemm_micro.inc): the register tile and its entry points.
 template <class T>
 struct Kernels {
@@ -51,6 +57,11 @@ struct Kernels {
   void (*csr)(const i64*, const i64*, const T*, i64, i64, const T*, i64, T*) = nullptr;
   void (*norms)(const T*, i64, i64, double*) = nullptr;
   void (*pack)(const T*, i64, i64, T*) = nullptr;
+  // full MR x NR tiles compared with row thresholds in the registers, over consecutive
+  // panels (above_panels() in gemm_micro.inc), by key mode: 0 score, 1 score * aux,
+  // 2 score - aux
+  void (*above[3])(const T*, i64, i64, const T*, i64, i64, const T*, const T*, T*, std::uint32_t*, AboveHit<T>,
+                   void*) = {};
 };
 
 // ---------------------------------------------------------------- scalar (any CPU)
@@ -64,6 +75,13 @@ struct Ops {
   static void store(T* p, V v) { *p = v; }
   static V bcast(const T* p) { return *p; }
   static V fma(V a, V b, V c) { return std::fma(a, b, c); }
+  using M = bool;
+  static M gt(V a, V b) { return a > b; }
+  static M lor(M a, M b) { return a || b; }
+  static bool any(M m) { return m; }
+  static std::uint32_t bits(M m) { return m; }
+  static V mul(V a, V b) { return a * b; }
+  static V sub(V a, V b) { return a - b; }
   static constexpr int kT = 0;  // no register transpose
   static void transpose(const T*, i64, T*, i64) {}
 };
@@ -121,6 +139,13 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm256_broadcast_ss(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  using M = __m256;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm256_cmp_ps(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE M lor(M a, M b) { return _mm256_or_ps(a, b); }
+  static SL_ALWAYS_INLINE bool any(M m) { return !_mm256_testz_ps(m, m); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return static_cast<std::uint32_t>(_mm256_movemask_ps(m)); }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static constexpr int kT = 8;
   static SL_ALWAYS_INLINE void transpose(const float* s, i64 ls, float* d, i64 ld) { transpose8x8(s, ls, d, ld); }
 };
@@ -133,6 +158,13 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { _mm256_storeu_pd(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm256_broadcast_sd(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
+  using M = __m256d;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm256_cmp_pd(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE M lor(M a, M b) { return _mm256_or_pd(a, b); }
+  static SL_ALWAYS_INLINE bool any(M m) { return !_mm256_testz_pd(m, m); }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return static_cast<std::uint32_t>(_mm256_movemask_pd(m)); }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm256_mul_pd(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm256_sub_pd(a, b); }
   static constexpr int kT = 4;
   static SL_ALWAYS_INLINE void transpose(const double* s, i64 ls, double* d, i64 ld) { transpose4x4(s, ls, d, ld); }
 };
@@ -158,6 +190,13 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { _mm512_storeu_ps(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return _mm512_set1_ps(*p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  using M = __mmask16;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE M lor(M a, M b) { return static_cast<M>(a | b); }
+  static SL_ALWAYS_INLINE bool any(M m) { return m != 0; }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return m; }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static constexpr int kT = 8;
   static SL_ALWAYS_INLINE void transpose(const float* s, i64 ls, float* d, i64 ld) {
     avx2::transpose8x8(s, ls, d, ld);
@@ -172,6 +211,13 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { _mm512_storeu_pd(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return _mm512_set1_pd(*p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
+  using M = __mmask8;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return _mm512_cmp_pd_mask(a, b, _CMP_GT_OQ); }
+  static SL_ALWAYS_INLINE M lor(M a, M b) { return static_cast<M>(a | b); }
+  static SL_ALWAYS_INLINE bool any(M m) { return m != 0; }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) { return m; }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return _mm512_mul_pd(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return _mm512_sub_pd(a, b); }
   static constexpr int kT = 4;
   static SL_ALWAYS_INLINE void transpose(const double* s, i64 ls, double* d, i64 ld) {
     avx2::transpose4x4(s, ls, d, ld);
@@ -200,6 +246,16 @@ struct Ops<float> {
   static SL_ALWAYS_INLINE void store(float* p, V v) { vst1q_f32(p, v); }
   static SL_ALWAYS_INLINE V bcast(const float* p) { return vld1q_dup_f32(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f32(c, a, b); }  // c + a b, one rounding (FMLA)
+  using M = uint32x4_t;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return vcgtq_f32(a, b); }
+  static SL_ALWAYS_INLINE M lor(M a, M b) { return vorrq_u32(a, b); }
+  static SL_ALWAYS_INLINE bool any(M m) { return vmaxvq_u32(m) != 0; }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) {
+    static const uint32_t w[4] = {1, 2, 4, 8};
+    return vaddvq_u32(vandq_u32(m, vld1q_u32(w)));
+  }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return vmulq_f32(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return vsubq_f32(a, b); }
   static constexpr int kT = 0;
   static void transpose(const float*, i64, float*, i64) {}
 };
@@ -212,6 +268,15 @@ struct Ops<double> {
   static SL_ALWAYS_INLINE void store(double* p, V v) { vst1q_f64(p, v); }
   static SL_ALWAYS_INLINE V bcast(const double* p) { return vld1q_dup_f64(p); }
   static SL_ALWAYS_INLINE V fma(V a, V b, V c) { return vfmaq_f64(c, a, b); }
+  using M = uint64x2_t;
+  static SL_ALWAYS_INLINE M gt(V a, V b) { return vcgtq_f64(a, b); }
+  static SL_ALWAYS_INLINE M lor(M a, M b) { return vorrq_u64(a, b); }
+  static SL_ALWAYS_INLINE bool any(M m) { return (vgetq_lane_u64(m, 0) | vgetq_lane_u64(m, 1)) != 0; }
+  static SL_ALWAYS_INLINE std::uint32_t bits(M m) {
+    return static_cast<std::uint32_t>((vgetq_lane_u64(m, 0) & 1) | (vgetq_lane_u64(m, 1) & 2));
+  }
+  static SL_ALWAYS_INLINE V mul(V a, V b) { return vmulq_f64(a, b); }
+  static SL_ALWAYS_INLINE V sub(V a, V b) { return vsubq_f64(a, b); }
   static constexpr int kT = 0;
   static void transpose(const double*, i64, double*, i64) {}
 };
@@ -326,6 +391,47 @@ void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, c
       }
     }
   }
+}
+
+template <class T>
+std::int64_t tile_rows() {
+  return kern<T>().mr;
+}
+
+template <class T>
+bool above_fits(std::int64_t k) {
+  return k >= 1 && block_k<T>(k) >= k;
+}
+
+template <class T>
+void gemm_above(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, int mode,
+                const T* aux, const T* thr, T* tile,
+                const std::function<void(std::int64_t, std::int64_t, std::int64_t, std::uint32_t, const std::uint32_t*, T*)>&
+                    hit) {
+  const Kernels<T>& kr = kern<T>();
+  const i64 nr = kr.nr, np = (n + nr - 1) / nr, full = n / nr;
+  std::uint32_t lanes[32];
+  struct Ctx {
+    const std::function<void(i64, i64, i64, std::uint32_t, const std::uint32_t*, T*)>* f;
+    i64 p0, n, nr;
+  } ctx{&hit, 0, n, nr};
+  const AboveHit<T> call = [](void* c, i64 i0, i64 p, std::uint32_t rows, const std::uint32_t* ln, T* t) {
+    const Ctx& x = *static_cast<const Ctx*>(c);
+    const i64 j0 = (x.p0 + p) * x.nr;
+    (*x.f)(i0, j0, std::min(x.nr, x.n - j0), rows, ln, t);
+  };
+  if (full > 0) kr.above[mode](A, lda, m, Xp, full, k, aux, thr, tile, lanes, call, &ctx);
+  if (full == np) return;
+  // the last, partial panel: its padding columns (scores 0) must never pass.  Mode 0 goes
+  // through mode 1 with aux = 1 (score * 1 is the score, bit for bit) and NaN on the
+  // padding (NaN is above nothing); modes 1 and 2 read the caller's padded aux.
+  T last[32];
+  const T* ax = aux ? aux + full * nr : last;
+  if (mode == 0) {
+    for (i64 j = 0; j < nr; ++j) last[j] = j < n - full * nr ? T(1) : std::numeric_limits<T>::quiet_NaN();
+  }
+  ctx.p0 = full;
+  kr.above[mode == 0 ? 1 : mode](A, lda, m, Xp + full * k * nr, 1, k, ax, thr, tile, lanes, call, &ctx);
 }
 
 template <class T>
@@ -456,6 +562,11 @@ void sq_norms(const T* X, std::int64_t n, std::int64_t dim, double* out, int n_t
 
 #define SL_GEMMK_INSTANTIATE(T)                                                                            \
   template std::int64_t panel_cols<T>();                                                                   \
+  template std::int64_t tile_rows<T>();                                                                    \
+  template bool above_fits<T>(std::int64_t);                                                               \
+  template void gemm_above<T>(const T*, std::int64_t, std::int64_t, std::int64_t, const T*, std::int64_t, int, \
+                              const T*, const T*, T*,                                                      \
+                              const std::function<void(std::int64_t, std::int64_t, std::int64_t, std::uint32_t, const std::uint32_t*, T*)>&);    \
   template std::int64_t packed_size<T>(std::int64_t, std::int64_t);                                        \
   template void pack<T>(const T*, std::int64_t, std::int64_t, T*);                                         \
   template void packed_sq_norms<T>(const T*, std::int64_t, std::int64_t, double*);                          \

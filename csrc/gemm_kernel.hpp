@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace sl {
 namespace gemmk {
@@ -51,6 +52,33 @@ void packed_sq_norms(const T* Xp, std::int64_t n, std::int64_t k, double* out);
 template <class T>
 void gemm_packed(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, T* C,
                  std::int64_t ldc, const void* ahead = nullptr, std::int64_t ahead_bytes = 0);
+
+// Rows of the register tile (MR) of the micro-kernels in use: gemm_above takes A in
+// whole groups of MR rows.
+template <class T>
+std::int64_t tile_rows();
+
+// True when gemm_above takes reduction length k: the chains run in one block (k up
+// to block_k, 192 or more), so each tile is finished while in the registers.
+template <class T>
+bool above_fits(std::int64_t k);
+
+// The product C = A X^T of gemm_packed (A: m x k, m a multiple of tile_rows(); X packed
+// by pack(), n rows), never stored whole: each MR x NR register tile is turned into keys
+// (mode 0: the score; 1: score * aux[j]; 2: score - aux[j], aux holding the keys' per-row
+// terms of X, padded to whole panels) and compared with the thresholds thr[i] of its
+// rows of A (read when the tile is done, so the caller may raise them between tiles).
+// For a tile with a key strictly above its row's threshold, hit(i0, j0, cols, rows,
+// lanes, tile) is called: rows i0 .. i0 + MR - 1 of A (bit r of `rows` set for those
+// with such a key, bit j of lanes[r] for its columns j0 + j above thr[i0 + r]), columns
+// j0 .. j0 + cols - 1 of X, the SCORES in `tile` (MR x NR, row stride NR).  The scores are
+// gemm_packed's bits; a tile whose keys stay at or below the thresholds costs no store.
+// Panels are visited in order and every tile of panel p before panel p + 1, so each row
+// of A meets the columns in ascending order.  Single-threaded.  O(m n k).
+template <class T>
+void gemm_above(const T* A, std::int64_t lda, std::int64_t m, std::int64_t k, const T* Xp, std::int64_t n, int mode,
+                const T* aux, const T* thr, T* tile,
+                const std::function<void(std::int64_t, std::int64_t, std::int64_t, std::uint32_t, const std::uint32_t*, T*)>& hit);
 
 // The same C = A X^T bit for bit without packing X (row-major, row stride k): scalar
 // FMA chains, several rows interleaved.  For one or two rows of A, where packing a

@@ -64,10 +64,14 @@ class TopK {
   TopK() = default;
   TopK(std::int64_t k, std::int64_t n_total) { init(k, n_total); }
 
-  void init(std::int64_t k, std::int64_t n_total) {
+  // slack: admissions kept between compactions (at least k of them: cap >= 2k).  slack 0:
+  // the k best kept sorted instead, each admission inserted (O(k) moves), so the
+  // threshold is always the running k-th best: the fewest admissions, for small k.
+  void init(std::int64_t k, std::int64_t n_total, std::int64_t slack = 64) {
     k_ = k;
-    std::int64_t cap = std::max<std::int64_t>(2 * k, k + 64);
-    cap_ = std::max<std::int64_t>(k + 1, std::min(cap, n_total));
+    sorted_ = slack == 0;
+    std::int64_t cap = std::max<std::int64_t>(2 * k, k + slack);
+    cap_ = sorted_ ? k : std::max<std::int64_t>(k + 1, std::min(cap, n_total));
     items_.resize(static_cast<std::size_t>(cap_));
     reset();
   }
@@ -92,6 +96,7 @@ class TopK {
   static bool better(K a, K b) { return LARGER ? a > b : a < b; }
 
   void push(K key, std::int64_t idx) {
+    if (sorted_) return insert(key, idx);
     items_[static_cast<std::size_t>(n_)] = Item{key, idx};
     if (++n_ == cap_) compact();
   }
@@ -178,6 +183,15 @@ class TopK {
     if (last - first <= 32) insertion_sort(first, last);
     else std::sort(first, last, cmp);
   }
+  // Sorted mode: idx is the largest index so far, so it goes after every item whose key
+  // is not worse; when full, the last (the k-th, worse than key) drops out.
+  void insert(K key, std::int64_t idx) {
+    std::int64_t p = n_ < k_ ? n_++ : k_ - 1;
+    for (; p > 0 && better(key, items_[static_cast<std::size_t>(p - 1)].key); --p)
+      items_[static_cast<std::size_t>(p)] = items_[static_cast<std::size_t>(p - 1)];
+    items_[static_cast<std::size_t>(p)] = Item{key, idx};
+    if (n_ == k_) thr_ = items_[static_cast<std::size_t>(k_ - 1)].key;
+  }
   void compact() {
     // n_ == cap_ > k_: keep the best k; the k-th best (position k-1) is the new bar
     select_nth(items_.data(), items_.data() + (k_ - 1), items_.data() + n_);
@@ -186,6 +200,7 @@ class TopK {
   }
 
   std::int64_t k_ = 0, cap_ = 0, n_ = 0;
+  bool sorted_ = false;
   K thr_{};
   std::vector<Item> items_;
 };

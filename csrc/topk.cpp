@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "bits.hpp"
 #include "finite.hpp"
 #include "gemm_kernel.hpp"
 #include "parallel.hpp"
@@ -360,6 +361,23 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
   // One or two queries: the same chains without packing the block (gemm_direct),
   // cheaper than the packing there; the scores are the same bits either way.
   const bool direct = nq <= 2;
+  // Fused tiles (gemmk::gemm_above): each register tile of scores is compared with its
+  // queries' thresholds before it leaves the registers, and only a tile holding a
+  // candidate is stored and offered.  Short vectors (one block of the chains) and a
+  // selection (not the full ranking): there the tile's store and the scan of every score
+  // cost as much as the product (dim 32: ~40% of the time).  The same scores, offered in
+  // the same ascending order per query, minus scores at or below the threshold at that
+  // moment, which the selection would reject anyway: the same result, bit for bit.
+  const bool fused = !full && !direct && gemmk::above_fits<T>(dim);
+  const std::int64_t MR = gemmk::tile_rows<T>();
+  const int key_mode = metric == Metric::Cosine ? 1 : metric == Metric::Euclidean ? 2 : 0;
+  const std::int64_t bx_pad = (bx + NR - 1) / NR * NR;
+  // Room for admissions between two compactions of a selection (TopK): its threshold is
+  // the k-th best of the last compaction, so a small room keeps it close to the running
+  // k-th best.  With fused tiles a stale threshold costs a stored tile per admission (a
+  // tile holds MR queries x NR ids): k + 64 made nearly every tile a hit at dim 32.  Up to
+  // k = 32 the k best are kept sorted (slack 0: the threshold is always the k-th best).
+  const std::int64_t slack = !fused ? 64 : kk <= 32 ? 0 : std::max<std::int64_t>(16, kk / 4);
 
   using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
   struct Work {
@@ -370,7 +388,8 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     std::vector<std::int64_t> cur;  // per query of the task: next unvisited entry of its excluded ids
     std::vector<std::int64_t> cur_in;  // ... of its allowed ids
     std::vector<double> sq;         // ||x||^2 of the block's rows
-    std::vector<T> aux;             // their key terms
+    std::vector<T> aux;             // their key terms (fused: padded to whole panels)
+    std::vector<T> thr, ftile;      // fused: the thresholds of a query block, a stored register tile
   };
   // split: each thread takes a range of database blocks for its query chunk, so the
   // database is read and packed once in all; the parts' top-k lists are merged by
@@ -386,6 +405,73 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
     if (out_dist) p_dist.resize(p_idx.size());
   }
 
+  // Offer query q's (task row i) scores of the ids lo .. hi - 1 (`row`, scratch; aux
+  // from lo) to its selection, its self match, excluded and not allowed ids skipped.
+  // Each query's calls come with ascending ranges, so its id-list cursors only advance.
+  auto offer_range = [&](Work& w, std::int64_t i, std::int64_t q, T* row, std::int64_t lo, std::int64_t hi,
+                         const T* aux) {
+    // A skipped row gets the dot product -inf: its key is -inf (or NaN for a zero
+    // database row under cosine, -inf * 0), and neither passes the strict
+    // "better than the threshold" test, so it is never admitted.
+    if (has_self) {
+      const std::int64_t self = self_offset + q;
+      if (self >= lo && self < hi) row[self - lo] = -std::numeric_limits<T>::infinity();
+    }
+    if (exclude) {  // this query's excluded ids in [lo, hi): cursor advance, O(hits + 1)
+      std::int64_t& c = w.cur[static_cast<std::size_t>(i)];
+      const std::int64_t end = exclude->indptr[q + 1];
+      for (; c < end && exclude->indices[c] < hi; ++c)
+        if (exclude->indices[c] >= lo) row[exclude->indices[c] - lo] = -std::numeric_limits<T>::infinity();
+    }
+    TopK<T, true>& sel = w.sel[static_cast<std::size_t>(i)];
+    if (include && include->bits) {  // a mask: tested on the candidates alone
+      MaskedSel<T> ms{sel, include->mask_row(q)};
+      scan_row_metric(metric, row, aux, hi - lo, lo, ms);
+      return;
+    }
+    if (include) {  // only the query's allowed ids in [lo, hi): O(hits + 1)
+      std::int64_t& c = w.cur_in[static_cast<std::size_t>(i)];
+      advance(*include, q, c, lo);
+      for (const std::int64_t end = include->indptr[q + 1]; c < end && include->indices[c] < hi; ++c) {
+        const std::int64_t j = include->indices[c] - lo;
+        if (c > include->indptr[q] && include->indices[c - 1] == include->indices[c]) continue;
+        const T d = row[j];
+        sel.offer(metric == Metric::Cosine ? d * aux[j] : metric == Metric::Euclidean ? d - aux[j] : d, lo + j);
+      }
+      return;
+    }
+    scan_row_metric(metric, row, aux, hi - lo, lo, sel);
+  };
+
+  // The fused tiles' candidates: query q's (task row i) scores of ids lo + j for the set
+  // bits j of `lanes` (keys above its threshold when the tile was done), offered in
+  // ascending order unless excluded, its self match or not allowed.  O(candidates) plus
+  // the id-list cursors' advance.
+  auto offer_lanes = [&](Work& w, std::int64_t i, std::int64_t q, const T* row, std::uint32_t lanes, std::int64_t lo,
+                         const T* aux) {
+    TopK<T, true>& sel = w.sel[static_cast<std::size_t>(i)];
+    const std::int64_t self = has_self ? self_offset + q : -1;
+    for (; lanes; lanes &= lanes - 1) {
+      const int j = ctz64(lanes);
+      const std::int64_t id = lo + j;
+      if (id == self) continue;
+      if (exclude) {
+        std::int64_t& c = w.cur[static_cast<std::size_t>(i)];
+        advance(*exclude, q, c, id);
+        if (c < exclude->indptr[q + 1] && exclude->indices[c] == id) continue;
+      }
+      if (include && include->bits) {
+        if (!mask_has(include->mask_row(q), id)) continue;
+      } else if (include) {
+        std::int64_t& c = w.cur_in[static_cast<std::size_t>(i)];
+        advance(*include, q, c, id);
+        if (!(c < include->indptr[q + 1] && include->indices[c] == id)) continue;
+      }
+      const T d = row[j];
+      sel.offer(metric == Metric::Cosine ? d * aux[j] : metric == Metric::Euclidean ? d - aux[j] : d, id);
+    }
+  };
+
   auto run_task = [&](std::int64_t task, int tid, std::int64_t xa, std::int64_t xb, std::int64_t* oidx, T* okey,
                       double* odist) {
     Work& w = work[static_cast<std::size_t>(tid)];
@@ -399,11 +485,12 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         for (auto* v : {&w.uidx, &w.uidx_tmp}) v->resize(static_cast<std::size_t>(nx));
       } else {
         w.sel.resize(static_cast<std::size_t>(tq));
-        for (auto& sl_ : w.sel) sl_.init(kk, nx);
+        for (auto& sl_ : w.sel) sl_.init(kk, nx, slack);
       }
       if (exclude) w.cur.resize(static_cast<std::size_t>(tq));
       if (include) w.cur_in.resize(static_cast<std::size_t>(tq));
-      if (has_aux) w.sq.resize(static_cast<std::size_t>(bx)), w.aux.resize(static_cast<std::size_t>(bx));
+      if (has_aux) w.sq.resize(static_cast<std::size_t>(bx)), w.aux.resize(static_cast<std::size_t>(bx_pad));
+      if (fused) w.thr.resize(static_cast<std::size_t>(bq)), w.ftile.resize(static_cast<std::size_t>(MR * NR));
     }
     if (!full)
       for (std::int64_t i = 0; i < ntq; ++i) w.sel[static_cast<std::size_t>(i)].reset();
@@ -420,73 +507,58 @@ void topk_keys(const T* Q, std::int64_t nq, const T* X, std::int64_t nx, std::in
         else
           gemmk::packed_sq_norms<T>(w.pack.data(), nb, dim, w.sq.data());
         block_aux(w.sq.data(), nb, w.aux.data());
+        if (fused)  // the padding of the last panel: keys NaN (cosine) or -inf (Euclidean), above nothing
+          std::fill(w.aux.begin() + nb, w.aux.begin() + (nb + NR - 1) / NR * NR,
+                    metric == Metric::Cosine ? std::numeric_limits<T>::quiet_NaN() : std::numeric_limits<T>::infinity());
       }
       const T* aux = has_aux ? w.aux.data() : nullptr;
+      // NaN / inf in the database, found without a pass of its own over it (similearn.neighbors.topk
+      // leaves this check to the kernel).  Fused tiles: the block's rows, just packed (in
+      // cache), once per block: O(nb dim) against the block's O(ntq nb dim) product.
+      if (fused && any_nonfinite(X + x0 * dim, nb * dim)) throw NonFiniteInput("the database contains NaN or inf");
       for (std::int64_t b0 = 0; b0 < ntq; b0 += bq) {
         const std::int64_t q0 = t0 + b0, nqb = std::min(bq, ntq - b0);
+        const std::int64_t nf = fused ? nqb / MR * MR : 0;  // rows through the fused tiles
+        if (nf > 0) {
+          for (std::int64_t r = 0; r < nf; ++r) w.thr[static_cast<std::size_t>(r)] = w.sel[static_cast<std::size_t>(b0 + r)].threshold();
+          gemmk::gemm_above<T>(Q + q0 * dim, dim, nf, dim, w.pack.data(), nb, key_mode, aux, w.thr.data(), w.ftile.data(),
+                               [&](std::int64_t i0, std::int64_t j0, std::int64_t, std::uint32_t rows,
+                                   const std::uint32_t* lanes, T* t) {
+                                 for (; rows; rows &= rows - 1) {
+                                   const std::int64_t r = ctz64(rows), i = b0 + i0 + r;
+                                   offer_lanes(w, i, t0 + i, t + r * NR, lanes[r], x0 + j0, aux ? aux + j0 : nullptr);
+                                   w.thr[static_cast<std::size_t>(i0 + r)] = w.sel[static_cast<std::size_t>(i)].threshold();
+                                 }
+                               });
+          if (nf == nqb) continue;
+        }
+        const std::int64_t m0 = q0 + nf, nm = nqb - nf;  // the other rows: the product stored, then scanned
         if (direct)
-          gemmk::gemm_direct<T>(Q + q0 * dim, nqb, dim, X + x0 * dim, nb, w.tile.data(), nb);
+          gemmk::gemm_direct<T>(Q + m0 * dim, nm, dim, X + x0 * dim, nb, w.tile.data(), nb);
         else {
           // the next block's rows are asked for while this one is multiplied: its packing
           // then reads them from the caches instead of stalling on memory
           const std::int64_t nx1 = std::min(bx, xb - x0 - nb);
           const std::int64_t share = (nx1 * dim * static_cast<std::int64_t>(sizeof(T)) + ntq - 1) / ntq;
-          gemmk::gemm_packed<T>(Q + q0 * dim, dim, nqb, dim, w.pack.data(), nb, w.tile.data(), nb,
+          gemmk::gemm_packed<T>(Q + m0 * dim, dim, nm, dim, w.pack.data(), nb, w.tile.data(), nb,
                                 reinterpret_cast<const char*>(X + (x0 + nb) * dim) + share * b0, share * nqb);
         }
-        // NaN / inf in the database, found without a pass of its own (similearn.neighbors.topk
-        // leaves this check to the kernel): a dot product with a row holding one is NaN or
-        // +-inf whatever the finite query (one FMA chain from zero: x = +-inf or NaN makes it
+        // NaN / inf in the database: a dot product with a row holding one is NaN or +-inf
+        // whatever the finite query (one FMA chain from zero: x = +-inf or NaN makes it
         // non-finite, and no later term makes it finite again), so the first query's scores
         // flag every such row of the block.  A flagged row is read itself, as finite rows can
-        // overflow.  Before the masking below, which writes -inf.
-        if (b0 == 0)
+        // overflow.  Before the masking, which writes -inf.
+        if (b0 == 0 && !fused)
           for (std::int64_t j = 0; j < nb; ++j)
             if (!std::isfinite(w.tile[static_cast<std::size_t>(j)]) && any_nonfinite(X + (x0 + j) * dim, dim))
               throw NonFiniteInput("the database contains NaN or inf");
         if (full) {  // keep every key
-          for (std::int64_t i = 0; i < nqb; ++i)
-            store_keys(metric, w.tile.data() + i * nb, aux, nb,
-                       w.rows.data() + (b0 + i) * nx + x0);
+          for (std::int64_t i = 0; i < nm; ++i)
+            store_keys(metric, w.tile.data() + i * nb, aux, nb, w.rows.data() + (b0 + nf + i) * nx + x0);
           continue;
         }
-        for (std::int64_t i = 0; i < nqb; ++i) {
-          T* row = w.tile.data() + i * nb;
-          // A skipped row gets the dot product -inf: its key is -inf (or NaN for a zero
-          // database row under cosine, -inf * 0), and neither passes the strict
-          // "better than the threshold" test, so it is never admitted.
-          if (has_self) {
-            const std::int64_t self = self_offset + q0 + i;
-            if (self >= x0 && self < x0 + nb) row[self - x0] = -std::numeric_limits<T>::infinity();
-          }
-          if (exclude) {  // this query's excluded ids in [x0, x0 + nb): cursor advance, O(hits + 1)
-            std::int64_t& c = w.cur[static_cast<std::size_t>(b0 + i)];
-            const std::int64_t end = exclude->indptr[q0 + i + 1];
-            for (; c < end && exclude->indices[c] < x0 + nb; ++c)
-              if (exclude->indices[c] >= x0) row[exclude->indices[c] - x0] = -std::numeric_limits<T>::infinity();
-          }
-          if (include && include->bits) {  // a mask: tested on the candidates alone
-            MaskedSel<T> ms{w.sel[static_cast<std::size_t>(b0 + i)], include->mask_row(q0 + i)};
-            scan_row_metric(metric, row, aux, nb, x0, ms);
-            continue;
-          }
-          if (include) {  // only the query's allowed ids in [x0, x0 + nb): O(hits + 1)
-            std::int64_t& c = w.cur_in[static_cast<std::size_t>(b0 + i)];
-            advance(*include, q0 + i, c, x0);
-            TopK<T, true>& sel = w.sel[static_cast<std::size_t>(b0 + i)];
-            for (const std::int64_t end = include->indptr[q0 + i + 1]; c < end && include->indices[c] < x0 + nb;
-                 ++c) {
-              const std::int64_t j = include->indices[c] - x0;
-              if (c > include->indptr[q0 + i] && include->indices[c - 1] == include->indices[c]) continue;
-              const T d = row[j];
-              sel.offer(metric == Metric::Cosine ? d * aux[j] : metric == Metric::Euclidean ? d - aux[j] : d,
-                        x0 + j);
-            }
-            continue;
-          }
-          scan_row_metric(metric, row, aux, nb, x0,
-                          w.sel[static_cast<std::size_t>(b0 + i)]);
-        }
+        for (std::int64_t i = 0; i < nm; ++i)
+          offer_range(w, b0 + nf + i, m0 + i, w.tile.data() + i * nb, x0, x0 + nb, aux);
       }
     }
 

@@ -3,7 +3,7 @@
 Python blocks run in order, one namespace per README section (the blocks of a
 section build on each other; the quick starts and the model sections each stand
 alone), in a temporary working directory.  A block that
-needs an optional dependency (dask, distributed, torch, matplotlib, faiss) that is
+needs an optional dependency (dask, distributed, torch, matplotlib, faiss, recbole) that is
 not installed skips its subsection; the torch.distributed example runs under
 ``python -m torch.distributed.run`` with two processes when torch is installed.
 
@@ -50,7 +50,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-OPTIONAL = {"dask", "distributed", "torch", "matplotlib", "faiss", "implicit", "pymanopt"}
+OPTIONAL = {"dask", "distributed", "torch", "matplotlib", "faiss", "implicit", "pymanopt", "recbole"}
 
 pytestmark = [pytest.mark.skipif(not README.is_file() or not (ROOT / "pyproject.toml").is_file(),
                                  reason="not a source checkout (no README.md)"),

@@ -25,13 +25,23 @@ def _interaction_map_call(rng):
     return lambda: [plan(L, R, 1) for _ in range(3)]
 
 
+def _ranking_metrics_call(rng):
+    from similearn.metrics import ranking_metrics_at_k
+
+    L = rng.standard_normal((3000, 32)).astype(np.float32)
+    R = rng.standard_normal((60000, 32)).astype(np.float32)
+    test = np.c_[rng.integers(0, 3000, 20000), rng.integers(0, 60000, 20000)]
+    return lambda: [ranking_metrics_at_k(L, R, None, test, n_threads=1) for _ in range(2)]
+
+
 def _topk_call(rng):
     X = rng.standard_normal((60000, 64)).astype(np.float32)
     Q = rng.standard_normal((3000, 64)).astype(np.float32)
     return lambda: topk(Q, X, 10, n_threads=1)
 
 
-@pytest.mark.parametrize("make_call", [_topk_call, _interaction_map_call], ids=["topk", "interaction_map"])
+@pytest.mark.parametrize("make_call", [_topk_call, _interaction_map_call, _ranking_metrics_call],
+                         ids=["topk", "interaction_map", "ranking_metrics"])
 def test_kernels_release_the_gil(rng, make_call):
     call = make_call(rng)
     done = threading.Event()
@@ -109,6 +119,13 @@ _INTERRUPT = textwrap.dedent(
         R = rng.random((400000, 64), dtype=np.float32)
         rel = np.c_[rng.integers(0, 2000000, 200000), rng.integers(0, 400000, 200000)]
         call = lambda: interaction_map_at_k(L, R, rel, n_threads=2)
+    elif which == "ranking_auc":  # full-catalogue AUC: GEMM tiles and counting passes per block; 1e14 flop
+        from similearn import _kernels
+        L = rng.random((2000000, 64), dtype=np.float32)
+        R = rng.random((400000, 64), dtype=np.float32)
+        q = np.arange(2000000, dtype=np.int64)
+        ix = rng.integers(0, 400000, 2000000)
+        call = lambda: _kernels.ranking_auc(L, R, q, np.arange(2000001), ix, None, None, 0, 2)
     else:  # 5M x 5M distances of 128 bits: 2.5e13, > 4 min at 100e9 per second
         X = rng.integers(0, 2**63, (5000000, 2), dtype=np.uint64)
         call = lambda: hamming_topk(X, X, 10, n_threads=2)
@@ -136,6 +153,7 @@ _DELAYS = {
     "twotower": [0, 0.5],
     "twotower-deep": [0, 0.5],
     "interaction_map": [0, 0.01, 0.3, 1.0],
+    "ranking_auc": [0, 0.01, 0.3, 1.0],
 }
 
 

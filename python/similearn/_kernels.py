@@ -26,7 +26,7 @@ ARGUMENTS = ("csr", "OptimStep", "MihIndex", "FrmlRelevance", "FrmlParams", "Frm
              "LinearConfig", "linear_side")
 # Functions that run no kernel either: the build's description, the working memory a kernel would need,
 # the checks of the input (validation, run before any work).
-INFO = ("build_info", "interaction_work_bytes", "first_nonfinite", "check_id_rows", "NonFiniteInput")
+INFO = ("build_info", "interaction_work_bytes", "ranking_auc_block_rows", "first_nonfinite", "check_id_rows", "NonFiniteInput")
 
 
 def _typed(name, pos, key):
@@ -84,6 +84,9 @@ blas_gemm = _typed("blas_gemm", 0, "a")
 # and the working memory of one thread
 interaction_ap_at_k = _typed("interaction_ap_at_k", 0, "left")
 from ._core import interaction_block_rows, interaction_work_bytes  # noqa: E402
+# full-catalogue AUC of ranking_metrics_at_k (csrc/ranking_auc.cpp) and its default query block
+ranking_auc = _typed("ranking_auc", 0, "left")
+from ._core import ranking_auc_block_rows  # noqa: E402
 
 # ---- Hamming space (csrc/hamming.cpp): uint64 codes, one variant ------------------------------------
 from ._core import hamming_histograms, hamming_topk, mask_to_csr, pack_bits  # noqa: E402
@@ -140,6 +143,9 @@ sagram_estimate = _typed("sagram_estimate", 0, "G")
 sagram_refresh = _typed("sagram_refresh", 0, "S")
 psd_project = _typed("psd_project", 0, "G")
 pair_loss = _typed("pair_loss", 0, "U")
+fold_in_penalty = _typed("fold_in_penalty", 0, "V")
+fold_in_solve = _typed("fold_in_solve", 0, "V")
+fold_in_definite = _core.fold_in_definite
 
 
 def build_info():
@@ -152,6 +158,7 @@ __all__ = ["csr", "OptimStep", "check_id_rows", "topk", "topk_keys", "topk_final
            "csr_nn",
            "blas_gemm",
            "interaction_ap_at_k", "interaction_block_rows", "interaction_work_bytes",
+           "ranking_auc", "ranking_auc_block_rows",
            "hamming_histograms", "hamming_topk", "mask_to_csr", "pack_bits", "MihIndex", "mih_build",
            "film_forward", "film_backward", "film_stats",
            "bb_products", "cayley_apply", "cayley_prepare", "FrmlParams", "FrmlRelevance", "FrmlRunConfig",
@@ -159,4 +166,5 @@ __all__ = ["csr", "OptimStep", "check_id_rows", "topk", "topk_keys", "topk_final
            "nash_csr_matmul", "nash_decoder", "nash_adam_input", "nash_adam_catch_up", "bag_forward", "sparse_step",
            "dense_step",
            "fill_uniform", "linear_epoch", "LinearConfig", "linear_side", "gram_update", "cross_update",
-           "sagram_estimate", "sagram_refresh", "psd_project", "pair_loss", "build_info"]
+           "sagram_estimate", "sagram_refresh", "psd_project", "pair_loss", "fold_in_penalty", "fold_in_solve",
+           "fold_in_definite", "build_info"]

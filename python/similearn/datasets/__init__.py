@@ -10,6 +10,7 @@ from ._movielens import load_movielens
 from ._npy import dask_from_npy
 from ._recbole import load_recbole_atomic
 from ._pair_split import train_test_split_pairs
+from ._splits import leave_k_out_split, temporal_split
 from ._synthetic import (make_interactions, make_planted_metric, make_planted_stiefel, make_text_pairs,
                          make_tfidf_like, make_topic_documents)
 from ._text import load_quora_pairs, load_sts
@@ -29,6 +30,8 @@ __all__ = [
     "load_recbole_atomic",
     "load_edge_list",
     "train_test_split_pairs",
+    "leave_k_out_split",
+    "temporal_split",
     "make_tfidf_like",
     "make_topic_documents",
     "make_planted_stiefel",

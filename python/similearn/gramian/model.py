@@ -28,8 +28,9 @@ C++ loop for linear towers, Python steps otherwise), which owns the training sta
 item weights, prior, Gramian estimates) that the estimator holds and shows as
 ``params_``, ``t_``, ``gramian_left_`` ...; the towers in
 :mod:`similearn.gramian.towers`; the early stopping on held-out pairs in
-:mod:`similearn.gramian.validation`; the serving methods (outputs, scores,
-recommendations) in :mod:`similearn.gramian.outputs`.
+:mod:`similearn.gramian.validation`; the serving methods: outputs and scores in
+:mod:`similearn.gramian.outputs`, recommendations, similar items / users and fold-in in
+:mod:`similearn.gramian.serving`.
 
 Choices the paper leaves open (see also :mod:`similearn.gramian.estimators`):
 
@@ -72,6 +73,7 @@ from ._inputs import check_features, check_prior, check_targets, n_columns
 from ._state import FILE_ATTRIBUTES, TrainingState
 from .estimators import exact_gramian, gramian_error
 from .outputs import TowerOutputs
+from .serving import TowerServing
 
 __all__ = ["TwoTower"]
 
@@ -130,7 +132,7 @@ def _from_file_layout(attrs):
     return out
 
 
-class TwoTower(TowerOutputs, SaveLoadMixin, BaseEstimator):
+class TwoTower(TowerServing, TowerOutputs, SaveLoadMixin, BaseEstimator):
     """Two-tower embedding model trained with Gramian estimates.
 
     Parameters

@@ -1,6 +1,6 @@
 """What a fitted two-tower model serves: the towers' outputs on new or fitted
-catalogues, pair scores and top-k recommendations (the :class:`TwoTower` methods
-that read the fitted state and never train)."""
+catalogues and pair scores (the :class:`TwoTower` methods that read the fitted state
+and never train; the recommendations are in :mod:`similearn.gramian.serving`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from .._config import blas_threads, get_num_threads
 from .._dask import dask_rows
 from .._utils.memory import check_output_memory
 from .._utils.targets import check_pairs
-from .._utils.validation import check_bool, check_indices, check_int, kernel_csr
+from .._utils.validation import kernel_csr
 from ._inputs import check_features
 
 __all__ = ["TowerOutputs"]
@@ -64,35 +64,6 @@ class TowerOutputs:
         V = self.right_embedding_ if right_features is None else self.transform_right(right_features)
         P = check_pairs(pairs, (U.shape[0], V.shape[0]), min_pairs=0)  # 0 pairs: a (0,) result
         return np.einsum("ij,ij->i", U[P[:, 0]], V[P[:, 1]])
-
-    def recommend(self, left_rows, k=10, exclude_seen=True):
-        """Top-k right items by score for rows of the fitted left catalogue.
-
-        exclude_seen drops the pairs observed in training.  Returns (indices,
-        scores), (len(left_rows), k); when fewer than k unseen items remain the
-        row is padded with index -1 and score -inf.  Exact search through
-        :func:`similearn.neighbors.topk` (inner product), the seen items skipped
-        inside its selection (``exclude=``): O(len(left_rows) n_right k) plus
-        O(seen pairs of those rows), for any number of seen items.
-        """
-        from ..neighbors import check_result_memory, topk
-
-        self._check_fitted()
-        one = np.ndim(left_rows) == 0  # a single row index
-        rows = check_indices(np.atleast_1d(left_rows) if one else left_rows, self.n_left_, "left_rows", ndim=1)
-        k = check_int(k, "k", low=1)
-        check_bool(exclude_seen, "exclude_seen")
-        check_result_memory(rows.size, k, self.params_["E_left"].dtype.itemsize)
-        kk = min(self.n_right_, k)  # topk's k is at most the catalogue; the rest is padding
-        U = np.ascontiguousarray(self.left_embedding_[rows])
-        seen = self._interactions[rows] if exclude_seen else None
-        idx, sc = topk(U, self.right_embedding_, kk, metric="ip", n_threads=self.n_threads, exclude=seen)
-        if kk == k:
-            return idx, sc
-        out_i = np.full((rows.size, k), -1, dtype=np.int64)
-        out_s = np.full((rows.size, k), -np.inf, dtype=sc.dtype)
-        out_i[:, :kk], out_s[:, :kk] = idx, sc
-        return out_i, out_s
 
     def _catalogue_embedding(self, side):
         self._check_fitted()

@@ -62,7 +62,10 @@ from ..neighbors._checks import check_metric, check_self, topk_raw
 from .._utils.validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 from .._dask import is_dask_array
 
-__all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k"]
+from ._ranking_at_k import ranking_metrics_at_k
+
+__all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k",
+           "ranking_metrics_at_k"]
 
 # The limits of similearn.metrics._relevance (a query block's working memory, the label
 # count of the dense relevance path), read from here at each call.

@@ -27,20 +27,21 @@ def _pattern(pairs, n_left, n_right, name):
     return M.indptr.astype(np.int64), M.indices.astype(np.int64)
 
 
-def check_vectors(left_vectors, right_vectors):
+def check_vectors(left_vectors, right_vectors, names=("left_vectors", "right_vectors")):
     """The two vector matrices as finite C-contiguous arrays of one float dtype
-    (float32 only when both are), whose inner products cannot overflow."""
-    L = check_dense(left_vectors, "left_vectors")
-    R = check_dense(right_vectors, "right_vectors")
+    (float32 only when both are), whose inner products cannot overflow; errors name
+    the arguments ``names``."""
+    a, b = names
+    L = check_dense(left_vectors, a)
+    R = check_dense(right_vectors, b)
     if L.shape[1] != R.shape[1]:
-        raise ValueError(f"left_vectors and right_vectors differ in dimension: {L.shape[1]} vs {R.shape[1]}")
+        raise ValueError(f"{a} and {b} differ in dimension: {L.shape[1]} vs {R.shape[1]}")
     dt = np.result_type(L.dtype, R.dtype)
     L, R = L.astype(dt, copy=False), R.astype(dt, copy=False)
     # |<l, r>| <= dim max|l| max|r|: below the dtype's range, no score is inf or NaN
     bound = L.shape[1] * max(float(L.max()), -float(L.min())) * max(float(R.max()), -float(R.min()))
     if not bound < float(np.finfo(dt).max) / 2:
-        raise ValueError(f"left_vectors and right_vectors are too large: their inner products can overflow {dt} "
-                         "(scale them down)")
+        raise ValueError(f"{a} and {b} are too large: their inner products can overflow {dt} (scale them down)")
     return L, R
 
 
