@@ -42,7 +42,9 @@ import similearn
 from similearn.neighbors import kneighbors_graph
 from similearn.scaling import fit_exponent
 
-from hamming_index_study import cpu_name  # bench/ is the script's folder
+from hamming_index_study import cpu_name, replace_row, results_doc  # bench/ is the script's folder
+
+KEY = ("data", "n", "threads")  # a result row's identity (a rerun replaces it)
 
 
 def drop_self(I, D):
@@ -159,15 +161,6 @@ def markdown(meta, rows, agree):
     return "\n".join(out) + "\n"
 
 
-def replace(doc, field, row):
-    """Add ``row`` to ``doc[field]``; a row of the same (data, n, threads) measured before moves
-    to ``doc["replaced"]`` (a rerun, e.g. of a point disturbed by other load, keeps the old one)."""
-    key = ("data", "n", "threads")
-    same = [r for r in doc[field] if all(r.get(f) == row.get(f) for f in key)]
-    doc.setdefault("replaced", []).extend({"field": field, **r} for r in same)
-    doc[field] = [r for r in doc[field] if r not in same] + [row]
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", default="1000000", help="comma-separated sizes (default: the issue's 1,000,000)")
@@ -186,9 +179,7 @@ def main(argv=None):
         doc = json.loads(Path(a.report).read_text())
         print(markdown(doc["meta"], doc["rows"], doc["agreement"]))
         return
-    doc = {"meta": {}, "rows": [], "agreement": []}
-    if a.append and a.out and Path(a.out).exists():
-        doc = json.loads(Path(a.out).read_text())
+    doc = results_doc(a.out, a.append)
     meta = doc["meta"]
     meta.update(cpu=cpu_name(), similearn=similearn.__version__, k=a.k, dim=a.dim)
     meta.setdefault("commands", []).append(" ".join(["python"] + sys.argv[1:] if argv is None else argv))
@@ -207,10 +198,10 @@ def main(argv=None):
         graphs = None
         for t in [int(s) for s in a.threads.split(",")]:
             times, graphs = bench_point(X, a.k, t, a.reps, binary, use_faiss)
-            replace(doc, "rows", {"data": a.data, "n": n, "threads": t, **times})
+            replace_row(doc, "rows", {"data": a.data, "n": n, "threads": t, **times}, KEY)
         if use_faiss:
             g = agreement(X, graphs["similearn"], graphs["faiss"], a.k, binary)
-            replace(doc, "agreement", {"data": a.data, "n": n, **g})
+            replace_row(doc, "agreement", {"data": a.data, "n": n, **g}, KEY)
             print(f"  agreement n={n:,}: {g}", flush=True)
         if a.out:  # after every size: an interrupted run keeps what it measured
             Path(a.out).write_text(json.dumps(doc, indent=1))

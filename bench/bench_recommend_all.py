@@ -44,7 +44,7 @@ from threadpoolctl import threadpool_limits
 import similearn
 from similearn.neighbors import topk
 
-from hamming_index_study import cpu_name  # bench/ is the script's folder
+from hamming_index_study import cpu_name, replace_row, results_doc  # bench/ is the script's folder
 
 K = 10
 
@@ -142,12 +142,6 @@ def markdown(meta, rows, agree):
     return "\n".join(out) + "\n"
 
 
-def replace(doc, field, row, key):
-    same = [r for r in doc[field] if all(r.get(f) == row.get(f) for f in key)]
-    doc.setdefault("replaced", []).extend({"field": field, **r} for r in same)
-    doc[field] = [r for r in doc[field] if r not in same] + [row]
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--shape", default="100000x40000", help="comma-separated users x items")
@@ -166,9 +160,7 @@ def main(argv=None):
         doc = json.loads(Path(a.report).read_text())
         print(markdown(doc["meta"], doc["rows"], doc["agreement"]))
         return
-    doc = {"meta": {}, "rows": [], "agreement": []}
-    if a.append and a.out and Path(a.out).exists():
-        doc = json.loads(Path(a.out).read_text())
+    doc = results_doc(a.out, a.append)
     meta = doc["meta"]
     from similearn._kernels import build_info
 
@@ -209,11 +201,11 @@ def main(argv=None):
                     client.close()
             for s in extra:  # the same answer, bit for bit
                 assert all(np.array_equal(x, y) for x, y in zip(results[s], results["similearn"])), s
-            replace(doc, "rows", {"n_users": nu, "n_items": ni, "factors": a.factors, "seen": a.seen, "threads": t,
+            replace_row(doc, "rows", {"n_users": nu, "n_items": ni, "factors": a.factors, "seen": a.seen, "threads": t,
                                   **times}, ("n_users", "n_items", "factors", "seen", "threads"))
         if "implicit" in results:
             g = agreement(U, V, results["similearn"], results["implicit"])
-            replace(doc, "agreement", {"n_users": nu, "n_items": ni, **g}, ("n_users", "n_items"))
+            replace_row(doc, "agreement", {"n_users": nu, "n_items": ni, **g}, ("n_users", "n_items"))
             print(f"  agreement: {g}", flush=True)
         if a.out:
             Path(a.out).write_text(json.dumps(doc, indent=1))

@@ -43,6 +43,26 @@ def cpu_name():
         return platform.processor()
 
 
+def results_doc(out, append, fields=("rows", "agreement")):
+    """The JSON document a bench script accumulates: the one in ``out`` when ``append`` and
+    it exists, else ``{"meta": {}, field: [] ...}``."""
+    import json
+    from pathlib import Path
+
+    if append and out and Path(out).exists():
+        return json.loads(Path(out).read_text())
+    return {"meta": {}, **{f: [] for f in fields}}
+
+
+def replace_row(doc, field, row, key):
+    """Add ``row`` to ``doc[field]``; a row equal to it on the fields ``key`` measured before
+    moves to ``doc["replaced"]`` (a rerun, e.g. of a point disturbed by other load, keeps the
+    old one)."""
+    same = [r for r in doc[field] if all(r.get(f) == row.get(f) for f in key)]
+    doc.setdefault("replaced", []).extend({"field": field, **r} for r in same)
+    doc[field] = [r for r in doc[field] if r not in same] + [row]
+
+
 def random_codes(rng, n, n_bits):
     w = -(-n_bits // 64)
     C = rng.integers(0, 2**63, (n, w), dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, (n, w), dtype=np.uint64)

@@ -12,6 +12,22 @@ namespace sl {
 namespace bind {
 namespace {
 
+// The fold-in kernels' arguments (fold_in.hpp): V (N, k), the CSR pattern (indptr,
+// indices) of n items with targets s, M (k, k), c (n).  Returns n.
+template <class T>
+i64 check_fold_in(const carray<T>& V, const carray<i64>& indptr, const carray<i64>& indices,
+                  const carray<double>& s, const carray<double>& M, const carray<double>& c) {
+  need(V.ndim() == 2 && indptr.ndim() == 1 && indptr.shape(0) >= 1, "fold_in: V (N, k), indptr (n + 1)");
+  const i64 k = V.shape(1), n = indptr.shape(0) - 1, nnz = indices.shape(0);
+  need(M.ndim() == 2 && M.shape(0) == k && M.shape(1) == k, "fold_in: M must be k x k");
+  need(c.ndim() == 1 && c.shape(0) == n && s.ndim() == 1 && s.shape(0) == nnz, "fold_in: c (n), s (nnz) shapes");
+  const i64* ip = indptr.data();
+  need(ip[0] == 0 && ip[n] == nnz, "fold_in: indptr must run from 0 to nnz");
+  for (i64 i = 0; i < n; ++i) need(ip[i] <= ip[i + 1], "fold_in: indptr must not decrease");
+  check_ids(indices.data(), nnz, V.shape(0), "fold_in: item ids out of range");
+  return n;
+}
+
 // One tower's arguments of the fused epoch (twotower.hpp Side).
 template <class T>
 struct LinearSide {
@@ -195,23 +211,30 @@ void def_twotower_t(py::module_& m, const std::string& sfx) {
       ("fold_in_solve_" + sfx).c_str(),
       [](const carray<T>& V, const carray<i64>& indptr, const carray<i64>& indices, const carray<double>& s,
          const carray<double>& M, const carray<double>& c, int n_threads) {
-        need(V.ndim() == 2 && indptr.ndim() == 1 && indptr.shape(0) >= 1, "fold_in_solve: V (N, k), indptr (n + 1)");
-        const i64 k = V.shape(1), n = indptr.shape(0) - 1, nnz = indices.shape(0);
-        need(M.ndim() == 2 && M.shape(0) == k && M.shape(1) == k, "fold_in_solve: M must be k x k");
-        need(c.ndim() == 1 && c.shape(0) == n && s.ndim() == 1 && s.shape(0) == nnz,
-             "fold_in_solve: c (n), s (nnz) shapes");
-        const i64* ip = indptr.data();
-        need(ip[0] == 0 && ip[n] == nnz, "fold_in_solve: indptr must run from 0 to nnz");
-        for (i64 i = 0; i < n; ++i) need(ip[i] <= ip[i + 1], "fold_in_solve: indptr must not decrease");
-        check_ids(indices.data(), nnz, V.shape(0), "fold_in_solve: item ids out of range");
+        const i64 k = V.shape(1), n = check_fold_in(V, indptr, indices, s, M, c);
         need(foldin::definite(M.data(), k), "fold_in_solve: M must be positive definite");
         carray<double> u({n, k});
         {
           py::gil_scoped_release nogil;
-          foldin::solve<T>(V.data(), k, ip, indices.data(), s.data(), n, M.data(), c.data(), u.mutable_data(),
-                           n_threads);
+          foldin::solve<T>(V.data(), k, indptr.data(), indices.data(), s.data(), n, M.data(), c.data(),
+                           u.mutable_data(), n_threads);
         }
         return u;
+      },
+      py::arg("V").noconvert(), py::arg("indptr").noconvert(), py::arg("indices").noconvert(),
+      py::arg("s").noconvert(), py::arg("M").noconvert(), py::arg("c").noconvert(), py::arg("n_threads"));
+  m.def(
+      ("fold_in_systems_" + sfx).c_str(),
+      [](const carray<T>& V, const carray<i64>& indptr, const carray<i64>& indices, const carray<double>& s,
+         const carray<double>& M, const carray<double>& c, int n_threads) {
+        const i64 k = V.shape(1), n = check_fold_in(V, indptr, indices, s, M, c);
+        carray<double> S({n, k, k}), b({n, k});
+        {
+          py::gil_scoped_release nogil;
+          foldin::systems<T>(V.data(), k, indptr.data(), indices.data(), s.data(), n, M.data(), c.data(),
+                             S.mutable_data(), b.mutable_data(), n_threads);
+        }
+        return py::make_tuple(S, b);
       },
       py::arg("V").noconvert(), py::arg("indptr").noconvert(), py::arg("indices").noconvert(),
       py::arg("s").noconvert(), py::arg("M").noconvert(), py::arg("c").noconvert(), py::arg("n_threads"));

@@ -1,4 +1,4 @@
-// Fold-in solves (see fold_in.hpp).  Per item: the lower triangle of
+// Fold-in solves (see fold_in.hpp).  Per item (build()): the lower triangle of
 // A = sum_j v_j v_j^T (pairs in their stored order), then A + c M, its Cholesky factor
 // L L^T in place (left-looking, each dot product summed in index order), then the two
 // triangular solves.  Plain double arithmetic in a fixed order: one answer everywhere.
@@ -41,6 +41,25 @@ double max_diag(const double* M, i64 k) {
   return m;
 }
 
+// Item i's system into S (lower triangle: A = sum_j v_j v_j^T in the pairs' stored order,
+// then + c_i M) and b = sum_j s_j v_j.
+template <class T>
+void build(const T* V, i64 k, const i64* indptr, const i64* indices, const double* s, i64 i, const double* M,
+           double c, double* S, double* b) {
+  std::fill(S, S + k * k, 0.0);
+  std::fill(b, b + k, 0.0);
+  for (i64 e = indptr[i]; e < indptr[i + 1]; ++e) {
+    const T* v = V + indices[e] * k;
+    for (i64 a = 0; a < k; ++a) {
+      const double va = static_cast<double>(v[a]);
+      b[a] = b[a] + s[e] * va;
+      for (i64 bb = 0; bb <= a; ++bb) S[a * k + bb] = S[a * k + bb] + va * static_cast<double>(v[bb]);
+    }
+  }
+  for (i64 a = 0; a < k; ++a)
+    for (i64 bb = 0; bb <= a; ++bb) S[a * k + bb] = S[a * k + bb] + c * M[a * k + bb];
+}
+
 }  // namespace
 
 template <class T>
@@ -68,6 +87,21 @@ bool definite(const double* M, i64 k) {
 }
 
 template <class T>
+void systems(const T* V, i64 k, const i64* indptr, const i64* indices, const double* s, i64 n, const double* M,
+             const double* c, double* S, double* b, int n_threads) {
+  const i64 per_task = 64;
+  parallel_for((n + per_task - 1) / per_task, n_threads, [&](i64 t, int) {
+    for (i64 i = t * per_task; i < std::min(n, (t + 1) * per_task); ++i) {
+      checkpoint();
+      double* Si = S + i * k * k;
+      build(V, k, indptr, indices, s, i, M, c[i], Si, b + i * k);
+      for (i64 a = 0; a < k; ++a)  // the upper triangle mirrors the lower
+        for (i64 bb = a + 1; bb < k; ++bb) Si[a * k + bb] = Si[bb * k + a];
+    }
+  });
+}
+
+template <class T>
 void solve(const T* V, i64 k, const i64* indptr, const i64* indices, const double* s, i64 n, const double* M,
            const double* c, double* u, int n_threads) {
   const i64 per_task = 64;
@@ -77,24 +111,11 @@ void solve(const T* V, i64 k, const i64* indptr, const i64* indices, const doubl
     for (i64 i = t * per_task; i < std::min(n, (t + 1) * per_task); ++i) {
       checkpoint();
       double* out = u + i * k;
-      const i64 e0 = indptr[i], e1 = indptr[i + 1];
-      if (e0 == e1) {  // no pair: the minimiser of c u^T M u is 0
+      if (indptr[i] == indptr[i + 1]) {  // no pair: the minimiser of c u^T M u is 0
         for (i64 a = 0; a < k; ++a) out[a] = 0.0;
         continue;
       }
-      std::fill(S.begin(), S.end(), 0.0);
-      std::fill(b.begin(), b.end(), 0.0);
-      for (i64 e = e0; e < e1; ++e) {
-        const T* v = V + indices[e] * k;
-        for (i64 a = 0; a < k; ++a) {
-          const double va = static_cast<double>(v[a]);
-          b[static_cast<std::size_t>(a)] = b[static_cast<std::size_t>(a)] + s[e] * va;
-          for (i64 bb = 0; bb <= a; ++bb) S[static_cast<std::size_t>(a * k + bb)] = S[static_cast<std::size_t>(a * k + bb)] + va * static_cast<double>(v[bb]);
-        }
-      }
-      for (i64 a = 0; a < k; ++a)
-        for (i64 bb = 0; bb <= a; ++bb)
-          S[static_cast<std::size_t>(a * k + bb)] = S[static_cast<std::size_t>(a * k + bb)] + c[i] * M[a * k + bb];
+      build(V, k, indptr, indices, s, i, M, c[i], S.data(), b.data());
       if (!cholesky(S.data(), k, eps * max_diag(S.data(), k)))
         throw std::runtime_error("fold_in: a system is not positive definite");
       for (i64 a = 0; a < k; ++a) {  // L y = b
@@ -113,6 +134,10 @@ void solve(const T* V, i64 k, const i64* indptr, const i64* indices, const doubl
 
 template void penalty_matrix<float>(const float*, i64, i64, const double*, double, double, double*, int);
 template void penalty_matrix<double>(const double*, i64, i64, const double*, double, double, double*, int);
+template void systems<float>(const float*, i64, const i64*, const i64*, const double*, i64, const double*,
+                             const double*, double*, double*, int);
+template void systems<double>(const double*, i64, const i64*, const i64*, const double*, i64, const double*,
+                              const double*, double*, double*, int);
 template void solve<float>(const float*, i64, const i64*, const i64*, const double*, i64, const double*,
                            const double*, double*, int);
 template void solve<double>(const double*, i64, const i64*, const i64*, const double*, i64, const double*,

@@ -25,6 +25,13 @@ void penalty_matrix(const T* V, i64 n, i64 k, const double* q, double lam, doubl
 // Cholesky factorisation above k eps times its largest diagonal entry.  O(k^3).
 bool definite(const double* M, i64 k);
 
+// The systems themselves: S (n x k x k) = sum_(j in J_i) v_j v_j^T + c_i M (symmetric, both
+// triangles) and b (n x k) = sum_j s_j v_j, the arithmetic of solve() (for the least-norm
+// path of a singular M).  Threads over items.  O(nnz k^2 + n k^2).
+template <class T>
+void systems(const T* V, i64 k, const i64* indptr, const i64* indices, const double* s, i64 n, const double* M,
+             const double* c, double* S, double* b, int n_threads);
+
 // u (n x k, double) for the n items of the CSR pattern (indptr, indices ids of V's rows,
 // s their targets), c one weight per item; an item with c_i = 0 and no pair gets 0.  M
 // must be definite (definite()).  Threads over items; each item's u is computed from

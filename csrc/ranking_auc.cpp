@@ -41,32 +41,20 @@ using i64 = std::int64_t;
 constexpr i64 few_scores = 24;
 constexpr i64 count_chunk = i64(1) << 20;
 
-// #{s < v} over the row: a branch-free count the compiler vectorises.
-template <class T>
-SL_ALWAYS_INLINE i64 count_below_any(const T* row, i64 n, T v) {
-  i64 sum = 0;
-  for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
-    const i64 j1 = std::min(n, j0 + count_chunk);
-    std::int32_t lt = 0;
-    for (i64 j = j0; j < j1; ++j) lt += row[j] < v;
-    sum += lt;
-  }
-  return sum;
-}
-
-// sum over the row of 2 [s < v] + [s == v] for one positive score v: a branch-free count
-// the compiler vectorises (int32 counters over chunks, then int64).
-template <class T>
-SL_ALWAYS_INLINE i64 count_term_any(const T* row, i64 n, T v) {
+// Over the row: #{s < v} (TERM false), or sum 2 [s < v] + [s == v] (TERM true: one
+// positive score's term).  Branch-free counts the compiler vectorises (int32 counters over
+// chunks, then int64).
+template <bool TERM, class T>
+SL_ALWAYS_INLINE i64 count_any(const T* row, i64 n, T v) {
   i64 sum = 0;
   for (i64 j0 = 0; j0 < n; j0 += count_chunk) {
     const i64 j1 = std::min(n, j0 + count_chunk);
     std::int32_t lt = 0, eq = 0;
     for (i64 j = j0; j < j1; ++j) {
       lt += row[j] < v;
-      eq += row[j] == v;
+      if constexpr (TERM) eq += row[j] == v;
     }
-    sum += 2 * static_cast<i64>(lt) + eq;
+    sum += TERM ? 2 * static_cast<i64>(lt) + eq : lt;
   }
   return sum;
 }
@@ -75,32 +63,19 @@ SL_ALWAYS_INLINE i64 count_term_any(const T* row, i64 n, T v) {
 // counts, the same on every path.  At the baseline (SSE2: 4 floats a compare) they cost
 // more than the GEMM of the rows; AVX-512 compares 16.
 #if SL_X86_DISPATCH
-template <class T>
-SL_TARGET("avx512f,avx2,fma") i64 count_below_512(const T* r, i64 n, T v) { return count_below_any(r, n, v); }
-template <class T>
-SL_TARGET("avx512f,avx2,fma") i64 count_term_512(const T* r, i64 n, T v) { return count_term_any(r, n, v); }
-template <class T>
-SL_TARGET("avx2,fma") i64 count_below_256(const T* r, i64 n, T v) { return count_below_any(r, n, v); }
-template <class T>
-SL_TARGET("avx2,fma") i64 count_term_256(const T* r, i64 n, T v) { return count_term_any(r, n, v); }
+template <bool TERM, class T>
+SL_TARGET("avx512f,avx2,fma") i64 count_512(const T* r, i64 n, T v) { return count_any<TERM>(r, n, v); }
+template <bool TERM, class T>
+SL_TARGET("avx2,fma") i64 count_256(const T* r, i64 n, T v) { return count_any<TERM>(r, n, v); }
 #endif
 
-template <class T>
-i64 count_below(const T* row, i64 n, T v) {
+template <bool TERM, class T>
+i64 count(const T* row, i64 n, T v) {
 #if SL_X86_DISPATCH
-  if (cpu::has_avx512f()) return count_below_512(row, n, v);
-  if (cpu::has_avx2()) return count_below_256(row, n, v);
+  if (cpu::has_avx512f()) return count_512<TERM>(row, n, v);
+  if (cpu::has_avx2()) return count_256<TERM>(row, n, v);
 #endif
-  return count_below_any(row, n, v);
-}
-
-template <class T>
-i64 count_term(const T* row, i64 n, T v) {
-#if SL_X86_DISPATCH
-  if (cpu::has_avx512f()) return count_term_512(row, n, v);
-  if (cpu::has_avx2()) return count_term_256(row, n, v);
-#endif
-  return count_term_any(row, n, v);
+  return count_any<TERM>(row, n, v);
 }
 
 template <class T>
@@ -183,7 +158,7 @@ class AucEvaluator {
     if (distinct <= few_scores) {
       const T* x = row;
       i64 nx = n;
-      const i64 below = count_below(row, n, t.front());
+      const i64 below = count<false>(row, n, t.front());
       if (32 * (n - below) < n) {  // few scores from t_1 up: the passes read only those
         split_below(row, n, t.front(), w.up);
         sum = 2 * P * below;
@@ -193,7 +168,7 @@ class AucEvaluator {
       for (i64 a = 0; a < P;) {
         i64 b = a + 1;
         while (b < P && t[static_cast<std::size_t>(b)] == t[static_cast<std::size_t>(a)]) ++b;
-        sum += (b - a) * count_term(x, nx, t[static_cast<std::size_t>(a)]);
+        sum += (b - a) * count<true>(x, nx, t[static_cast<std::size_t>(a)]);
         a = b;
       }
     } else {

@@ -25,23 +25,30 @@ def _penalty_oracle(V, q, lam, rho):
     return np.array(M)
 
 
+def _system_oracle(V, indptr, indices, s, M, c, i):
+    """Item i's (S lower triangle, b) in the kernel's order of operations."""
+    k = V.shape[1]
+    S = [[0.0] * k for _ in range(k)]
+    b = [0.0] * k
+    for e in range(indptr[i], indptr[i + 1]):
+        v = [float(x) for x in V[indices[e]]]
+        for a in range(k):
+            b[a] = b[a] + float(s[e]) * v[a]
+            for bb in range(a + 1):
+                S[a][bb] = S[a][bb] + v[a] * v[bb]
+    for a in range(k):
+        for bb in range(a + 1):
+            S[a][bb] = S[a][bb] + float(c[i]) * float(M[a, bb])
+    return S, b
+
+
 def _solve_oracle(V, indptr, indices, s, M, c):
     k = V.shape[1]
     out = np.zeros((len(indptr) - 1, k))
     for i in range(len(indptr) - 1):
         if indptr[i] == indptr[i + 1]:
             continue
-        S = [[0.0] * k for _ in range(k)]
-        b = [0.0] * k
-        for e in range(indptr[i], indptr[i + 1]):
-            v = [float(x) for x in V[indices[e]]]
-            for a in range(k):
-                b[a] = b[a] + float(s[e]) * v[a]
-                for bb in range(a + 1):
-                    S[a][bb] = S[a][bb] + v[a] * v[bb]
-        for a in range(k):
-            for bb in range(a + 1):
-                S[a][bb] = S[a][bb] + float(c[i]) * float(M[a, bb])
+        S, b = _system_oracle(V, indptr, indices, s, M, c, i)
         for j in range(k):  # Cholesky, left-looking
             d = S[j][j]
             for p in range(j):
@@ -95,6 +102,21 @@ def test_bits_equal_the_ordered_oracle(rng, dtype, k):
         A = V[J].astype(np.float64).T @ V[J].astype(np.float64) + c[i] * M
         want = np.linalg.solve(A, V[J].astype(np.float64).T @ s[indptr[i]:indptr[i + 1]]) if J.size else 0
         np.testing.assert_allclose(u[i], want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_systems_equal_the_ordered_oracle(rng, dtype):
+    # the systems of the least-norm path (singular M): the same arithmetic as the solves
+    V, q, indptr, indices, s, c = _problem(rng, dtype, k=4)
+    M = _kernels.fold_in_penalty(V, q, 0.0, 0.0, 1)  # no penalty: M = 0, singular
+    assert not _kernels.fold_in_definite(M)
+    S, b = _kernels.fold_in_systems(V, indptr, indices, s, M, c, 2)
+    for i in range(len(indptr) - 1):
+        So, bo = _system_oracle(V, indptr, indices, s, M, c, i)
+        lower = np.tril(np.array(So))
+        np.testing.assert_array_equal(np.tril(S[i]), lower)
+        np.testing.assert_array_equal(S[i], S[i].T)
+        np.testing.assert_array_equal(b[i], bo)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -145,6 +145,7 @@ psd_project = _typed("psd_project", 0, "G")
 pair_loss = _typed("pair_loss", 0, "U")
 fold_in_penalty = _typed("fold_in_penalty", 0, "V")
 fold_in_solve = _typed("fold_in_solve", 0, "V")
+fold_in_systems = _typed("fold_in_systems", 0, "V")
 fold_in_definite = _core.fold_in_definite
 
 
@@ -166,5 +167,5 @@ __all__ = ["csr", "OptimStep", "check_id_rows", "topk", "topk_keys", "topk_final
            "nash_csr_matmul", "nash_decoder", "nash_adam_input", "nash_adam_catch_up", "bag_forward", "sparse_step",
            "dense_step",
            "fill_uniform", "linear_epoch", "LinearConfig", "linear_side", "gram_update", "cross_update",
-           "sagram_estimate", "sagram_refresh", "psd_project", "pair_loss", "fold_in_penalty", "fold_in_solve",
+           "sagram_estimate", "sagram_refresh", "psd_project", "pair_loss", "fold_in_penalty", "fold_in_solve", "fold_in_systems",
            "fold_in_definite", "build_info"]

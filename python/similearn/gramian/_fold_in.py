@@ -24,18 +24,17 @@ quadratic; its minimiser solves the k x k normal equations
 Everything here is float64.  When M is positive definite (the default with a penalty) the
 systems are built and solved by Cholesky in C++ (csrc/fold_in.cpp), plain rounded double
 arithmetic in a fixed order: the same bits on every CPU, thread count and batch.  Without
-(M singular: no penalty) the least-norm minimiser comes from each system's LAPACK
-eigendecomposition, whose last bits follow the BLAS build.
+(M singular: no penalty) the same C++ code builds the systems and the least-norm minimiser
+comes from each one's LAPACK eigendecomposition, whose last bits follow the BLAS build.
 """
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from .. import _kernels
 from .._config import blas_threads, get_num_threads
 
-__all__ = ["penalty_matrix", "fold_in_system", "fold_in_rows"]
+__all__ = ["penalty_matrix", "fold_in_rows"]
 
 # the float64 entries of the k x k systems held at a time (users per chunk: this / k^2)
 _CHUNK_ENTRIES = 1 << 22
@@ -48,25 +47,6 @@ def penalty_matrix(V, q, lam, rho, n_threads=1):
     V = np.ascontiguousarray(V)
     return _kernels.fold_in_penalty(V, np.ascontiguousarray(q, dtype=np.float64), float(lam), float(rho),
                                     int(n_threads))
-
-
-def fold_in_system(V, indptr, indices, s):
-    """(A, b): A (n, k, k) = sum_(j in J_i) v_j v_j^T and b (n, k) = sum_(j in J_i) s_j v_j,
-    float64, for the rows J_i = indices[indptr[i]:indptr[i + 1]] (s aligned with indices;
-    a repeated id counts each time).  Column a of every A_i is one sparse-dense product,
-    S (v_j v_ja)_j, S the rows' 0/1 pattern over the items they hold: each row's sum runs
-    over its own entries in their order (the same bits whatever the other rows).
-    O(nnz k^2) time, O(n k^2 + n_items k) memory, no (nnz, k, k) array."""
-    n, k = indptr.size - 1, V.shape[1]
-    used, local = np.unique(indices, return_inverse=True)
-    Vu = np.asarray(V[used], dtype=np.float64)
-    shape = (n, used.size)
-    S = sp.csr_matrix((np.ones(indices.size), local.reshape(-1), indptr), shape=shape)
-    A = np.empty((n, k, k))
-    for a in range(k):
-        A[:, a, :] = S @ (Vu * Vu[:, a:a + 1])
-    b = sp.csr_matrix((np.asarray(s, dtype=np.float64), local.reshape(-1), indptr), shape=shape) @ Vu
-    return A, np.asarray(b)
 
 
 def _least_norm(S, b):
@@ -95,18 +75,18 @@ def fold_in_rows(V, indptr, indices, s, M, c, n_threads=None):
     count.  O(nnz k^2 + n k^3) time, O(k^2) per row of a chunk (a thread) in memory."""
     n, k = indptr.size - 1, V.shape[1]
     c = np.ascontiguousarray(np.broadcast_to(np.asarray(c, dtype=np.float64), (n,)))
-    if _kernels.fold_in_definite(np.ascontiguousarray(M)):
-        return _kernels.fold_in_solve(np.ascontiguousarray(V), np.ascontiguousarray(indptr, dtype=np.int64),
-                                      np.ascontiguousarray(indices, dtype=np.int64),
-                                      np.ascontiguousarray(s, dtype=np.float64), np.ascontiguousarray(M), c,
-                                      get_num_threads(n_threads))
+    V, M = np.ascontiguousarray(V), np.ascontiguousarray(M)
+    indptr, indices = np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices, dtype=np.int64)
+    s = np.ascontiguousarray(s, dtype=np.float64)
+    nt = get_num_threads(n_threads)
+    if _kernels.fold_in_definite(M):
+        return _kernels.fold_in_solve(V, indptr, indices, s, M, c, nt)
     u = np.zeros((n, k))
     step = max(1, _CHUNK_ENTRIES // (k * k))
     with blas_threads(1):
         for lo in range(0, n, step):
             hi = min(n, lo + step)
             a, e = int(indptr[lo]), int(indptr[hi])
-            A, b = fold_in_system(V, indptr[lo:hi + 1] - a, indices[a:e], s[a:e])
-            A += c[lo:hi, None, None] * M
-            u[lo:hi] = _least_norm(A, b)
+            S, b = _kernels.fold_in_systems(V, indptr[lo:hi + 1] - a, indices[a:e], s[a:e], M, c[lo:hi], nt)
+            u[lo:hi] = _least_norm(S, b)
     return u

@@ -13,6 +13,8 @@ from .._config import get_num_threads
 from .._dask.plumbing import is_dask_array
 from .._utils.memory import check_memory, check_output_memory
 from .._utils.validation import check_bool, check_csr_structure, check_indices, check_int
+from ..neighbors._checks import check_exclude
+from ..neighbors._filters import check_shared_include, packed_mask
 from ._fold_in import fold_in_rows, penalty_matrix
 from ._inputs import _one_hot, check_targets
 
@@ -40,54 +42,55 @@ def _csr_parts(M):
     return None if M is None else (np.asarray(M.indptr, np.int64), np.asarray(M.indices, np.int64))
 
 
-def _check_sparse_rows(M, name, n_cols, n_rows=None):
-    """A sparse matrix of ``n_cols`` columns (and ``n_rows`` rows unless None) whose stored
-    entries are ids in [0, n_cols): its CSR form (the caller's when already CSR), checked."""
+def _check_seen(M, n_cols, n_rows=None):
+    """``seen`` (a sparse matrix of ``n_cols`` columns, and ``n_rows`` rows unless None)
+    as CSR, checked, its stored entries kept in their order: fold-in's targets follow it
+    (the allow- and deny-lists go through the search's own checks, which may sort rows)."""
     if not sp.issparse(M):
-        raise TypeError(f"{name} must be a scipy.sparse matrix or array (one row per query, one column per "
+        raise TypeError(f"seen must be a scipy.sparse matrix or array (one row per user, one column per "
                         f"catalogue item, stored entries = the ids), got {type(M).__name__}")
     if M.ndim != 2 or M.shape[1] != n_cols or (n_rows is not None and M.shape[0] != n_rows):
         want = f"({'n' if n_rows is None else n_rows}, {n_cols})"
-        raise ValueError(f"{name} has shape {tuple(M.shape)} but must be {want}")
+        raise ValueError(f"seen has shape {tuple(M.shape)} but must be {want}")
     C = M.tocsr()
-    check_indices(C.indices, n_cols, name, ndim=1)  # integer ids in range
-    check_csr_structure(C, name)
+    check_indices(C.indices, n_cols, "seen", ndim=1)  # integer ids in range
+    check_csr_structure(C, "seen")
     return C
 
 
+def _check_sparse_list(M, name, n_queries, n_items):
+    """A per-query id list (sparse) checked by the search's own check (errors name
+    ``name``): its (indptr, indices), int64, rows ascending."""
+    return check_exclude(M, n_queries, n_items, qname="queries", dname="items", name=name)
+
+
 def _check_allowed(allowed, n_queries, n_items, name):
-    """An allow-list for ``topk``'s ``include=``, checked under the caller's name: None, the
-    sorted distinct ids of a 1-D array, a CSR matrix (n_queries, n_items), or a mask (a
-    boolean (n_queries, n_items) array or it packed, uint64 (n_queries, ceil(n_items / 64)))."""
+    """An allow-list for ``topk``'s ``include=``, checked by the search's own checks under the
+    caller's name: None, the sorted distinct ids of a 1-D array, a boolean CSR array
+    (n_queries, n_items), or a mask packed (uint64 (n_queries, ceil(n_items / 64)))."""
     if allowed is None:
         return None
     if sp.issparse(allowed):
-        return _check_sparse_rows(allowed, name, n_items, n_queries)
+        indptr, ids = _check_sparse_list(allowed, name, n_queries, n_items)
+        return sp.csr_array((np.ones(ids.size, bool), ids, indptr), shape=(n_queries, n_items))
     try:
         a = np.asarray(allowed)
     except ValueError:  # ragged lists
         raise TypeError(f"{name} must be an array of ids, a scipy.sparse matrix or a mask; per-query lists go in "
                         "a scipy.sparse matrix") from None
-    if a.ndim == 2 and a.dtype in (np.bool_, np.uint64):
-        want = (n_queries, n_items) if a.dtype == np.bool_ else (n_queries, -(-n_items // 64))
-        if a.shape != want:
-            raise ValueError(f"{name} as a {'boolean' if a.dtype == np.bool_ else 'packed'} mask must have shape "
-                             f"{want}, got {a.shape}")
-        return a
-    if a.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of ids (one allow-list for every query), a scipy.sparse "
-                         f"matrix of shape ({n_queries}, {n_items}) (one list per query) or a mask; got shape "
-                         f"{a.shape}")
-    return np.unique(check_indices(a, n_items, name, ndim=1))
+    if a.ndim == 2:
+        return packed_mask(a, n_queries, n_items, 1, name)
+    return check_shared_include(a, n_items, name)
 
 
 def _check_denied(denied, n_queries, n_items, name):
-    """A deny-list: None, the sorted distinct ids of a 1-D array (for every query), or a CSR
-    matrix (n_queries, n_items) (per query), checked under the caller's name."""
+    """A deny-list: None, the sorted distinct ids of a 1-D array (for every query), or the
+    (indptr, indices) of a sparse matrix (n_queries, n_items) (per query), checked under
+    the caller's name."""
     if denied is None:
         return None
     if sp.issparse(denied):
-        return _check_sparse_rows(denied, name, n_items, n_queries)
+        return _check_sparse_list(denied, name, n_queries, n_items)
     return np.unique(check_indices(denied, n_items, name, ndim=1))
 
 
@@ -101,8 +104,8 @@ def _search(Q, D, k, metric, n_threads, allowed, patterns, exclude):
     n_q, n_items = Q.shape[0], D.shape[0]
     denied = list(patterns)
     denied_ids = None
-    if sp.issparse(exclude):
-        denied.append(_csr_parts(exclude))
+    if isinstance(exclude, tuple):  # per query: (indptr, indices)
+        denied.append(exclude)
     else:
         denied_ids = exclude
     if denied_ids is not None and denied_ids.size:
@@ -237,7 +240,7 @@ class TowerServing:
                             "(new users' features) or seen (new users' items, folded in)")
         if seen is not None:
             _check_targets_form(seen, targets)
-            seen = _check_sparse_rows(seen, "seen", n_right, n_q)
+            seen = _check_seen(seen, n_right, n_q)
             n_q = seen.shape[0]
         allowed = _check_allowed(items, n_q, n_right, "items")
         denied = _check_denied(exclude, n_q, n_right, "exclude")
@@ -391,7 +394,7 @@ class TowerServing:
         """
         self._check_fitted()
         _check_targets_form(seen, targets)
-        seen = _check_sparse_rows(seen, "seen", self.n_right_)
+        seen = _check_seen(seen, self.n_right_)
         return self._fold_in(seen, targets)
 
     def _fold_in(self, seen, targets):

@@ -20,7 +20,7 @@ from .._utils.memory import check_memory
 from .._utils.validation import check_indices
 
 
-INCLUDE_FORMS = ("include must be a 1-D array of database ids (one allow-list for every query), a scipy.sparse "
+INCLUDE_FORMS = ("{name} must be a 1-D array of database ids (one allow-list for every query), a scipy.sparse "
                  "matrix of shape (n_queries, n_database) (one list per query), a boolean mask of that shape, or "
                  "that mask packed by pack_bits (uint64, shape (n_queries, ceil(n_database / 64)))")
 
@@ -39,31 +39,33 @@ def check_include_mask(include, n_queries, n_database, n_threads):
     its CSR pattern.  ``include`` is a boolean ndarray of shape (n_queries,
     n_database), packed here (O(n_queries n_database), threaded), or that packed form
     (bits past n_database are ignored).  O(n_queries n_database / 64 + nnz) more."""
-    bits = _packed_mask(include, n_queries, n_database, n_threads)
+    bits = packed_mask(include, n_queries, n_database, n_threads)
     rows = _kernels.mask_to_csr(bits, n_database, (n_queries * n_database) // 32, n_threads)
     return (bits, None) if rows is None else (None, rows)
 
 
-def _packed_mask(include, n_queries, n_database, n_threads):
+def packed_mask(include, n_queries, n_database, n_threads, name="include"):
+    """A per-query allow mask, boolean or packed (checked; errors name ``name``), as the
+    packed uint64 (n_queries, ceil(n_database / 64)) C-contiguous array the kernels read."""
     mask = np.asarray(include)
     words = -(-n_database // 64)
     if mask.dtype == np.bool_:
         if mask.shape != (n_queries, n_database):
-            raise ValueError(f"include as a boolean mask must have shape (n_queries, n_database) = "
+            raise ValueError(f"{name} as a boolean mask must have shape (n_queries, n_database) = "
                              f"({n_queries}, {n_database}), got {mask.shape}")
         if n_queries == 0 or n_database == 0:
             return np.zeros((n_queries, max(words, 1)), np.uint64)
-        check_memory(n_queries * words * 8 + (0 if mask.flags.c_contiguous else mask.size), "include",
+        check_memory(n_queries * words * 8 + (0 if mask.flags.c_contiguous else mask.size), name,
                      "the packed mask", "pass the mask packed by pack_bits")
         return _kernels.pack_bits(np.ascontiguousarray(mask).view(np.uint8), n_threads)
     if mask.dtype == np.uint64:
         if mask.shape != (n_queries, words):
-            raise ValueError(f"include as a packed mask (uint64) must have shape (n_queries, ceil(n_database / "
+            raise ValueError(f"{name} as a packed mask (uint64) must have shape (n_queries, ceil(n_database / "
                              f"64)) = ({n_queries}, {words}), got {mask.shape}")
         if words == 0:
             return np.zeros((n_queries, 1), np.uint64)
         return np.ascontiguousarray(mask)
-    raise TypeError(f"{INCLUDE_FORMS}; got a 2-D array of dtype {mask.dtype}")
+    raise TypeError(f"{INCLUDE_FORMS.format(name=name)}; got a 2-D array of dtype {mask.dtype}")
 
 
 def mask_as_csr(include, n_queries, n_database):
@@ -72,16 +74,17 @@ def mask_as_csr(include, n_queries, n_database):
     the kernel.  O(n_queries n_database / 64 + nnz)."""
     import scipy.sparse as sp
 
-    bits = _packed_mask(include, n_queries, n_database, 1)
+    bits = packed_mask(include, n_queries, n_database, 1)
     indptr, ids = _kernels.mask_to_csr(bits, n_database, n_queries * n_database, 1)
     return sp.csr_matrix((np.ones(ids.size, bool), ids, indptr), shape=(n_queries, n_database))
 
 
-def check_shared_include(include, n_database):
-    """The sorted distinct ids of a 1-D allow-list (int64, each in [0, n_database))."""
+def check_shared_include(include, n_database, name="include"):
+    """The sorted distinct ids of a 1-D allow-list (int64, each in [0, n_database));
+    errors name ``name``."""
     if np.ndim(include) != 1:
-        raise TypeError(f"{INCLUDE_FORMS}; got a {np.ndim(include)}-D {type(include).__name__}")
-    ids = check_indices(include, n_database, "include", ndim=1)
+        raise TypeError(f"{INCLUDE_FORMS.format(name=name)}; got a {np.ndim(include)}-D {type(include).__name__}")
+    ids = check_indices(include, n_database, name, ndim=1)
     if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # sorted and distinct already: no sort, no copy
         ids = np.unique(ids)
     return ids
