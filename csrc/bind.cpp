@@ -32,11 +32,12 @@ std::optional<IdSets> allow_sets(const std::optional<carray<i64>>& indptr, const
                                  const std::optional<carray<std::uint64_t>>& bits, i64 nq, i64 nx) {
   if (bits) {
     if (indptr || indices) throw py::value_error("include is either a CSR pattern or a bit mask, not both");
-    if (bits->ndim() != 2 || bits->shape(0) != nq || bits->shape(1) < (nx + 63) / 64)
-      throw py::value_error("include_bits must have shape (n_queries, >= ceil(n_database / 64))");
+    // (n_queries, words): one mask per query; (1, words): one mask for every query (stride 0)
+    if (bits->ndim() != 2 || (bits->shape(0) != nq && bits->shape(0) != 1) || bits->shape(1) < (nx + 63) / 64)
+      throw py::value_error("include_bits must have shape (n_queries or 1, >= ceil(n_database / 64))");
     IdSets s;
     s.bits = bits->data();
-    s.stride = bits->shape(1);
+    s.stride = bits->shape(0) == nq ? bits->shape(1) : 0;
     return s;
   }
   auto s = id_sets(indptr, indices, nq, "include");

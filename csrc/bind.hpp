@@ -61,7 +61,8 @@ inline const IdSets* ptr_of(const std::optional<IdSets>& s) { return s ? &*s : n
 
 // An allow-list (include=) as IdSets: a CSR pattern (id_sets; its ids are read
 // through, so they are checked, O(nnz)) or a bit mask per query (``bits`` of shape
-// (n_queries, >= ceil(n_database / 64)), uint64, C-contiguous; O(1)); not both.
+// (n_queries, >= ceil(n_database / 64)), uint64, C-contiguous, or (1, ...): one mask for
+// every query, stride 0; O(1)); not both.
 std::optional<IdSets> allow_sets(const std::optional<carray<i64>>& indptr, const std::optional<carray<i64>>& indices,
                                  const std::optional<carray<std::uint64_t>>& bits, i64 n_queries, i64 n_database);
 

@@ -170,10 +170,10 @@ class PyMihIndex {
 
   py::tuple search(const carray<u64>& q, i64 k, int n_threads, double scan_ratio, const oarray<i64>& include_indptr,
                    const oarray<i64>& include_indices, const oarray<i64>& exclude_indptr,
-                   const oarray<i64>& exclude_indices, const oarray<i64>& allow) const {
+                   const oarray<i64>& exclude_indices, const oarray<i64>& allow, const oarray<i64>& deny) const {
     check_queries(q);
     const i64 nq = q.shape(0);
-    Filter fl(nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow);
+    Filter fl(nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow, deny);
     carray<i64> idx({nq, k});
     carray<std::int32_t> dist({nq, k});
     carray<i64> probed({nq});
@@ -188,10 +188,10 @@ class PyMihIndex {
   py::tuple radius_search(const carray<u64>& q, int r, int n_threads, double scan_ratio,
                           const oarray<i64>& include_indptr, const oarray<i64>& include_indices,
                           const oarray<i64>& exclude_indptr, const oarray<i64>& exclude_indices,
-                          const oarray<i64>& allow) const {
+                          const oarray<i64>& allow, const oarray<i64>& deny) const {
     check_queries(q);
     const i64 nq = q.shape(0);
-    Filter fl(nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow);
+    Filter fl(nq, include_indptr, include_indices, exclude_indptr, exclude_indices, allow, deny);
     std::vector<std::vector<i64>> vi;
     std::vector<std::vector<std::int32_t>> vd;
     {
@@ -250,23 +250,34 @@ class PyMihIndex {
   // (neighbors/_index_filters.py); the CSR offsets are checked here (id_sets), where the
   // search reads through them.  The ids are only compared (binary search), never read
   // through: any int64 value is safe (an id absent from the index never matches).
-  // `allow`: one list for every query, ascending (checked, O(len)).
+  // `allow` / `deny`: one list for every query, ascending distinct (checked, O(len)), in
+  // place of the per-query include / exclude.
   class Filter {
    public:
     Filter(i64 nq, const oarray<i64>& in_ptr, const oarray<i64>& in_ids, const oarray<i64>& ex_ptr,
-           const oarray<i64>& ex_ids, const oarray<i64>& allow)
+           const oarray<i64>& ex_ids, const oarray<i64>& allow, const oarray<i64>& deny)
         : in_(id_sets(in_ptr, in_ids, nq, "include")), ex_(id_sets(ex_ptr, ex_ids, nq)) {
       if (allow) {
-        if (in_ || allow->ndim() != 1) throw py::value_error("allow: a 1-D id array, and no include_indptr with it");
-        const std::int64_t* a = allow->data();
-        for (i64 j = 1; j < allow->shape(0); ++j)
-          if (a[j] <= a[j - 1]) throw py::value_error("allow: ids must be ascending and distinct");
-        f_.allow_ids = a, f_.n_allow = allow->shape(0);
+        if (in_) throw py::value_error("allow: no include_indptr with it");
+        f_.allow_ids = shared_list(*allow, "allow"), f_.n_allow = allow->shape(0);
+      }
+      if (deny) {
+        if (ex_) throw py::value_error("deny: no exclude_indptr with it");
+        f_.deny_ids = shared_list(*deny, "deny"), f_.n_deny = deny->shape(0);
       }
       f_.include = ptr_of(in_), f_.exclude = ptr_of(ex_);
-      on_ = in_ || ex_ || allow;
+      on_ = in_ || ex_ || allow || deny;
     }
     const IdFilter* get() const { return on_ ? &f_ : nullptr; }
+
+   private:
+    static const std::int64_t* shared_list(const carray<i64>& a, const std::string& name) {
+      if (a.ndim() != 1) throw py::value_error(name + ": a 1-D id array");
+      const std::int64_t* p = a.data();
+      for (i64 j = 1; j < a.shape(0); ++j)
+        if (p[j] <= p[j - 1]) throw py::value_error(name + ": ids must be ascending and distinct");
+      return p;
+    }
 
    private:
     std::optional<IdSets> in_, ex_;
@@ -298,7 +309,7 @@ class PyMihIndex {
 #define FILTER_ARGS                                                                                        \
   py::arg("include_indptr").noconvert() = py::none(), py::arg("include_indices").noconvert() = py::none(), \
       py::arg("exclude_indptr").noconvert() = py::none(), py::arg("exclude_indices").noconvert() = py::none(), \
-      py::arg("allow").noconvert() = py::none()
+      py::arg("allow").noconvert() = py::none(), py::arg("deny").noconvert() = py::none()
 
 void def_mih(py::module_& m) {
   py::class_<PyMihIndex>(m, "MihIndex",

@@ -90,13 +90,16 @@ inline std::uint32_t mih_substring(const std::uint64_t* code, int start, int len
 // candidate is accepted, next to the tombstone test, on row_id(position): by the probes,
 // the radius scan and the k-NN scan of the queries that switched to it.  Per query, an
 // allow-list and a deny-list (IdSets rows, ids ascending, duplicates allowed); or one
-// allow-list shared by every query (ascending distinct).  Ids absent from this index
-// never match (a segment gets the same lists as every other).
+// allow-list and one deny-list shared by every query (ascending distinct), each in place
+// of the per-query one.  Ids absent from this index never match (a segment gets the same
+// lists as every other).
 struct IdFilter {
   const IdSets* include = nullptr;          // per-query allow-lists (null: none)
   const IdSets* exclude = nullptr;          // per-query deny-lists (null: none)
   const std::int64_t* allow_ids = nullptr;  // shared allow-list, ascending distinct (null: none)
   std::int64_t n_allow = 0;
+  const std::int64_t* deny_ids = nullptr;   // shared deny-list, ascending distinct (null: none)
+  std::int64_t n_deny = 0;
 
   // One query's view of the filter.  pass(id): a binary search per list, O(log len).
   // A short deny-list (kSigMaxIds ids at most, as exclude= of seen items usually is)
@@ -123,8 +126,11 @@ struct IdFilter {
   };
   Query of(std::int64_t qi) const {
     Query f;
-    if (exclude != nullptr) {
-      f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
+    if (exclude != nullptr || deny_ids != nullptr) {
+      if (exclude != nullptr)
+        f.ex0 = exclude->indices + exclude->indptr[qi], f.ex1 = exclude->indices + exclude->indptr[qi + 1];
+      else
+        f.ex0 = deny_ids, f.ex1 = deny_ids + n_deny;
       f.sig_on = f.ex1 - f.ex0 <= Query::kSigMaxIds;
       if (f.sig_on)
         for (const std::int64_t* e = f.ex0; e < f.ex1; ++e)
