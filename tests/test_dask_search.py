@@ -1,4 +1,4 @@
-"""Exact search on Dask arrays equals the in-memory search bit for bit (similearn.neighbors._dask_search)."""
+"""Exact search on Dask arrays equals the in-memory search bit for bit (similearn.neighbors._dask)."""
 import subprocess
 import sys
 
@@ -98,7 +98,7 @@ def test_tie_goes_to_lower_global_index():
 
 
 def test_split_every_does_not_change_result():
-    from similearn.neighbors._dask_search import dask_topk
+    from similearn.neighbors._dask import dask_topk
 
     rng = np.random.default_rng(3)
     X = rng.standard_normal((300, 8))
@@ -106,7 +106,7 @@ def test_split_every_does_not_change_result():
     Q = rng.standard_normal((40, 8))
     ref = sl.topk(Q, X, 7)
     for se in (2, 3, 100):
-        assert_same(ref, dask_topk(Q, dx, 7, 1, False, None, split_every=se))
+        assert_same(ref, dask_topk(Q, dx, 7, 1, split_every=se))
 
 
 def test_empty_queries():

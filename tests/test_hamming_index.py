@@ -183,7 +183,7 @@ def test_threads_give_the_same_result(rng):
 
 
 def test_default_m_follows_the_paper_rule():
-    from similearn.neighbors._hamming_index import _default_m
+    from similearn.neighbors._segments import default_m as _default_m
 
     assert _default_m(10_000_000, 64) == 3       # 64 / log2(1e7) = 2.75
     assert _default_m(10_000_000, 128) == 6      # 5.5 -> 6

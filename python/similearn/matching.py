@@ -122,7 +122,7 @@ from ._utils.params import Bool, HasMethods, Int, IntSequence, Options, Threads,
 from ._utils.targets import check_pair_labels, check_pairs
 from ._utils.validation import check_dense, check_k, check_length, check_X, n_entries
 from ._config import get_num_threads
-from .neighbors._checks import METRICS, check_metric, topk_raw
+from .neighbors._engine import METRICS, check_metric, dense
 
 __all__ = ["PairwiseKNNMatcher", "pair_ranks"]
 
@@ -221,7 +221,7 @@ def pair_ranks(E, pairs, K, metric="cosine", n_threads=None):
     for start in range(0, items.shape[0], block):
         stop = min(start + block, items.shape[0])
         queries = items[start:stop]
-        idx, _ = topk_raw(np.ascontiguousarray(E[queries]), E, K + 1, code, None, nt)  # E checked above
+        idx, _ = dense(np.ascontiguousarray(E[queries]), E, K + 1, code, n_threads=nt)  # E checked above
         # drop each query's own row (or, when it is not among the K + 1, the last)
         is_self = idx == queries[:, None]
         is_self[~is_self.any(axis=1), -1] = True

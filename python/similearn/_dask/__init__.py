@@ -6,7 +6,7 @@ blocks of a Dask array, for the ``dask_rows`` decorator defined here.
 
 The Dask code of one concern lives in its package and imports this one, never the
 other way round: exact search and the sharded Hamming index in
-``similearn.neighbors`` (``_dask_search``, ``_dask_hamming_index``), the retrieval
+``similearn.neighbors`` (``_dask``, ``_sharded``), the retrieval
 metrics in ``similearn.metrics._dask``, FILM's fit in ``similearn.film._dask``.
 
 Nothing here imports dask when it is imported: the public entry points call

@@ -11,10 +11,9 @@ import scipy.sparse as sp
 
 from .._config import get_num_threads
 from .._dask.plumbing import is_dask_array
-from .._utils.memory import check_memory, check_output_memory
+from .._utils.memory import check_output_memory
 from .._utils.validation import check_bool, check_csr_structure, check_indices, check_int
-from ..neighbors._checks import check_exclude
-from ..neighbors._filters import check_shared_include, packed_mask
+from ..neighbors._engine import METRICS, Filters, check_result_memory, dense
 from ._fold_in import fold_in_rows, penalty_matrix
 from ._inputs import _one_hot, check_targets
 
@@ -23,29 +22,22 @@ __all__ = ["TowerServing"]
 _SIMILARITIES = ("cosine", "ip")
 
 
-def _pattern(parts, n_rows, n_cols):
-    """The union of sparse patterns ``parts`` ((indptr, indices) pairs, or None) as one
-    boolean CSR matrix (n_rows, n_cols); None when every part is None.  O(total nnz)."""
-    parts = [p for p in parts if p is not None]
-    if not parts:
-        return None
-    if len(parts) == 1:  # csr_array keeps the int64 ids as they are (csr_matrix re-checks and casts them)
-        indptr, indices = parts[0]
-        return sp.csr_array((np.ones(indices.size, bool), indices, indptr), shape=(n_rows, n_cols))
-    rows = np.concatenate([np.repeat(np.arange(n_rows, dtype=np.int64), np.diff(p[0])) for p in parts])
-    cols = np.concatenate([p[1] for p in parts])
-    return sp.csr_array((np.ones(rows.size, bool), (rows, cols)), shape=(n_rows, n_cols))  # duplicates: True
-
-
 def _csr_parts(M):
-    """(indptr, indices) of a validated CSR matrix (or None)."""
-    return None if M is None else (np.asarray(M.indptr, np.int64), np.asarray(M.indices, np.int64))
+    """(indptr, indices) of a validated CSR matrix (or None), rows ascending: the form
+    :meth:`Filters.deny_also` takes (a copy sorted by row only when a row is not)."""
+    if M is None:
+        return None
+    indptr, ids = np.asarray(M.indptr, np.int64), np.asarray(M.indices, np.int64)
+    if not M.has_sorted_indices:
+        rows = np.repeat(np.arange(M.shape[0], dtype=np.int64), np.diff(indptr))
+        ids = ids[np.lexsort((ids, rows))]
+    return indptr, ids
 
 
 def _check_seen(M, n_cols, n_rows=None):
     """``seen`` (a sparse matrix of ``n_cols`` columns, and ``n_rows`` rows unless None)
     as CSR, checked, its stored entries kept in their order: fold-in's targets follow it
-    (the allow- and deny-lists go through the search's own checks, which may sort rows)."""
+    (the allow- and deny-lists go through the search's own parser, which may sort rows)."""
     if not sp.issparse(M):
         raise TypeError(f"seen must be a scipy.sparse matrix or array (one row per user, one column per "
                         f"catalogue item, stored entries = the ids), got {type(M).__name__}")
@@ -58,69 +50,12 @@ def _check_seen(M, n_cols, n_rows=None):
     return C
 
 
-def _check_sparse_list(M, name, n_queries, n_items):
-    """A per-query id list (sparse) checked by the search's own check (errors name
-    ``name``): its (indptr, indices), int64, rows ascending."""
-    return check_exclude(M, n_queries, n_items, qname="queries", dname="items", name=name)
-
-
-def _check_allowed(allowed, n_queries, n_items, name):
-    """An allow-list for ``topk``'s ``include=``, checked by the search's own checks under the
-    caller's name: None, the sorted distinct ids of a 1-D array, a boolean CSR array
-    (n_queries, n_items), or a mask packed (uint64 (n_queries, ceil(n_items / 64)))."""
-    if allowed is None:
-        return None
-    if sp.issparse(allowed):
-        indptr, ids = _check_sparse_list(allowed, name, n_queries, n_items)
-        return sp.csr_array((np.ones(ids.size, bool), ids, indptr), shape=(n_queries, n_items))
-    try:
-        a = np.asarray(allowed)
-    except ValueError:  # ragged lists
-        raise TypeError(f"{name} must be an array of ids, a scipy.sparse matrix or a mask; per-query lists go in "
-                        "a scipy.sparse matrix") from None
-    if a.ndim == 2:
-        return packed_mask(a, n_queries, n_items, 1, name)
-    return check_shared_include(a, n_items, name)
-
-
-def _check_denied(denied, n_queries, n_items, name):
-    """A deny-list: None, the sorted distinct ids of a 1-D array (for every query), or the
-    (indptr, indices) of a sparse matrix (n_queries, n_items) (per query), checked under
-    the caller's name."""
-    if denied is None:
-        return None
-    if sp.issparse(denied):
-        return _check_sparse_list(denied, name, n_queries, n_items)
-    return np.unique(check_indices(denied, n_items, name, ndim=1))
-
-
-def _search(Q, D, k, metric, n_threads, allowed, patterns, exclude):
-    """topk of the queries Q in the catalogue D: allowed (checked by :func:`_check_allowed`),
-    minus the per-query patterns ``patterns`` ((indptr, indices) or None each) and the
-    deny-list ``exclude`` (checked by :func:`_check_denied`); (n, k) padded with -1 / -inf
-    past the catalogue."""
-    from ..neighbors import topk
-
+def _search(Q, D, k, metric, filters, n_threads):
+    """The engine's top-k of the queries Q in the catalogue D under validated ``filters``;
+    (n, k) padded with -1 / -inf past the catalogue (k may exceed it here)."""
     n_q, n_items = Q.shape[0], D.shape[0]
-    denied = list(patterns)
-    denied_ids = None
-    if isinstance(exclude, tuple):  # per query: (indptr, indices)
-        denied.append(exclude)
-    else:
-        denied_ids = exclude
-    if denied_ids is not None and denied_ids.size:
-        one_list = isinstance(allowed, np.ndarray) and allowed.ndim == 1
-        if one_list or (allowed is None and n_q * denied_ids.size > D.size):
-            # one allow-list for all (given, or the complement when repeating the deny-list for
-            # every query would cost more than gathering the catalogue): the deny-list leaves it
-            allowed = np.setdiff1d(allowed if one_list else np.arange(n_items), denied_ids)
-        else:  # the ids join every query's deny pattern: O(n_queries n_denied)
-            check_memory(n_q * denied_ids.size * 9, "exclude", "the deny-list repeated for every query",
-                         "pass the allow-lists without the denied ids")
-            denied.append((np.arange(n_q + 1, dtype=np.int64) * denied_ids.size, np.tile(denied_ids, n_q)))
-    kk = min(n_items, k)  # topk's k is at most the catalogue; the rest is padding
-    idx, sc = topk(Q, D, kk, metric=metric, n_threads=n_threads, exclude=_pattern(denied, n_q, n_items),
-                   include=allowed)
+    kk = min(n_items, k)  # the search's k is at most the catalogue; the rest is padding
+    idx, sc = dense(Q, D, kk, METRICS[metric], filters, n_threads)
     if kk == k:
         return idx, sc
     if is_dask_array(idx):  # lazy: the padding joins each chunk of users
@@ -242,10 +177,8 @@ class TowerServing:
             _check_targets_form(seen, targets)
             seen = _check_seen(seen, n_right, n_q)
             n_q = seen.shape[0]
-        allowed = _check_allowed(items, n_q, n_right, "items")
-        denied = _check_denied(exclude, n_q, n_right, "exclude")
-        from ..neighbors import check_result_memory
-
+        filters = Filters.check(n_q, n_right, include=items, exclude=exclude, names=("items", "exclude"),
+                                n_threads=get_num_threads(self.n_threads))
         check_result_memory(n_q, k, self.params_["E_left"].dtype.itemsize)
         if left_rows is not None:
             U = np.ascontiguousarray(self.left_embedding_[rows])
@@ -255,7 +188,7 @@ class TowerServing:
             if not is_dask_array(U):  # a Dask array of features: users sharded, items broadcast, lazy result
                 U = np.ascontiguousarray(U)
             seen_part = _csr_parts(seen) if exclude_seen else None
-        return _search(U, self.right_embedding_, k, "ip", self.n_threads, allowed, (seen_part,), denied)
+        return _search(U, self.right_embedding_, k, "ip", filters.deny_also(seen_part, n_q), self.n_threads)
 
     def _similar(self, side, rows, k, metric, allowed, exclude, allowed_name):
         self._check_fitted()
@@ -265,14 +198,12 @@ class TowerServing:
         k = check_int(k, "k", low=1)
         if not isinstance(metric, str) or metric not in _SIMILARITIES:
             raise ValueError(f"metric must be one of {list(_SIMILARITIES)}, got {metric!r}")
-        allowed = _check_allowed(allowed, rows.size, n, allowed_name)
-        denied = _check_denied(exclude, rows.size, n, "exclude")
-        from ..neighbors import check_result_memory
-
+        filters = Filters.check(rows.size, n, include=allowed, exclude=exclude, names=(allowed_name, "exclude"),
+                                n_threads=get_num_threads(self.n_threads))
         check_result_memory(rows.size, k, self.params_["E_left"].dtype.itemsize)
         E = getattr(self, f"{side}_embedding_")
-        self_part = (np.arange(rows.size + 1, dtype=np.int64), rows)  # each query's own id
-        return _search(np.ascontiguousarray(E[rows]), E, k, metric, self.n_threads, allowed, (self_part,), denied)
+        own = (np.arange(rows.size + 1, dtype=np.int64), rows)  # each query's own id, denied
+        return _search(np.ascontiguousarray(E[rows]), E, k, metric, filters.deny_also(own, rows.size), self.n_threads)
 
     def similar_items(self, right_rows, k=10, *, metric="cosine", items=None, exclude=None):
         """The k right items most similar to each given right item, itself excluded.

@@ -58,7 +58,7 @@ from .._config import get_num_threads
 from .._utils.memory import check_memory
 from ._ranking import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
 from ._relevance import DENSE_LABELS_MAX, MEMORY_BUDGET, Relevance
-from ..neighbors._checks import check_metric, check_self, topk_raw
+from ..neighbors._engine import Filters, check_metric, check_self, codes, dense
 from .._utils.validation import check_codes, check_dense, check_int, check_k, check_same_dtype
 from .._dask import is_dask_array
 
@@ -106,7 +106,7 @@ def _retrieval_per_query(query_X, database_X, query_labels, database_labels, met
     check_same_dtype(Q, X, "query_X", "database_X")
     if Q.shape[1] != X.shape[1]:
         raise ValueError(f"query_X has {Q.shape[1]} features but database_X has {X.shape[1]}")
-    self_offset = check_self(Q, X, exclude_self, "query_X", "database_X")
+    self_offset = check_self(Q, X, exclude_self, ("query_X", "database_X"))
     nq, ndb = Q.shape[0], X.shape[0]
     n = ndb - (1 if self_offset is not None else 0)
     if n < 1:
@@ -118,7 +118,7 @@ def _retrieval_per_query(query_X, database_X, query_labels, database_labels, met
     acc = Accumulator(nq, ks)
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
-        idx, s = topk_raw(Q[start:stop], X, n, code, None if self_offset is None else start, nt)
+        idx, s = dense(Q[start:stop], X, n, code, Filters(self_offset=None if self_offset is None else start), nt)
         work = [np.take_along_axis(rel.block(start, stop), idx, axis=1), s]
         del idx, s
         n_rel, ap, auc, tk = dense_block(work, ks)
@@ -205,7 +205,7 @@ def _check_code_pair(query_codes, database_codes, exclude_self):
     if q.shape[1] != x.shape[1]:
         raise ValueError(f"query_codes have {q.shape[1]} words per code but database_codes have {x.shape[1]}; "
                          "codes must be packed from the same number of bits")
-    self_offset = check_self(q, x, exclude_self, "query_codes", "database_codes")
+    self_offset = check_self(q, x, exclude_self, ("query_codes", "database_codes"))
     n = x.shape[0] - (1 if self_offset is not None else 0)
     if n < 1:
         raise ValueError("exclude_self=True needs at least 2 database codes")
@@ -229,7 +229,7 @@ def _hamming_per_query(query_codes, database_codes, query_labels, database_label
         so = None if self_offset is None else start
         R = np.ascontiguousarray(rel.block(start, stop))
         h_all, h_rel = _kernels.hamming_histograms(q[start:stop], x, R, so, nt)
-        idx, _ = _kernels.hamming_topk(q[start:stop], x, kmax, so, nt)
+        idx, _ = codes(q[start:stop], x, kmax, Filters(self_offset=so), nt)
         rs_k = np.take_along_axis(R, idx, axis=1)
         del R, idx
         cum_all = np.cumsum(h_all, axis=1)
@@ -313,7 +313,7 @@ def precision_at_k_hamming(query_codes, database_codes, query_labels, database_l
     hits = np.empty(nq, np.int64)
     for start in range(0, nq, bs):
         stop = min(nq, start + bs)
-        idx, _ = _kernels.hamming_topk(q[start:stop], x, k, None if self_offset is None else start, nt)
+        idx, _ = codes(q[start:stop], x, k, Filters(self_offset=None if self_offset is None else start), nt)
         hits[start:stop] = rel.at(start, stop, idx).sum(axis=1)
     return float(np.mean(hits / k))
 

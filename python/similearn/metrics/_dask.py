@@ -1,5 +1,5 @@
 """The retrieval metrics of :mod:`similearn.metrics` over Dask arrays: the exact top-k of
-:mod:`similearn.neighbors` on Dask (:mod:`similearn.neighbors._dask_search`, the
+:mod:`similearn.neighbors` on Dask (through :mod:`similearn.neighbors._engine`, the
 in-memory ranking bit for bit) scored against the labels on the client.  Imported only
 when a Dask array reaches a metric."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._dask.plumbing import is_dask_array
-from ..neighbors._checks import check_metric
-from ..neighbors._dask_search import dask_hamming_topk, dask_topk
+from .._utils.validation import check_k
+from ..neighbors._engine import Filters, check_metric, check_self, codes, dense
 from ._ranking import check_ks, topk_metrics
 from ._relevance import MEMORY_BUDGET, Relevance
 
@@ -28,7 +28,8 @@ def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, me
     ks = check_ks(ks, plan_n)
     nq, ndb = int(query_X.shape[0]), int(database_X.shape[0])
     rel = _relevance(query_labels, database_labels, nq, ndb)  # labels checked before the search
-    idx, _ = dask_topk(query_X, database_X, max(ks), code, exclude_self, n_threads)
+    so = check_self(query_X, database_X, exclude_self, ("query_X", "database_X"))
+    idx, _ = dense(query_X, database_X, max(ks), code, Filters(self_offset=so), n_threads)
     if not isinstance(idx, np.ndarray):
         idx = idx.compute()
     rs_k = rel.at(0, nq, idx)
@@ -75,7 +76,9 @@ def dask_precision_at_k_hamming(query_codes, database_codes, query_labels, datab
     :func:`dask_hamming_topk` (the in-memory ranking, ties to the lower index), the
     relevance from the labels on the client."""
     rel = _relevance(query_labels, database_labels, int(query_codes.shape[0]), int(database_codes.shape[0]))
-    idx, _ = dask_hamming_topk(query_codes, database_codes, k, exclude_self, n_threads)
+    so = check_self(query_codes, database_codes, exclude_self, ("query_codes", "database_codes"))
+    k = check_k(k, int(database_codes.shape[0]) - (1 if so is not None else 0))
+    idx, _ = codes(query_codes, database_codes, k, Filters(self_offset=so), n_threads)
     if not isinstance(idx, np.ndarray):
         idx = idx.compute()
     return float(np.mean(rel.at(0, idx.shape[0], idx).sum(axis=1) / idx.shape[1])) if idx.shape[0] else float("nan")

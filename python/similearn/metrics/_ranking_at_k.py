@@ -1,8 +1,9 @@
 """Ranking metrics @k of a recommender over the full catalogue
 (:func:`similearn.metrics.ranking_metrics_at_k`).
 
-The top k of every query comes from :func:`similearn.neighbors.topk` (``metric="ip"``,
-the training items as ``exclude``); the metrics @k are read from it in NumPy, O(n_queries
+The top k of every query comes from the exact search (:mod:`similearn.neighbors._engine`,
+the computation of :func:`similearn.neighbors.topk` with ``metric="ip"`` and the training
+items as ``exclude``); the metrics @k are read from it in NumPy, O(n_queries
 k).  The full-catalogue AUC needs every candidate's score: a C++ kernel
 (csrc/ranking_auc.cpp) counts, per query, the negatives below and tied with each test
 item in one pass over the query's score row.
@@ -19,6 +20,7 @@ from .. import _kernels
 from .._config import get_num_threads
 from .._utils.targets import check_pairs, pair_matrix
 from .._utils.validation import check_bool, check_int
+from ..neighbors._engine import METRICS as METRICS_CODES, Filters, dense
 from ._interaction_map import check_vectors
 
 __all__ = ["ranking_metrics_at_k"]
@@ -220,16 +222,15 @@ def ranking_metrics_at_k(left, right=None, train=None, test=None, k=10, *, per_q
 
 def _at_k(U, V, te, exc, queries, n_test, k, nt):
     """The metrics @k of every query (float64 arrays), their top k by topk in blocks."""
-    from ..neighbors import topk
-
     n_right = V.shape[0]
     kk = min(k, n_right)
     bs = max(1, min(queries.size, _TOPK_BLOCK_BYTES // (16 * kk)))
+    # the excluded items: a canonical CSR built here from the checked pairs (no second check)
+    filters = Filters() if exc is None else Filters(deny=(exc.indptr, exc.indices))
     parts = []
     for s in range(0, queries.size, bs):
         q = queries[s:s + bs]
-        ids, _ = topk(np.ascontiguousarray(U[q]), V, kk, metric="ip", n_threads=nt,
-                      exclude=None if exc is None else exc[q])
+        ids, _ = dense(np.ascontiguousarray(U[q]), V, kk, METRICS_CODES["ip"], filters.take(q), nt)
         # is ids[i, r] a test item of q[i]?  keys i * n_right + id, searched in the sorted test keys
         t = te[q]
         keys = np.repeat(np.arange(q.size, dtype=np.int64), np.diff(t.indptr)) * n_right + t.indices

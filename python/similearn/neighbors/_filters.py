@@ -1,53 +1,96 @@
-"""Allow-lists (``include=``) in their dense forms.
+"""The forms a filter argument may take, checked, and the shared-allow gather.
 
-One allow-list for every query (``include=`` as a 1-D id array): the search runs on
-the allowed rows alone, gathered once, and maps their positions back to database ids.
+Private to :mod:`similearn.neighbors`: other packages reach these through
+:class:`similearn.neighbors._engine.Filters`, the one parser of ``include=`` /
+``exclude=``.  Every checker names the caller's argument in its errors.
 
-The allowed ids are sorted and deduplicated, so a row's position among them orders
-like its id: ties still go to the lower id.  A gathered row's scores are the FMA
-chains of the full search (same features in the same order), so the result is the
-full search's with every other row dropped, bit for bit.  Cost: O(n_allowed
-n_features) to gather, then a search of n_allowed rows -- at 50% of the database,
-about half the time of the unfiltered call.
+Forms (``n_queries`` queries, ``n_cols`` database rows or ids):
+
+* per-query id lists: a scipy.sparse matrix of shape (n_queries, n_cols), row i's
+  stored column indices (values ignored, explicit zeros count, duplicates and unsorted
+  rows allowed) -> :func:`check_id_rows`: int64 ``(indptr, ids)``, rows ascending;
+* one id list for every query: a 1-D integer array-like -> :func:`check_shared_ids`:
+  sorted distinct int64 ids;
+* a per-query mask (allow-lists over database rows only): boolean (n_queries, n_cols),
+  or packed by ``pack_bits`` (uint64, (n_queries, ceil(n_cols / 64))) ->
+  :func:`check_include_mask`.
+
+One allow-list for every query is searched by gathering the allowed rows once
+(:func:`search_allowed_rows`).  The allowed ids are sorted and distinct, so a row's
+position among them orders like its id (ties still go to the lower id), and a gathered
+row's scores are the FMA chains of the full search (the same features in the same
+order): the result is the full search's with every other row dropped, bit for bit.
 """
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from .. import _kernels
+from .._config import get_num_threads
 from .._utils.memory import check_memory
-
-from .._utils.validation import check_indices
-
+from .._utils.validation import check_csr_structure, check_indices
 
 INCLUDE_FORMS = ("{name} must be a 1-D array of database ids (one allow-list for every query), a scipy.sparse "
                  "matrix of shape (n_queries, n_database) (one list per query), a boolean mask of that shape, or "
                  "that mask packed by pack_bits (uint64, shape (n_queries, ceil(n_database / 64)))")
+EXCLUDE_FORMS = ("{name} must be a 1-D array of {what} (one deny-list for every query) or a scipy.sparse matrix "
+                 "of shape (n_queries, {cols}) whose stored entries are the ids to skip per query (e.g. "
+                 "scipy.sparse.csr_array), or None")
 
 
-def is_mask(include):
-    """Whether ``include`` (not sparse) is a per-query mask: a 2-D array."""
-    return np.ndim(include) == 2
+def check_id_rows(lists, n_queries, n_cols, name, cols="n_database", what="skip"):
+    """Per-query id lists (a scipy.sparse matrix of shape (n_queries, n_cols)) as the
+    kernels read them: int64 C-contiguous ``(indptr, ids)``, each row ascending (rows that
+    are not are sorted here, O(nnz log nnz); duplicates are kept, the kernels skip them).
+    Every stored entry counts, whatever its value.  The caller's matrix is never
+    modified.  ``cols`` names the column count in errors ("n_database", "n_ids",
+    "n_items").  O(n_queries + nnz)."""
+    if not sp.issparse(lists):
+        raise TypeError(f"{name} must be a scipy.sparse matrix or array of shape (n_queries, {cols}) whose "
+                        f"stored entries are the ids to {what} (e.g. scipy.sparse.csr_array), or None; got "
+                        f"{type(lists).__name__}")
+    if lists.ndim != 2 or tuple(lists.shape) != (n_queries, n_cols):
+        raise ValueError(f"{name} has shape {tuple(lists.shape)} but must be (n_queries, {cols}) = "
+                         f"({n_queries}, {n_cols})")
+    m = lists.tocsr()  # no copy when already CSR
+    if m.indices.dtype.kind not in "iu" or m.indptr.dtype.kind not in "iu":
+        check_indices(m.indices, n_cols, name, ndim=1)  # raises, naming the dtype
+    indptr = np.ascontiguousarray(m.indptr, dtype=np.int64)
+    ids = np.ascontiguousarray(m.indices, dtype=np.int64)
+    if (indptr.ndim != 1 or indptr.shape[0] != n_queries + 1 or ids.ndim != 1 or indptr[0] != 0
+            or indptr[-1] != ids.shape[0] or (n_queries and np.any(np.diff(indptr) < 0))):
+        check_csr_structure(m, name)  # raises, saying what does not match
+    # one pass over the ids (csrc/finite.cpp): in range, and each row ascending?
+    in_range, ascending = _kernels.check_id_rows(indptr, ids, n_cols, get_num_threads())
+    if not in_range:
+        check_indices(m.indices, n_cols, name, ndim=1)  # raises, naming the id
+    if not ascending:  # sort each row, O(nnz log nnz) (duplicates are kept: the kernels skip them)
+        rows = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
+        ids = np.ascontiguousarray(ids[np.lexsort((ids, rows))])
+    return indptr, ids
 
 
-def check_include_mask(include, n_queries, n_database, n_threads):
-    """A per-query allow mask in the kernels' forms: ``(bits, None)`` with bits the
-    packed mask, an ndarray of shape (n_queries, ceil(n_database / 64)), uint64,
-    C-contiguous (bit j % 64 of word j // 64 of row i: query i may return database id
-    j); or, for a sparse mask (under 1/32 of the pairs allowed, where visiting only
-    the allowed rows is cheaper than masking the full scan), ``(None, (indptr, ids))``,
-    its CSR pattern.  ``include`` is a boolean ndarray of shape (n_queries,
-    n_database), packed here (O(n_queries n_database), threaded), or that packed form
-    (bits past n_database are ignored).  O(n_queries n_database / 64 + nnz) more."""
-    bits = packed_mask(include, n_queries, n_database, n_threads)
-    rows = _kernels.mask_to_csr(bits, n_database, (n_queries * n_database) // 32, n_threads)
-    return (bits, None) if rows is None else (None, rows)
+def check_shared_ids(ids, n_cols, name, forms):
+    """The sorted distinct ids (int64, each in [0, n_cols)) of a 1-D id list; a 2-D or
+    ragged argument is a TypeError quoting ``forms`` (the argument's accepted forms)."""
+    try:
+        ndim = np.ndim(ids)
+    except ValueError:  # ragged nested lists
+        ndim = None
+    if ndim != 1:
+        got = "ragged lists" if ndim is None else f"a {ndim}-D {type(ids).__name__}"
+        raise TypeError(f"{forms}; got {got} (per-query lists go in a scipy.sparse matrix)")
+    a = check_indices(ids, n_cols, name, ndim=1)
+    if a.size > 1 and not (a[1:] > a[:-1]).all():  # sorted and distinct already: no sort, no copy
+        a = np.unique(a)
+    return a
 
 
-def packed_mask(include, n_queries, n_database, n_threads, name="include"):
+def packed_mask(mask, n_queries, n_database, n_threads, name="include"):
     """A per-query allow mask, boolean or packed (checked; errors name ``name``), as the
     packed uint64 (n_queries, ceil(n_database / 64)) C-contiguous array the kernels read."""
-    mask = np.asarray(include)
+    mask = np.asarray(mask)
     words = -(-n_database // 64)
     if mask.dtype == np.bool_:
         if mask.shape != (n_queries, n_database):
@@ -68,42 +111,87 @@ def packed_mask(include, n_queries, n_database, n_threads, name="include"):
     raise TypeError(f"{INCLUDE_FORMS.format(name=name)}; got a 2-D array of dtype {mask.dtype}")
 
 
-def mask_as_csr(include, n_queries, n_database):
-    """A per-query mask (either form, checked) as a CSR allow-list (for the Dask search,
-    which cuts the lists by database block): the packed mask's set bits, listed by
-    the kernel.  O(n_queries n_database / 64 + nnz)."""
-    import scipy.sparse as sp
+def check_include_mask(mask, n_queries, n_database, n_threads, name="include"):
+    """A per-query allow mask in the kernels' forms: ``(bits, None)`` with bits the packed
+    mask (:func:`packed_mask`); or, for a sparse mask (under 1/32 of the pairs allowed,
+    where visiting only the allowed rows is cheaper than masking the full scan),
+    ``(None, (indptr, ids))``, its CSR pattern.  O(n_queries n_database / 64 + nnz)."""
+    bits = packed_mask(mask, n_queries, n_database, n_threads, name)
+    rows = _kernels.mask_to_csr(bits, n_database, (n_queries * n_database) // 32, n_threads)
+    return (bits, None) if rows is None else (None, rows)
 
-    bits = packed_mask(include, n_queries, n_database, 1)
-    indptr, ids = _kernels.mask_to_csr(bits, n_database, n_queries * n_database, 1)
-    return sp.csr_matrix((np.ones(ids.size, bool), ids, indptr), shape=(n_queries, n_database))
+
+def mask_rows(bits, n_database):
+    """The CSR allow-lists ``(indptr, ids)`` of a packed per-query mask (all its set bits
+    below n_database), for the searches that cut lists by block.  O(n_q n_database / 64 + nnz)."""
+    return _kernels.mask_to_csr(bits, n_database, bits.shape[0] * n_database, 1)
 
 
-def check_shared_include(include, n_database, name="include"):
-    """The sorted distinct ids of a 1-D allow-list (int64, each in [0, n_database));
-    errors name ``name``."""
-    if np.ndim(include) != 1:
-        raise TypeError(f"{INCLUDE_FORMS.format(name=name)}; got a {np.ndim(include)}-D {type(include).__name__}")
-    ids = check_indices(include, n_database, name, ndim=1)
-    if ids.size > 1 and not (ids[1:] > ids[:-1]).all():  # sorted and distinct already: no sort, no copy
-        ids = np.unique(ids)
-    return ids
+def clear_bits(bits, ids):
+    """``bits`` (packed rows, uint64) with the bits of ``ids`` (int64) cleared in every row:
+    a new array, O(n_rows n_words + len(ids))."""
+    keep = np.full(bits.shape[1], ~np.uint64(0))
+    np.bitwise_and.at(keep, ids >> 6, ~np.left_shift(np.uint64(1), (ids & 63).astype(np.uint64)))
+    return np.ascontiguousarray(bits & keep)
+
+
+def shared_mask(n, denied):
+    """The allow mask of every id in [0, n) but ``denied`` (sorted int64), packed, as one
+    row for every query: uint64 (1, max(1, ceil(n / 64))).  O(n / 64 + len(denied))."""
+    return clear_bits(np.full((1, max(1, -(-n // 64))), ~np.uint64(0)), denied)
+
+
+def drop_ids(rows, ids):
+    """Per-query lists ``rows`` (``(indptr, ids)``, rows ascending) without ``ids`` (sorted
+    distinct int64).  O(nnz log len(ids))."""
+    indptr, lists = rows
+    n = indptr.size - 1
+    keep = ~np.isin(lists, ids)
+    out = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))[keep], minlength=n), out=out[1:])
+    return out, np.ascontiguousarray(lists[keep])
+
+
+def union_rows(a, b, n_queries):
+    """The union of two per-query lists (``(indptr, ids)`` each, rows ascending, or None):
+    rows ascending (duplicates kept: the kernels skip them).  O(nnz log nnz)."""
+    if a is None or b is None:
+        return a if b is None else b
+    rows = np.concatenate([np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(p)) for p, _ in (a, b)])
+    ids = np.concatenate([a[1], b[1]])
+    order = np.lexsort((ids, rows))
+    indptr = np.zeros(n_queries + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n_queries), out=indptr[1:])
+    return indptr, np.ascontiguousarray(ids[order])
+
+
+def take_rows(rows, which):
+    """Per-query lists ``rows`` restricted to the queries ``which`` (int64 positions), in
+    that order.  O(len(which) + their nnz)."""
+    indptr, ids = rows
+    lo, hi = indptr[which], indptr[which + 1]
+    out = np.zeros(which.size + 1, np.int64)
+    np.cumsum(hi - lo, out=out[1:])
+    if out[-1] == 0:
+        return out, np.empty(0, np.int64)
+    starts = np.repeat(lo - out[:-1], hi - lo)
+    return out, np.ascontiguousarray(ids[np.arange(out[-1], dtype=np.int64) + starts])
 
 
 def local_id_sets(id_sets, allowed, n_queries, self_rows=None):
-    """Per-query id sets (``(indptr, indices)``, rows ascending, or None) in positions
-    among ``allowed`` (sorted distinct ids), ids outside it dropped; ``self_rows``
-    (query i's own database id, or None) join each query's set.  O(nnz + n_queries)."""
+    """Per-query id sets (``(indptr, ids)``, rows ascending, or None) in positions among
+    ``allowed`` (sorted distinct ids), ids outside it dropped; ``self_rows`` (query i's
+    own database id, or None) join each query's set.  O(nnz + n_queries)."""
     if id_sets is None and self_rows is None:
         return None
-    indptr, indices = id_sets if id_sets is not None else (np.zeros(n_queries + 1, np.int64), np.empty(0, np.int64))
+    indptr, ids = id_sets if id_sets is not None else (np.zeros(n_queries + 1, np.int64), np.empty(0, np.int64))
     rows = np.repeat(np.arange(n_queries, dtype=np.int64), np.diff(indptr))
     if self_rows is not None:
         rows = np.concatenate([rows, np.arange(n_queries, dtype=np.int64)])
-        indices = np.concatenate([indices, self_rows])
-    pos = np.searchsorted(allowed, indices)
+        ids = np.concatenate([ids, self_rows])
+    pos = np.searchsorted(allowed, ids)
     keep = pos < allowed.size
-    keep[keep] = allowed[pos[keep]] == indices[keep]
+    keep[keep] = allowed[pos[keep]] == ids[keep]
     rows, pos = rows[keep], pos[keep]
     order = np.lexsort((pos, rows))
     local_ptr = np.zeros(n_queries + 1, np.int64)
@@ -122,16 +210,16 @@ def to_database_ids(idx, scores, allowed, k, worst):
     return out_idx, out_scores
 
 
-def search_allowed_rows(search, database, allowed, exclude, n_queries, self_offset, k, worst, score_dtype):
+def search_allowed_rows(search, database, allowed, deny, n_queries, self_offset, k, worst, score_dtype):
     """A search restricted to the rows ``allowed`` (sorted distinct ids): they are
-    gathered once and ``search(rows, k_rows, local_exclude)`` -> (positions, scores)
-    runs on them with ``exclude`` and the self rows in positions among them; returns
-    database ids, -1 / ``worst`` padded to k columns."""
+    gathered once and ``search(rows, k_rows, local_deny)`` -> (positions, scores) runs on
+    them with ``deny`` and the self rows in positions among them; returns database ids,
+    -1 / ``worst`` padded to k columns.  O(n_allowed n_features) for the gather."""
     self_rows = None if self_offset is None else np.arange(n_queries, dtype=np.int64) + self_offset
-    local_ex = local_id_sets(exclude, allowed, n_queries, self_rows)
+    local = local_id_sets(deny, allowed, n_queries, self_rows)
     kk = min(k, allowed.size)
     if kk == 0 or n_queries == 0:
         return to_database_ids(np.empty((n_queries, 0), np.int64), np.empty((n_queries, 0), score_dtype), allowed, k,
                                worst)
-    idx, scores = search(np.ascontiguousarray(database[allowed]), kk, local_ex)
+    idx, scores = search(np.ascontiguousarray(database[allowed]), kk, local)
     return to_database_ids(idx, scores, allowed, k, worst)

@@ -21,12 +21,11 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from .. import _kernels
 from .._config import get_num_threads
 from .._dask import is_dask_array
 from .._utils.memory import check_memory
 from .._utils.validation import check_codes, check_dense, check_int, check_k, check_min_count
-from ._checks import METRICS, check_metric, topk_raw
+from ._engine import METRICS, Filters, check_metric, codes, dense
 from ._hamming_index import HammingIndex
 
 __all__ = ["kneighbors_graph", "radius_neighbors_graph"]
@@ -87,29 +86,28 @@ def _search(X, n_neighbors, metric, n_threads):
     """Leave-one-out top-k of every row of X (NumPy or Dask), the computation of
     ``topk(X, X, k, metric, exclude_self=True)`` (``hamming_topk`` for codes):
     (indices, scores) as ndarrays."""
+    leave_one_out = Filters(self_offset=0)
     if is_dask_array(X):
         import dask
-
-        from ._dask_search import dask_hamming_topk, dask_topk
 
         check_min_count(int(X.shape[0]), 2, "X", "row", X.shape)
         k = check_k(n_neighbors, int(X.shape[0]) - 1, "n_neighbors")
         _check_graph_memory(X.shape[0], k, 8)
         if metric == "hamming":
-            lazy = dask_hamming_topk(X, X, k, True, n_threads)
+            lazy = codes(X, X, k, leave_one_out, n_threads)
         else:
-            lazy = dask_topk(X, X, k, check_metric(metric), True, n_threads)
+            lazy = dense(X, X, k, check_metric(metric), leave_one_out, n_threads)
         return dask.compute(*lazy)
     nt = get_num_threads(n_threads)
     if metric == "hamming":
         X = check_codes(X, "X", min_rows=2)
         k = check_k(n_neighbors, X.shape[0] - 1, "n_neighbors")
         _check_graph_memory(X.shape[0], k, 4)
-        return _kernels.hamming_topk(X, X, k, 0, nt)
+        return codes(X, X, k, leave_one_out, nt)
     X = check_dense(X, "X", min_rows=2)  # finite: the kernel may assume it
     k = check_k(n_neighbors, X.shape[0] - 1, "n_neighbors")
     _check_graph_memory(X.shape[0], k, X.dtype.itemsize)
-    return topk_raw(X, X, k, check_metric(metric), 0, nt)
+    return dense(X, X, k, check_metric(metric), leave_one_out, nt)
 
 
 def kneighbors_graph(X, n_neighbors, *, metric="euclidean", mode="connectivity", n_threads=None):
@@ -185,7 +183,7 @@ def kneighbors_graph(X, n_neighbors, *, metric="euclidean", mode="connectivity",
 
     Dask: a row-sharded ``dask.array.Array`` X is searched one query block against
     the whole (sharded) X at a time through the sharded top-k of
-    :mod:`similearn.neighbors._dask_search` (``exclude_self`` included), computed on
+    :mod:`similearn.neighbors._dask` (``exclude_self`` included), computed on
     the active scheduler; the graph, (n_samples, n_neighbors) entries, is assembled
     in memory and is the in-memory graph bit for bit, for any chunking.
 
@@ -223,7 +221,7 @@ def _radius_index(codes, index):
     n_codes = getattr(index, "n_codes_", None)
     if n_codes is None:
         raise ValueError("index is not fitted: fit it on codes first (HammingIndex().fit(codes)), or pass None")
-    sharded = index.__dict__.get("_shards") is not None  # no codes on the client
+    sharded = not index._store.holds_codes  # no codes on the client
     held = None if sharded else index.codes_  # the live codes by increasing id
     if not sharded and n_codes == codes.shape[0] and not np.array_equal(index.ids_, np.arange(n_codes)):
         raise ValueError("index must hold codes under the ids 0 .. n - 1 (their rows in codes); its ids differ")

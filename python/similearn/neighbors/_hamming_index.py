@@ -8,7 +8,6 @@ Hashing", TPAMI 2014.  The kernels, their costs and the proof of exactness are i
 from __future__ import annotations
 
 import functools
-import operator
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -19,11 +18,11 @@ from .._config import get_num_threads
 from .._dask import is_dask_array
 from .._utils.params import Int, Threads, validate_params
 from .._utils.validation import check_codes, check_int, check_k
-from ._index_filters import MISSING, check_index_filters, filter_arrays
-from ._segments import (_default_m, SegmentSet, build_segment, check_ids, live_mask, locate, n_live, segment_bytes,
-                        settle, without)
+from ._engine import Filters
+from ._segments import SEGMENT_KEYS, SegmentStore, build_segment, check_ids
 
 __all__ = ["HammingIndex"]
+
 
 def _check_codes(codes, name, n_bits, *, min_rows):
     """``codes`` as packed ``n_bits``-bit codes: a C-contiguous uint64 ndarray of shape
@@ -51,15 +50,6 @@ def _build_block(block, n_bits, m, n_threads):
     its own order), ids the block's rows, built where the task runs."""
     seg = build_segment(block, np.arange(block.shape[0], dtype=np.int64), n_bits, m, get_num_threads(n_threads))
     return _kernels.MihIndex(**seg)
-
-
-def _ratio(scan_ratio):
-    return {} if scan_ratio is None else {"scan_ratio": float(scan_ratio)}
-
-
-# The keys of a segment (neighbors/_segments.py): the arguments of similearn._core.MihIndex.
-_SEGMENT_KEYS = ("codes", "substring_start", "substring_len", "n_bits", "offsets", "keys", "occupied", "positions",
-                 "ids", "dead")
 
 
 class HammingIndex(BaseEstimator):
@@ -204,7 +194,7 @@ class HammingIndex(BaseEstimator):
             and persisted where the block lives (on a ``dask.distributed`` cluster,
             in the workers' memory); searches run per shard and are merged by the
             same exact reduction as ``hamming_topk`` on Dask arrays
-            (:class:`similearn.neighbors._dask_hamming_index.ShardedHammingIndex`).  Such an
+            (:class:`similearn.neighbors._sharded.ShardedHammingIndex`).  Such an
             index has no segments on the client (``shards_``, ``shard_sizes_``,
             ``shard_m_`` instead), takes no ids, cannot remove codes and cannot be saved.
         y : None
@@ -218,7 +208,7 @@ class HammingIndex(BaseEstimator):
         self : HammingIndex
         """
         validate_params(self)
-        for attr in ("_shards", "segments_", "_mih", "_lookups"):   # a refit starts afresh
+        for attr in ("_store", "segments_", "next_id_", "m_"):   # a refit starts afresh
             self.__dict__.pop(attr, None)
         dask_input = is_dask_array(codes)
         C = codes if dask_input else check_codes(codes, "codes", min_rows=0)
@@ -234,18 +224,18 @@ class HammingIndex(BaseEstimator):
         if dask_input:
             if ids is not None:
                 raise ValueError("ids are not supported for codes in a Dask array (their ids are their rows)")
-            from ._dask_hamming_index import ShardedHammingIndex
+            from ._sharded import ShardedHammingIndex
 
             threads = 1 if self.n_threads is None else self.n_threads   # Dask runs a task per worker thread
             block = functools.partial(_build_block, n_bits=self.n_bits_, m=self.m, n_threads=threads)
             sharded = ShardedHammingIndex(block, -(-self.n_bits_ // 64), threads)
-            self._set_shards(sharded.with_codes(self._checked(C, "codes")))
+            self._set_store(sharded.with_codes(self._checked(C, "codes")))
             return self
         C = _check_width(C, "codes", n_bits)
         ids = np.arange(C.shape[0], dtype=np.int64) if ids is None else check_ids(ids, C.shape[0])
-        self.n_words_ = C.shape[1]
-        self._set_segments([build_segment(C, ids, self.n_bits_, self.m, self._threads())],
-                           int(ids.max()) + 1 if ids.size else 0)
+        store = SegmentStore([build_segment(C, ids, self.n_bits_, self.m, self._threads())],
+                             int(ids.max()) + 1 if ids.size else 0, C.shape[1], self.n_bits_, self.m)
+        self._set_store(store)
         return self
 
     def add(self, codes, ids=None):
@@ -267,24 +257,24 @@ class HammingIndex(BaseEstimator):
         self : HammingIndex
         """
         check_is_fitted(self, "n_codes_")
-        sharded = self.__dict__.get("_shards")
-        if sharded is not None:
+        store = self._store
+        if not store.holds_codes:   # one more shard, or one per block; its ids are its rows
             if ids is not None:
                 raise ValueError("an index fitted on a Dask array takes no ids (its ids are row numbers)")
-            self._set_shards(sharded.with_codes(self._checked(codes, "codes")))  # a shard copies its codes
+            self._set_store(store.with_codes(self._checked(codes, "codes")))  # a shard copies its codes
             return self
         C = _check_codes(codes, "codes", self.n_bits_, min_rows=0)
         if ids is None:
-            ids = np.arange(self.next_id_, self.next_id_ + C.shape[0], dtype=np.int64)
+            ids = np.arange(store.next_id, store.next_id + C.shape[0], dtype=np.int64)
         else:
             ids = check_ids(ids, C.shape[0])
-            where, _ = locate(self.segments_, ids, self._lookup_cache())
+            where, _ = store.locate(ids)
             if (where >= 0).any():
                 raise ValueError(f"ids {ids[where >= 0][:5].tolist()} are already in the index (remove them first)")
         if C.shape[0] == 0:
             return self
-        segs = self.segments_ + [build_segment(C, ids, self.n_bits_, self.m, self._threads())]
-        self._set_segments(settle(segs, self.n_bits_, self.m, self._threads()), max(self.next_id_, int(ids.max()) + 1))
+        store.add(C, ids, self._threads())
+        self._set_store(store)
         return self
 
     def remove(self, ids):
@@ -307,76 +297,46 @@ class HammingIndex(BaseEstimator):
         its ids (kept: 4 bytes a code, in ``memory_bytes_``).
         """
         check_is_fitted(self, "n_codes_")
-        if "_shards" in self.__dict__:
+        store = self._store
+        if not store.holds_codes:
             raise NotImplementedError("an index fitted on a Dask array cannot remove codes")
-        ids = check_ids(ids)
-        where, pos = locate(self.segments_, ids, self._lookup_cache())
-        if (where < 0).any():
-            raise ValueError(f"ids {ids[where < 0][:5].tolist()} are not in the index (unknown or removed)")
-        segs = [without(s, pos[where == j]) if (where == j).any() else s for j, s in enumerate(self.segments_)]
-        self._set_segments(settle(segs, self.n_bits_, self.m, self._threads()), self.next_id_)
+        store.remove(check_ids(ids), self._threads())
+        self._set_store(store)
         return self
 
     def _threads(self):
         return get_num_threads(self.n_threads)
 
-    def _set_segments(self, segs, next_id):
-        """The index is now ``segs`` (new segment dicts; the C++ objects are built at the
-        first search)."""
-        self.segments_ = segs
-        self.next_id_ = int(next_id)
-        self.n_codes_ = int(sum(n_live(s) for s in segs))
-        self.m_ = int(segs[0]["substring_start"].shape[0]) if segs else _default_m(0, self.n_bits_)
-        cache = self._lookup_cache()
-        for key in [k for k, (arr, _) in cache.items() if not any(arr is s["ids"] for s in segs)]:
-            del cache[key]
-        self.memory_bytes_ = sum(map(segment_bytes, segs)) + sum(o.nbytes for _, o in cache.values())
+    def _set_store(self, store):
+        """The index is now ``store`` (a SegmentStore, or a ShardedHammingIndex for an index
+        fitted on a Dask array); the fitted attributes follow it."""
+        self._store = store
+        self.n_codes_ = store.n_codes
+        self.n_words_ = store.n_words
+        self.memory_bytes_ = store.memory_bytes
+        if store.holds_codes:
+            self.next_id_ = store.next_id
+            self.m_ = store.tables_m
 
-    def _lookup_cache(self):
-        return self.__dict__.setdefault("_lookups", {})
-
-    def _set_shards(self, sharded):
-        for name in ("segments_", "m_", "next_id_", "_mih", "_lookups"):   # the state of an earlier in-memory fit
-            self.__dict__.pop(name, None)
-        self._shards = sharded
-        self.n_codes_ = sharded.n_codes
-        self.n_words_ = sharded.n_words
-        self.memory_bytes_ = sharded.memory_bytes
-
-    # ------------------------------------------------------------------ the engines
-    @staticmethod
-    def _sources(seg):
-        """What a segment's tables are read from: its arrays, the lists spread.  A snapshot,
-        compared by identity: a later change of an item does not reach it."""
-        return tuple(seg[k] for k in _SEGMENT_KEYS if k not in ("offsets", "keys", "occupied")) + tuple(
-            len(seg[k]) for k in ("offsets", "keys", "occupied")) + (*seg["offsets"], *seg["keys"], *seg["occupied"])
-
-    def _tables(self):
-        """The searchable segments (:class:`~similearn.neighbors._segments.SegmentSet` of
-        ``similearn._core.MihIndex``), reading the very arrays of ``segments_``: a
-        segment's object is constructed (its layout checked, O(m + n / 64), no copy) the
-        first time it is searched, and again after a load or a change of its arrays."""
-        known = self.__dict__.get("_mih", [])
-        tables = []
-        for j, seg in enumerate(self.segments_):
-            if not isinstance(seg, dict) or set(seg) != set(_SEGMENT_KEYS):
-                raise ValueError(f"segments_[{j}] must be a dict of the arrays {_SEGMENT_KEYS}")
-            src = self._sources(seg)
-            hit = next((t for t, s in known if len(s) == len(src) and all(map(operator.is_, s, src))), None)
-            tables.append((hit if hit is not None else _kernels.MihIndex(**seg), src))
-        self._mih = tables
-        return SegmentSet([t for t, _ in tables], self.n_words_, self.m_)
+    @property
+    def segments_(self):
+        """list of dict: the segments of an in-memory index (see the class docstring)."""
+        store = self.__dict__.get("_store")
+        if store is None or not store.holds_codes:
+            raise AttributeError("only an in-memory index has segments_ (a Dask-fitted one has shards_)")
+        return store.segments
 
     def _file_state(self):
         """What a model file holds (similearn.save): the segments as one list per key
         (``segment_codes_``, ``segment_ids_``, ...: their shapes are declared in
-        ``_state_shapes``), then the other attributes, less the C++ objects over the
-        segments (``_mih``: rebuilt, O(m), at the first search after a load) and the id
-        lookups (``_lookups``: rebuilt when needed)."""
-        state = {f"segment_{k}_": [s[k] for s in self.segments_] for k in _SEGMENT_KEYS} \
-            if "segments_" in self.__dict__ else {}
-        state.update((name, value) for name, value in vars(self).items()
-                     if name not in ("_mih", "_lookups", "segments_"))
+        ``_state_shapes``), then the other attributes; the store's C++ objects over the
+        segments and its id lookups are rebuilt when needed (O(m) at the first search).
+        An index fitted on a Dask array keeps its store, which no file can hold."""
+        state = dict(vars(self))
+        store = state.get("_store")
+        if store is not None and store.holds_codes:
+            del state["_store"]
+            state.update({f"segment_{k}_": [s[k] for s in store.segments] for k in SEGMENT_KEYS})
         return state
 
     def _set_file_state(self, state):
@@ -386,11 +346,12 @@ class HammingIndex(BaseEstimator):
         same results)."""
         state = dict(state)
         if "segment_codes_" in state:
-            lists = [state.pop(f"segment_{k}_") for k in _SEGMENT_KEYS]
+            lists = [state.pop(f"segment_{k}_") for k in SEGMENT_KEYS]
             if len({len(v) for v in lists}) != 1:
                 raise ValueError("corrupt HammingIndex state: the segment_*_ lists differ in length")
             self.__dict__.update(state)
-            self.segments_ = [dict(zip(_SEGMENT_KEYS, items)) for items in zip(*lists)]
+            self._store = SegmentStore([dict(zip(SEGMENT_KEYS, items)) for items in zip(*lists)], self.next_id_,
+                                       self.n_words_, self.n_bits_, self.m)
             return
         codes = np.ascontiguousarray(state.pop("codes_"), dtype=np.uint64)
         n_bits, m = int(state["n_bits_"]), int(state["m_"])
@@ -398,38 +359,36 @@ class HammingIndex(BaseEstimator):
                      "n_codes_", "m_", "memory_bytes_"):
             state.pop(name, None)
         self.__dict__.update(state)
-        self.n_bits_, self.n_words_ = n_bits, codes.shape[1]
+        self.n_bits_ = n_bits
         ids = np.arange(codes.shape[0], dtype=np.int64)
-        self._set_segments([build_segment(_check_width(codes, "codes_", n_bits), ids, n_bits, m, self._threads())],
-                           codes.shape[0])
+        seg = build_segment(_check_width(codes, "codes_", n_bits), ids, n_bits, m, self._threads())
+        self._set_store(SegmentStore([seg], codes.shape[0], codes.shape[1], n_bits, self.m))
 
-    def _shards_for(self, queries):
-        """The sharded index that answers these checked queries: the one of an index
-        fitted on a Dask array, the segments as one shard for Dask queries, else None."""
-        sharded = self.__dict__.get("_shards")
-        if sharded is None and is_dask_array(queries):
-            from ._dask_hamming_index import ShardedHammingIndex
-
-            sharded = ShardedHammingIndex.of_index(self._tables(), self.n_threads)
-        return sharded
+    def __setstate__(self, state):
+        """Pickles of similearn before the store (segments_, _mih, _lookups in the state)
+        load into a store."""
+        state = dict(state)
+        if "segments_" in state and "_store" not in state:
+            segs = state.pop("segments_")
+            for name in ("_mih", "_lookups"):
+                state.pop(name, None)
+            super().__setstate__(state)
+            self._store = SegmentStore(segs, self.next_id_, self.n_words_, self.n_bits_, self.m)
+            return
+        super().__setstate__(state)
 
     def _sharded(self, field):
-        sharded = self.__dict__.get("_shards")
-        if sharded is None:
+        store = self._store
+        if store.holds_codes:
             raise AttributeError("only an index fitted on a Dask array has shards")
-        return list(getattr(sharded, field))
+        return list(getattr(store, field))
 
     # read-only views of the live codes of an in-memory index, in id order (copies, O(n log n))
     def _live_by_id(self):
-        if "segments_" not in self.__dict__:
+        store = self._store
+        if not store.holds_codes:
             raise AttributeError("only an in-memory index has codes_ and ids_ (a Dask-fitted one has shards_)")
-        masks = [live_mask(s) for s in self.segments_]
-        ids = np.concatenate([np.empty(0, np.int64)] + [s["ids"][k].astype(np.int64)
-                                                         for s, k in zip(self.segments_, masks)])
-        codes = np.concatenate([np.empty((0, self.n_words_), np.uint64)] + [s["codes"][k]
-                                                                             for s, k in zip(self.segments_, masks)])
-        order = np.argsort(ids, kind="stable")
-        return np.ascontiguousarray(codes[order]), ids[order]
+        return store.live_by_id()
 
     @property
     def codes_(self):
@@ -464,7 +423,7 @@ class HammingIndex(BaseEstimator):
         """Codes or queries checked once: an ndarray now; a Dask array's structure now and
         each block's values in one task ahead of its use."""
         if is_dask_array(codes):
-            from ._dask_hamming_index import checked_codes
+            from ._sharded import checked_codes
 
             check = functools.partial(_check_codes, name=name, n_bits=self.n_bits_, min_rows=0)
             return checked_codes(codes, name, -(-self.n_bits_ // 64), check)
@@ -532,18 +491,8 @@ class HammingIndex(BaseEstimator):
         check_is_fitted(self, "n_codes_")
         q = self._checked(queries, "queries")
         k = check_k(k, self.n_codes_)
-        filters = check_index_filters(include, exclude, q.shape[0], self._n_ids())
-        sharded = self._shards_for(q)
-        if sharded is not None:
-            return sharded.search(q, k, filters=filters) + (None,)
-        idx, dist, probed = self._tables().search(q, k, get_num_threads(self.n_threads), **_ratio(scan_ratio),
-                                                  **filter_arrays(*filters))
-        idx[idx == MISSING] = -1
-        return idx, dist, probed
-
-    def _n_ids(self):
-        """The bound of the ids the filters may name: ``next_id_`` (in-memory), else ``n_codes_``."""
-        return self.__dict__.get("next_id_", self.n_codes_)
+        filters = Filters.check(q.shape[0], self._store.n_ids, include=include, exclude=exclude, space="ids")
+        return self._store.search(q, k, filters, self.n_threads, scan_ratio)
 
     def radius_search(self, queries, r, *, include=None, exclude=None):
         """Every indexed code within Hamming distance r of each query, optionally among
@@ -580,12 +529,8 @@ class HammingIndex(BaseEstimator):
         check_is_fitted(self, "n_codes_")
         q = _check_codes(queries, "queries", self.n_bits_, min_rows=0)
         r = min(check_int(r, "r", low=0), self.n_bits_)
-        filters = check_index_filters(include, exclude, q.shape[0], self._n_ids())
-        sharded = self.__dict__.get("_shards")
-        if sharded is not None:
-            return sharded.radius_search(q, r, filters=filters)
-        return self._tables().radius_search(q, r, get_num_threads(self.n_threads), **_ratio(scan_ratio),
-                                            **filter_arrays(*filters))
+        filters = Filters.check(q.shape[0], self._store.n_ids, include=include, exclude=exclude, space="ids")
+        return self._store.radius_search(q, r, filters, self.n_threads, scan_ratio)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

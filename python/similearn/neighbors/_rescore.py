@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 from .._config import get_num_threads
 from .._utils.memory import check_memory
-from ._checks import METRICS, topk_raw
+from ._engine import METRICS, Filters, dense
 
 #: (query, candidate) rows a chunk of the compressed pre-ranking or of the sparse
 #: rescoring materialises at a time (bounds the scratch memory to about this many rows)
@@ -22,18 +22,22 @@ CHUNK_ROWS = 1 << 15
 
 
 def candidate_lists(idx):
-    """The per-query allow-list of the (n_queries, c) distinct ids ``idx``, in the layout
-    the top-k kernel takes (:func:`similearn.neighbors._checks.check_exclude`'s): int64
-    ``(indptr, indices)``, each row's ids ascending.  O(n_queries c log c)."""
-    indptr = np.arange(0, idx.size + 1, max(idx.shape[1], 1), dtype=np.int64)[:idx.shape[0] + 1]
-    return indptr, np.ascontiguousarray(np.sort(idx, axis=1).ravel(), dtype=np.int64)
+    """The per-query allow-list of the (n_queries, c) distinct ids ``idx`` (-1: no
+    candidate, left out), in the layout the top-k kernel takes
+    (:class:`~similearn.neighbors._engine.Filters`' per-query lists): int64
+    ``(indptr, ids)``, each row's ids ascending.  O(n_queries c log c)."""
+    ids = np.sort(idx, axis=1)
+    valid = ids >= 0
+    indptr = np.zeros(idx.shape[0] + 1, np.int64)
+    np.cumsum(valid.sum(axis=1), out=indptr[1:])
+    return indptr, np.ascontiguousarray(ids[valid], dtype=np.int64)
 
 
 def topk_among(Q, rows, k, metric, n_threads, include=None, exclude=None):
     """:func:`similearn.neighbors.topk` of checked queries and rows (same dtype, C-contiguous
     or memory-mapped) with ``include`` / ``exclude`` given as :func:`candidate_lists`: the
-    kernel call topk makes, so the same indices and score bits."""
-    return topk_raw(Q, rows, k, METRICS[metric], None, get_num_threads(n_threads), exclude, include)
+    engine call topk makes, so the same indices and score bits."""
+    return dense(Q, rows, k, METRICS[metric], Filters(deny=exclude, allow=include), get_num_threads(n_threads))
 
 
 def query_chunks(n_queries, n_candidates):
@@ -78,17 +82,22 @@ def decompress(rows, scale, dtype):
 
 
 def prerank(Q, cand, rows, scale, keep, metric, n_threads):
-    """The ``keep`` best of each query's candidates ``cand`` (n_queries, c) scored on the
-    decompressed rows: per chunk of queries the distinct candidate rows are decompressed
-    (ascending ids, so a tie keeps the lower id) and searched by :func:`topk_among`.
-    Returns the (n_queries, keep) ids.  O(n_queries c d)."""
-    out = np.empty((Q.shape[0], keep), np.int64)
+    """The ``keep`` best of each query's candidates ``cand`` (n_queries, c; -1: none)
+    scored on the decompressed rows: per chunk of queries the distinct candidate rows are
+    decompressed (ascending ids, so a tie keeps the lower id) and searched by
+    :func:`topk_among`.  Returns the (n_queries, keep) ids (-1 past a query's
+    candidates).  O(n_queries c d)."""
+    out = np.full((Q.shape[0], keep), -1, np.int64)
     for sl in query_chunks(Q.shape[0], cand.shape[1]):
         ids, local = np.unique(cand[sl], return_inverse=True)
         local = local.reshape(cand[sl].shape)
+        if ids.size and ids[0] < 0:   # the -1 of missing candidates: not a row
+            ids, local = ids[1:], local - 1
+        if ids.size == 0:
+            continue
         R = decompress(rows[ids], scale, Q.dtype)
-        idx, _ = topk_among(Q[sl], R, keep, metric, n_threads, include=candidate_lists(local))
-        out[sl] = ids[idx]
+        idx, _ = topk_among(Q[sl], R, min(keep, ids.size), metric, n_threads, include=candidate_lists(local))
+        out[sl, :idx.shape[1]] = np.where(idx >= 0, ids[np.maximum(idx, 0)], -1)
     return out
 
 
@@ -117,6 +126,8 @@ def sparse_rescore(Q, X, cand, k, metric, x_norms):
     of (q_j - x_j)^2 over the union of columns in column order.  Ranked by score, ties
     to the lower id, returned cast to X's dtype.  O(sum over pairs of nnz(q) + nnz(x))."""
     n_q, c = cand.shape
+    missing = cand < 0   # no candidate (filters left fewer than c): worst score, index -1
+    cand = np.where(missing, 0, cand)
     X64 = sp.csr_array(X, dtype=np.float64)
     Q64 = sp.csr_array(Q, dtype=np.float64)
     scores = np.empty((n_q, c), np.float64)
@@ -135,8 +146,10 @@ def sparse_rescore(Q, X, cand, k, metric, x_norms):
                 den = x_norms[cand[sl].ravel()] * sparse_norms(Q[sl])[rows - sl.start]
                 s = np.divide(s, den, out=np.zeros_like(s), where=den > 0)
         scores[sl] = s.reshape(-1, c)
+    scores[missing] = np.inf if metric == "euclidean" else -np.inf
     key = scores if metric == "euclidean" else -scores
-    order = np.lexsort((cand, key), axis=-1)[:, :k]  # by score, then by id
+    cand = np.where(missing, -1, cand)
+    order = np.lexsort((missing, cand, key), axis=-1)[:, :k]  # by score, then by id; the missing last
     rows = np.arange(n_q)[:, None]
     return cand[rows, order], scores[rows, order].astype(X.dtype)
 

@@ -17,24 +17,33 @@ makes a new ``dead`` bitmap, a merge or a compaction new segments, so read-only
   (amortised O(m log n) per added code).
 * remove: tombstones; a segment more than a quarter dead is compacted (rebuilt from
   its live codes with their ids), one with no live code dropped.
-* search: per segment, min(k, its live codes) nearest, merged by (distance, id) with the
-  sharded index's reduction (``_dask_search._merge_task``); radius: the segments' rows
-  merged by ``_dask_hamming_index.merge_radius``.  Both give the result of one index
+* search: per segment, min(k, its live codes) nearest, merged by (distance, id)
+  (:func:`similearn.neighbors._merge.merge_topk`); radius: the segments' rows merged by
+  :func:`~similearn.neighbors._merge.merge_radius`.  Both give the result of one index
   over the live codes: the top k of a union is the top k of the parts' top k, with the
   same (distance, id) order everywhere.
+
+:class:`SegmentStore` is the in-memory index's store (its segments, the C++ objects over
+them, the id lookups); :class:`~similearn.neighbors._sharded.ShardedHammingIndex` is the
+store of an index fitted on a Dask array.  Both answer ``search`` / ``radius_search`` with
+validated filters and say what they can do (``holds_codes``: codes, ids and removal on
+the client).
 """
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from .. import _kernels
-from ._dask_hamming_index import merge_radius
-from ._dask_search import _merge_task
+from .._config import get_num_threads
+from .._dask import is_dask_array
+from ._engine import NO_FILTERS, fill_missing
+from ._merge import merge_radius, merge_topk
 
-__all__ = ["SegmentSet", "build_segment", "check_ids", "live_mask", "locate", "without", "settle", "n_live",
-           "segment_bytes"]
+__all__ = ["SegmentSet", "SegmentStore", "SEGMENT_KEYS", "build_segment", "check_ids", "live_mask", "locate",
+           "without", "settle", "n_live", "segment_bytes", "default_m"]
 
 _MAX_CODES = np.iinfo(np.uint32).max
 #: a segment merges into the one before it once it holds this fraction of its live codes
@@ -43,7 +52,7 @@ MERGE_FRACTION = 0.5
 COMPACT_FRACTION = 0.25
 
 
-def _default_m(n_codes, n_bits):
+def default_m(n_codes, n_bits):
     """The paper's rule m ~ b / log2(n) (Sec. 4.3: substrings of about log2 n bits, so
     a bucket holds O(1) codes), kept between ceil(b / 24) (substrings of at most 24
     bits: direct tables, 4.125 (2^len + 1) bytes, where a longer substring's sorted
@@ -99,7 +108,7 @@ def build_segment(C, ids, n_bits, m, n_threads):
     n = C.shape[0]
     if n > _MAX_CODES:
         raise ValueError(f"a HammingIndex segment holds at most 2**32 - 1 codes, got {n}")
-    m = _default_m(n, n_bits) if m is None else m
+    m = default_m(n, n_bits) if m is None else m
     if not -(-n_bits // 32) <= m <= n_bits:
         raise ValueError(f"m={m} tables cannot cut {n_bits}-bit codes into substrings of 1 to 32 bits; "
                          f"use {-(-n_bits // 32)} <= m <= {n_bits}")
@@ -209,7 +218,7 @@ def without(seg, positions):
 class SegmentSet:
     """The searchable view of an in-memory index: its segments' ``MihIndex`` objects,
     searched one by one and merged exactly (module docstring).  Also a shard of
-    :class:`~similearn.neighbors._dask_hamming_index.ShardedHammingIndex` (``n_codes``,
+    :class:`~similearn.neighbors._sharded.ShardedHammingIndex` (``n_codes``,
     ``m``, ``memory_bytes``, ``n_words``, ``search``, ``radius_search``), for Dask queries."""
 
     def __init__(self, tables, n_words, m):
@@ -228,15 +237,129 @@ class SegmentSet:
             probed += p
         if len(parts) == 1:
             return parts[0] + (probed,)
-        idx, dist = _merge_task(k, False, *parts)
+        idx, dist = merge_topk(k, False, *parts)
         return np.ascontiguousarray(idx), np.ascontiguousarray(dist), probed
 
     def radius_search(self, queries, r, n_threads, **kw):
         """(indptr, ids, distances): every live code within r, rows by (distance, id)."""
         nq = queries.shape[0]
         parts = [t.radius_search(queries, r, n_threads, **kw) for t in self.tables]
-        if len(parts) == 1:
-            return parts[0]
-        if not parts:
-            return np.zeros(nq + 1, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)
         return merge_radius(parts, [0] * len(parts), nq)
+
+
+# The keys of a segment: the arguments of similearn._core.MihIndex.
+SEGMENT_KEYS = ("codes", "substring_start", "substring_len", "n_bits", "offsets", "keys", "occupied", "positions",
+                "ids", "dead")
+
+
+def _sources(seg):
+    """What a segment's tables are read from: its arrays, the lists spread.  A snapshot,
+    compared by identity: a later change of an item does not reach it."""
+    return tuple(seg[k] for k in SEGMENT_KEYS if k not in ("offsets", "keys", "occupied")) + tuple(
+        len(seg[k]) for k in ("offsets", "keys", "occupied")) + (*seg["offsets"], *seg["keys"], *seg["occupied"])
+
+
+class SegmentStore:
+    """The store of an in-memory :class:`~similearn.neighbors.HammingIndex`: its segments
+    (``segments``, the list of dicts the estimator shows as ``segments_``), the id the next
+    code gets (``next_id``), the C++ objects over the segments (built at the first search,
+    again after a change of a segment's arrays) and the id -> position lookups (built when
+    :meth:`locate` needs them).  Changes (:meth:`add`, :meth:`remove`) replace segments,
+    never modify an array in place."""
+
+    holds_codes = True  # codes, ids, removal and files on the client
+
+    def __init__(self, segments, next_id, n_words, n_bits, m):
+        self.segments, self.next_id = list(segments), int(next_id)
+        self.n_words, self.n_bits, self.m = int(n_words), int(n_bits), m
+        self._mih, self._lookups = [], {}
+
+    @property
+    def n_codes(self):
+        return int(sum(n_live(s) for s in self.segments))
+
+    @property
+    def n_ids(self):
+        """The bound of the ids a filter may name: [0, next_id)."""
+        return self.next_id
+
+    @property
+    def tables_m(self):
+        """Tables of the first (largest) segment."""
+        return int(self.segments[0]["substring_start"].shape[0]) if self.segments else default_m(0, self.n_bits)
+
+    @property
+    def memory_bytes(self):
+        self._prune_lookups()
+        return sum(map(segment_bytes, self.segments)) + sum(o.nbytes for _, o in self._lookups.values())
+
+    def _prune_lookups(self):
+        for key in [k for k, (arr, _) in self._lookups.items() if not any(arr is s["ids"] for s in self.segments)]:
+            del self._lookups[key]
+
+    def tables(self):
+        """The searchable segments (:class:`SegmentSet` of ``similearn._core.MihIndex``),
+        reading the very arrays of ``segments``: a segment's object is constructed (its
+        layout checked, O(m + n / 64), no copy) the first time it is searched, and again
+        after a load or a change of its arrays."""
+        tables = []
+        for j, seg in enumerate(self.segments):
+            if not isinstance(seg, dict) or set(seg) != set(SEGMENT_KEYS):
+                raise ValueError(f"segments_[{j}] must be a dict of the arrays {SEGMENT_KEYS}")
+            src = _sources(seg)
+            hit = next((t for t, s in self._mih if len(s) == len(src) and all(map(operator.is_, s, src))), None)
+            tables.append((hit if hit is not None else _kernels.MihIndex(**seg), src))
+        self._mih = tables
+        return SegmentSet([t for t, _ in tables], self.n_words, self.tables_m)
+
+    def locate(self, ids):
+        """(segment, position) of each id among the live codes (see :func:`locate`)."""
+        return locate(self.segments, ids, self._lookups)
+
+    def add(self, C, ids, n_threads):
+        """Index the checked codes C with the checked new ``ids``: a segment of their own,
+        then :func:`settle`.  In place."""
+        segs = self.segments + [build_segment(C, ids, self.n_bits, self.m, n_threads)]
+        self.segments = settle(segs, self.n_bits, self.m, n_threads)
+        self.next_id = max(self.next_id, int(ids.max()) + 1)
+
+    def remove(self, ids, n_threads):
+        """Tombstone the live codes of ``ids`` (checked; ValueError naming the unknown
+        ones), then :func:`settle`.  In place."""
+        where, pos = self.locate(ids)
+        if (where < 0).any():
+            raise ValueError(f"ids {ids[where < 0][:5].tolist()} are not in the index (unknown or removed)")
+        segs = [without(s, pos[where == j]) if (where == j).any() else s for j, s in enumerate(self.segments)]
+        self.segments = settle(segs, self.n_bits, self.m, n_threads)
+
+    def live_by_id(self):
+        """The live codes and their ids, in id order (copies, O(n log n))."""
+        masks = [live_mask(s) for s in self.segments]
+        ids = np.concatenate([np.empty(0, np.int64)] + [s["ids"][k].astype(np.int64)
+                                                         for s, k in zip(self.segments, masks)])
+        codes = np.concatenate([np.empty((0, self.n_words), np.uint64)] + [s["codes"][k]
+                                                                            for s, k in zip(self.segments, masks)])
+        order = np.argsort(ids, kind="stable")
+        return np.ascontiguousarray(codes[order]), ids[order]
+
+    def search(self, queries, k, filters=NO_FILTERS, n_threads=None, scan_ratio=None):
+        """(indices (ids; -1 past the allowed codes), distances, candidates read per query)
+        of checked queries (``n_threads``: the estimator's parameter, resolved here or, for
+        Dask queries, in each task); Dask queries: lazy results of the segments as one
+        shard (no counts)."""
+        kw = filters.index_arrays()
+        if scan_ratio is not None:
+            kw["scan_ratio"] = float(scan_ratio)
+        if is_dask_array(queries):
+            from ._sharded import ShardedHammingIndex
+
+            return ShardedHammingIndex.of_index(self.tables(), n_threads).search(queries, k, filters)
+        idx, dist, probed = self.tables().search(queries, k, get_num_threads(n_threads), **kw)
+        return fill_missing(idx), dist, probed
+
+    def radius_search(self, queries, r, filters=NO_FILTERS, n_threads=None, scan_ratio=None):
+        """(indptr, ids, distances): every live code within r of each checked query."""
+        kw = filters.index_arrays()
+        if scan_ratio is not None:
+            kw["scan_ratio"] = float(scan_ratio)
+        return self.tables().radius_search(queries, r, get_num_threads(n_threads), **kw)

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..triplets._group_sampling import PairDrawer
 from .._config import get_num_threads
-from ..neighbors._checks import METRICS, topk_raw
+from ..neighbors._engine import METRICS, Filters, dense
 
 __all__ = ["CHECK_NEIGHBORS", "MAX_CANDIDATES", "IDENTITY_SCALE", "IDENTITY_CONSTANT", "target_neighbor_pairs",
            "NeighborPairDrawer", "identity_weights", "knn_correct"]
@@ -86,14 +86,14 @@ def target_neighbor_pairs(Xs, groups, k, rng, n_threads=None):
         if members.size <= MAX_CANDIDATES:
             Xc = np.ascontiguousarray(Xs[members])
             kc = min(k, members.size - 1)
-            idx, _ = topk_raw(Xc, Xc, kc, _EUCLIDEAN, 0, get_num_threads(n_threads))  # 0: itself excluded
+            idx, _ = dense(Xc, Xc, kc, _EUCLIDEAN, Filters(self_offset=0), get_num_threads(n_threads))  # itself excluded
             cand = members
         else:
             cand = np.sort(rng.choice(members, MAX_CANDIDATES, replace=False))
             kc = min(k, cand.size - 1)
             # one more than needed: a sample in the subset finds itself first
-            idx, _ = topk_raw(np.ascontiguousarray(Xs[members]), np.ascontiguousarray(Xs[cand]), kc + 1, _EUCLIDEAN,
-                              None, get_num_threads(n_threads))
+            idx, _ = dense(np.ascontiguousarray(Xs[members]), np.ascontiguousarray(Xs[cand]), kc + 1, _EUCLIDEAN,
+                           n_threads=get_num_threads(n_threads))
             same = cand[idx] == members[:, None]
             keep = ~same
             keep[~same.any(axis=1), kc] = False  # not in the subset: its kc nearest

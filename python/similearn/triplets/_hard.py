@@ -12,7 +12,7 @@ import scipy.sparse as sp
 
 from ._group_sampling import BLOCK_ENTRIES
 from .._config import get_num_threads
-from ..neighbors._checks import METRICS, topk_raw
+from ..neighbors._engine import METRICS, dense
 
 # Classes with at least this many members are searched against a copy of the
 # other-class rows; smaller classes against the whole data with k + class size.
@@ -80,7 +80,7 @@ def _scores(Q, M, metric, qn, mn):
 def hard_negatives_dense(X, anchors, groups, sizes, k, metric):
     """The min(k, n - size) nearest other-class rows of every anchor (best first,
     ties to the lower index), padded with zeros.  ``X``: validated by the caller (finite,
-    float32/64); searched by the exact top-k kernel (``topk_raw``: what
+    float32/64); searched by the exact top-k kernel (``similearn.neighbors._engine.dense``: what
     :func:`similearn.neighbors.topk` computes, without checking X again per block)."""
     n = X.shape[0]
     code, nt = METRICS[metric], get_num_threads()
@@ -96,7 +96,7 @@ def hard_negatives_dense(X, anchors, groups, sizes, k, metric):
         step = max(1, BLOCK_ENTRIES // max(kk, 1))
         for s in range(0, sel.size, step):
             rows = sel[s:s + step]
-            idx, _ = topk_raw(np.ascontiguousarray(X[anchors[rows]]), db, kk, code, None, nt)
+            idx, _ = dense(np.ascontiguousarray(X[anchors[rows]]), db, kk, code, n_threads=nt)
             out[rows, :kk] = other[idx]
     # small classes: search everything with k + class size, drop same-class hits
     small = np.flatnonzero(~big)
@@ -105,7 +105,7 @@ def hard_negatives_dense(X, anchors, groups, sizes, k, metric):
     for s in range(0, small.size, step):
         rows = small[s:s + step]
         ks = int(min(n, k + a_size[rows].max()))
-        idx, _ = topk_raw(np.ascontiguousarray(X[anchors[rows]]), X, ks, code, None, nt)
+        idx, _ = dense(np.ascontiguousarray(X[anchors[rows]]), X, ks, code, n_threads=nt)
         other = groups[idx] != groups[anchors[rows]][:, None]
         pos = np.cumsum(other, axis=1) - 1
         keep = other & (pos < k)

@@ -11,7 +11,7 @@ and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
 ``search(Q, k, n_threads, **filters)`` -> (indices, distances, probed) and
 ``radius_search(Q, r, n_threads, **filters)`` -> (indptr, indices, distances), which
 ``similearn._core.MihIndex`` is (``filters``: the include / exclude arrays of
-``_index_filters.filter_arrays``).
+:meth:`similearn.neighbors._engine.Filters.index_arrays`).
 
 * build (:meth:`ShardedHammingIndex.with_codes` of a Dask array): one task per row
   block builds its index; the shards are persisted on the current scheduler (on a
@@ -20,7 +20,7 @@ and a shard is any object with ``n_codes``, ``m``, ``memory_bytes``,
 * search: per query chunk, one task per shard searches it for min(k, shard size)
   neighbours with global ids (block offset + local id); the partial results go
   through the same tree reduction by (distance, index) as ``hamming_topk`` on Dask
-  arrays (``_dask_search._tree``), so the result equals ``hamming_topk`` on the whole
+  arrays (:func:`similearn.neighbors._dask.tree`), so the result equals ``hamming_topk`` on the whole
   database bit for bit, for any chunking.
 * radius_search: every shard's CSR rows, ids offset, merged by (distance, index) on
   the client (the output is the client's anyway).
@@ -40,11 +40,11 @@ import numpy as np
 
 from .._config import get_num_threads
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
-from ._dask_search import (SPLIT_EVERY, _exclude_slices, _getitem, _hamming_finalize, _offset, _offsets, _tree,
-                           check_uint64_codes)
-from ._index_filters import filter_arrays
+from ._dask import SPLIT_EVERY, check_uint64_codes, collect, cut_lists, cut_shared, hamming_finalize, offsets, tree
+from ._engine import NO_FILTERS, Filters
+from ._merge import merge_radius, offset_ids
 
-__all__ = ["ShardedHammingIndex", "checked_codes", "merge_radius"]
+__all__ = ["ShardedHammingIndex", "checked_codes"]
 
 
 # --------------------------------------------------------------------------- tasks
@@ -57,40 +57,35 @@ def _shard_info(shard):
     return shard.n_codes, shard.memory_bytes, shard.m
 
 
-def _search_shard(Q, shard, k, offset, n_threads, filters=(None, None, None)):
+def _search_shard(Q, shard, k, offset, n_threads, filters=NO_FILTERS):
     kb = min(k, shard.n_codes)
     if kb == 0 or Q.shape[0] == 0:
         return np.empty((Q.shape[0], 0), np.int64), np.empty((Q.shape[0], 0), np.int32)
-    idx, dist, _ = shard.search(Q, kb, get_num_threads(n_threads), **filter_arrays(*filters))
-    return _offset(idx, np.int64(offset)), dist  # missing slots (INT64_MAX) stay missing
+    idx, dist, _ = shard.search(Q, kb, get_num_threads(n_threads), **filters.index_arrays())
+    return offset_ids(idx, np.int64(offset)), dist  # missing slots (INT64_MAX) stay missing
 
 
-def _radius_shard(Q, shard, r, n_threads, filters=(None, None, None)):
-    return shard.radius_search(Q, r, get_num_threads(n_threads), **filter_arrays(*filters))
+def _radius_shard(Q, shard, r, n_threads, filters=NO_FILTERS):
+    return shard.radius_search(Q, r, get_num_threads(n_threads), **filters.index_arrays())
 
 
-def _shard_filters(filters, q0, q1, offsets, global_ids=False):
-    """include= / exclude= (validated: ``(ex, inc, shared)`` of
-    ``_index_filters.check_index_filters``, or None) of queries q0:q1, cut by shard (code
-    offsets ``offsets``): one ``(ex, inc, shared)`` per shard with shard-local ids, as the
-    Dask ``hamming_topk`` cuts them (an allow-list with no id in a shard allows nothing
-    there).  ``global_ids``: the shards name their codes by the index's own ids (an
-    in-memory index as one shard): rows q0:q1 uncut.  O(nnz log nnz + n_shards (q1 - q0))."""
-    n = len(offsets) - 1
-    ex, inc, shared = (None, None, None) if filters is None else filters
-    if ex is None and inc is None and shared is None:
-        return [(None, None, None)] * n
+def _shard_filters(filters, q0, q1, offs, global_ids=False):
+    """The validated filters (:class:`~similearn.neighbors._engine.Filters`, id space) of
+    queries q0:q1, cut by shard (code offsets ``offs``): one Filters per shard with
+    shard-local ids, as the Dask ``hamming_topk`` cuts them (an allow-list with no id in a
+    shard allows nothing there).  ``global_ids``: the shards name their codes by the
+    index's own ids (an in-memory index as one shard): rows q0:q1 uncut.
+    O(nnz log nnz + n_shards (q1 - q0))."""
+    n = len(offs) - 1
+    if filters.empty:
+        return [NO_FILTERS] * n
+    rows = np.arange(q0, q1, dtype=np.int64)
     if global_ids:
-        rows = [None if f is None else (np.ascontiguousarray(f[0][q0:q1 + 1] - f[0][q0]),
-                                        np.ascontiguousarray(f[1][f[0][q0]:f[0][q1]])) for f in (ex, inc)]
-        return [(rows[0], rows[1], shared)] * n
-    exs = _exclude_slices(ex, q0, q1, offsets)
-    incs = _exclude_slices(inc, q0, q1, offsets, keep_empty=True) if inc is not None else [None] * n
-    shs = [None] * n
-    if shared is not None:
-        cut = np.searchsorted(shared, offsets)
-        shs = [np.ascontiguousarray(shared[cut[b]:cut[b + 1]] - offsets[b]) for b in range(n)]
-    return list(zip(exs, incs, shs))
+        return [filters.take(rows)] * n
+    exs = cut_lists(filters.deny, q0, q1, offs)
+    incs = cut_lists(filters.allow, q0, q1, offs, keep_empty=True)
+    shs, dns = cut_shared(filters.shared_allow, offs), cut_shared(filters.shared_deny, offs)
+    return [Filters(deny=e, allow=a, shared_allow=s, shared_deny=d) for e, a, s, d in zip(exs, incs, shs, dns)]
 
 
 # --------------------------------------------------------------------------- entry points
@@ -176,25 +171,32 @@ class ShardedHammingIndex:
                           self.sizes + [int(n) for n, _, _ in info], self.nbytes + [int(b) for _, b, _ in info],
                           self.ms + [int(m) for _, _, m in info])
 
-    def search(self, queries, k, split_every=SPLIT_EVERY, filters=None):
+    holds_codes = False  # the codes stay on the workers: no ids, no removal, no file
+
+    @property
+    def n_ids(self):
+        """The bound of the ids a filter may name: the rows, [0, n_codes)."""
+        return self.n_codes
+
+    def search(self, queries, k, filters=NO_FILTERS, n_threads=None, scan_ratio=None, split_every=SPLIT_EVERY):
         """Exact k-NN over the shards (see the module docstring).
 
         queries: a checked ndarray of shape (n_queries, n_words), uint64, or a Dask
         array from :func:`checked_codes`; k: 1 <= k <= n_codes (checked by the caller).
-        filters: None or the validated ``(exclude, include, shared include)`` of
-        ``_index_filters.check_index_filters`` (the index's ids; each shard task gets its
-        slice).  -1 / 2**31 - 1 in the slots beyond the codes the filters allow.
-        Returns (indices int64, distances int32), each (n_queries, k): NumPy for NumPy
-        queries, lazy Dask arrays chunked like Dask ones."""
+        filters: the validated :class:`~similearn.neighbors._engine.Filters` (the index's
+        ids, ``space="ids"``; each shard task gets its slice).  -1 / 2**31 - 1 in the slots
+        beyond the codes the filters allow.
+        ``n_threads`` / ``scan_ratio`` are the store protocol's (the shards' threads were set
+        at construction; each shard decides its own switch to a scan).  Returns (indices
+        int64, distances int32, None), each (n_queries, k): NumPy for NumPy queries, lazy
+        Dask arrays chunked like Dask ones (no per-query counts)."""
         da = require_dask("a search of a sharded HammingIndex")
-        import dask
         from dask.base import tokenize
-        from dask.highlevelgraph import HighLevelGraph
 
         q_is_dask = is_dask_array(queries)
-        offsets = _offsets(self.sizes)
+        offs = offsets(self.sizes)
         token = tokenize(queries.name if q_is_dask else queries, [s.key for s in self.shards], k,
-                         split_every, filters)
+                         split_every, filters.index_arrays())
         dsk, deps = {}, list(self.shards)
         if q_is_dask:
             deps.append(queries)
@@ -205,31 +207,21 @@ class ShardedHammingIndex:
             dsk[q_keys[0]] = queries
             q_chunks = (queries.shape[0],)
         results = []
-        q_off = _offsets(q_chunks)
+        q_off = offsets(q_chunks)
         for i, qk in enumerate(q_keys):
-            cut = _shard_filters(filters, int(q_off[i]), int(q_off[i + 1]), offsets, self.global_ids)
+            cut = _shard_filters(filters, int(q_off[i]), int(q_off[i + 1]), offs, self.global_ids)
             leaves = []
             for b, s in enumerate(self.shards):
                 key = (f"sl-mih-{token}", i, b)
-                dsk[key] = (_search_shard, qk, s.key, k, int(offsets[b]), self.n_threads, cut[b])
+                dsk[key] = (_search_shard, qk, s.key, k, int(offs[b]), self.n_threads, cut[b])
                 leaves.append(key)
-            root = _tree(dsk, f"sl-mih-merge-{token}-{i}", leaves, k, False, split_every)
+            root = tree(dsk, f"sl-mih-merge-{token}-{i}", leaves, k, False, split_every)
             fkey = (f"sl-mih-final-{token}", i)
-            dsk[fkey] = (_hamming_finalize, root, k)
+            dsk[fkey] = (hamming_finalize, root, k)
             results.append(fkey)
-        out = []
-        for j, (nm, dt) in enumerate(((f"sl-mih-idx-{token}", np.dtype(np.int64)),
-                                      (f"sl-mih-dist-{token}", np.dtype(np.int32)))):
-            layer = dict(dsk)
-            for i, fk in enumerate(results):
-                layer[(nm, i, 0)] = (_getitem, fk, j)
-            graph = HighLevelGraph.from_collections(nm, layer, dependencies=deps)
-            out.append(da.Array(graph, nm, (q_chunks, (k,)), dtype=dt, meta=np.empty((0, 0), dt)))
-        if q_is_dask:
-            return tuple(out)
-        return dask.compute(*out)
+        return collect(da, dsk, deps, results, token, k, np.int32, q_chunks, q_is_dask, prefix="sl-mih") + (None,)
 
-    def radius_search(self, queries, r, filters=None):
+    def radius_search(self, queries, r, filters=NO_FILTERS, n_threads=None, scan_ratio=None):
         """Every code within r of each query (a checked ndarray of shape (n_queries,
         n_words), uint64) over the shards, as (indptr int64 (n_queries + 1,), indices
         int64, distances int32), rows sorted by (distance, index).  O(hits log hits) on
@@ -237,21 +229,8 @@ class ShardedHammingIndex:
         import dask
         from dask import delayed
 
-        cut = _shard_filters(filters, 0, queries.shape[0], _offsets(self.sizes), self.global_ids)
+        cut = _shard_filters(filters, 0, queries.shape[0], offsets(self.sizes), self.global_ids)
         parts = dask.compute(*[delayed(_radius_shard)(queries, s, r, self.n_threads, f)
                                for s, f in zip(self.shards, cut)])
-        return merge_radius(parts, _offsets(self.sizes), queries.shape[0])
+        return merge_radius(parts, offsets(self.sizes), queries.shape[0])
 
-
-def merge_radius(parts, offsets, nq):
-    """The CSR radius results ``parts`` ((indptr, ids, distances) each, over the same nq
-    queries) of disjoint shards as one: ids plus the shard's offset, rows sorted by
-    (distance, id).  Also merges the segments of an in-memory index (offsets 0).
-    O(hits log hits)."""
-    # every shard's hits with their query row and global id, then one sort by (query, distance, id)
-    qid = np.concatenate([np.repeat(np.arange(nq), np.diff(indptr)) for indptr, _, _ in parts])
-    ind = np.concatenate([i + np.int64(o) for (_, i, _), o in zip(parts, offsets)])
-    dist = np.concatenate([d for _, _, d in parts])
-    order = np.lexsort((ind, dist, qid))
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(qid, minlength=nq))]).astype(np.int64)
-    return indptr, ind[order].astype(np.int64), dist[order].astype(np.int32)
