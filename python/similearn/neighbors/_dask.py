@@ -38,7 +38,8 @@ from .. import _kernels
 from .._utils.validation import check_codes, check_dense
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
 from . import _filters
-from ._engine import MISSING, METRICS, NO_FILTERS, WORST_DISTANCE
+from ._contract import METRICS, MISSING, WORST_DISTANCE
+from ._filters import NO_FILTERS
 from ._merge import merge_topk, offset_ids, pad_topk
 
 __all__ = ["dask_topk", "dask_hamming_topk", "check_operands", "cut_lists", "tree", "SPLIT_EVERY"]

@@ -16,10 +16,7 @@ checks them again.  The results are ordered best first, ties to the lower databa
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import numpy as np
-import scipy.sparse as sp
 
 from .. import _kernels
 from .._config import blas_threads, get_num_threads
@@ -27,17 +24,11 @@ from .._dask import is_dask_array
 from .._utils.memory import check_memory
 from .._utils.validation import check_bool, check_finite, check_int
 from . import _filters
+from ._contract import METRICS, MISSING, WORST_DISTANCE
+from ._filters import NO_FILTERS, Filters
 
 __all__ = ["METRICS", "MISSING", "WORST_DISTANCE", "Filters", "NO_FILTERS", "check_metric", "check_self",
-           "check_result_memory", "fill_missing", "dense", "codes"]
-
-#: The metric names of the dense search (``topk``'s ``metric``, also that of the k-NN
-#: estimators); each maps to the code the C++ kernels take.
-METRICS = {"ip": 0, "cosine": 1, "euclidean": 2}
-#: The kernels' index of a slot no candidate filled (csrc: INT64_MAX); returned as -1.
-MISSING = np.iinfo(np.int64).max
-#: The Hamming distance of such a slot (and the dense scores: -inf, or +inf for "euclidean").
-WORST_DISTANCE = np.iinfo(np.int32).max
+           "check_result_memory", "fill_missing", "kernel_threads", "dense", "codes"]
 
 
 def check_metric(metric):
@@ -82,186 +73,6 @@ def fill_missing(idx):
     """Kernel slots no candidate filled (index :data:`MISSING`) -> index -1, in place."""
     idx[idx == MISSING] = -1
     return idx
-
-
-@dataclass(frozen=True, eq=False)
-class Filters:
-    """What a search may return, validated: the kernels' forms of ``include=`` /
-    ``exclude=`` and the self rows.
-
-    Attributes (each None when absent)
-    ----------------------------------
-    deny : tuple of ndarray
-        Per-query deny-lists ``(indptr, ids)``: int64, rows ascending (duplicates kept).
-    allow : tuple of ndarray
-        Per-query allow-lists, the same layout.
-    allow_bits : ndarray of shape (n_queries, n_words), uint64
-        Per-query allow mask over database rows (bit j % 64 of word j // 64).
-    shared_allow, shared_deny : ndarray of shape (n_ids,), int64
-        One allow- / deny-list for every query, sorted distinct.  A shared deny-list is
-        only kept alone: with an allow-list it is folded into it at the check.
-    self_offset : int
-        Query i never returns database row ``self_offset + i`` (leave-one-out: 0).
-
-    An id must be allowed (by every allow form present) and not denied.  Instances are
-    frozen: :meth:`deny_also` and :meth:`take` return new ones.
-    """
-
-    deny: tuple | None = None
-    allow: tuple | None = None
-    allow_bits: np.ndarray | None = None
-    shared_allow: np.ndarray | None = None
-    shared_deny: np.ndarray | None = None
-    self_offset: int | None = None
-
-    @classmethod
-    def check(cls, n_queries, n_database, *, include=None, exclude=None, self_offset=None,
-              names=("include", "exclude"), space="rows", n_threads=1):
-        """The one parser of a search's filters.
-
-        Parameters
-        ----------
-        n_queries, n_database : int
-            The queries, and the database rows (``space="rows"``) or the bound of the ids
-            (``space="ids"``: an index's ids, [0, n_database)).
-        include : None, 1-D int array-like, scipy.sparse matrix, or mask
-            The only ids a query may return: one list for every query (1-D), one per
-            query (sparse (n_queries, n_database), row i's stored column indices; values
-            ignored, explicit zeros count, duplicates and unsorted rows allowed), or a
-            per-query mask over database rows (``space="rows"`` only: boolean
-            (n_queries, n_database) or packed by ``pack_bits``).
-        exclude : None, 1-D int array-like, or scipy.sparse matrix
-            Ids never returned: one list for every query (1-D) or one per query (sparse).
-        self_offset : int, optional
-            From :func:`check_self`.
-        names : (str, str)
-            The caller's names of include and exclude, for the errors.
-        space : {"rows", "ids"}
-            What the columns are: database rows (masks allowed) or an index's ids.
-        n_threads : int
-            Threads of the mask packing.
-
-        Returns
-        -------
-        Filters
-
-        Notes
-        -----
-        O(n_queries + nnz) (O(nnz log nnz) for unsorted rows), O(n_queries n_database / 64)
-        for a mask.  Errors: TypeError for a form not listed, ValueError for a wrong
-        shape or an id outside [0, n_database), naming the argument.
-        """
-        inc_name, ex_name = names
-        cols = "n_database" if space == "rows" else "n_ids"
-        what = "database ids" if space == "rows" else "ids"
-        deny = shared_deny = allow = bits = shared_allow = None
-        if exclude is not None:
-            form = _form(exclude)
-            if form == "sparse":
-                deny = _filters.check_id_rows(exclude, n_queries, n_database, ex_name, cols)
-            elif form == 1:
-                forms = _filters.EXCLUDE_FORMS.format(name=ex_name, what=what, cols=cols)
-                shared_deny = _filters.check_shared_ids(exclude, n_database, ex_name, forms)
-            else:
-                raise TypeError(f"{ex_name} must be a scipy.sparse matrix of shape (n_queries, {cols}) whose stored "
-                                f"entries are the ids to skip per query (e.g. scipy.sparse.csr_array), a 1-D array "
-                                f"of {what} (one deny-list for every query), or None; got {_describe(exclude, form)}")
-        if include is not None:
-            form = _form(include)
-            if form == "sparse":
-                allow = _filters.check_id_rows(include, n_queries, n_database, inc_name, cols, "allow")
-            elif form == 2 and space == "rows":
-                bits, allow = _filters.check_include_mask(include, n_queries, n_database, n_threads, inc_name)
-            elif form == 2:
-                raise TypeError(f"{inc_name}: HammingIndex takes ids, not a 2-D mask over database rows (its ids need "
-                                "not be row numbers); pass one 1-D id list for every query, or a scipy.sparse "
-                                f"matrix of shape (n_queries, n_ids) = ({n_queries}, {n_database}) whose stored "
-                                "column indices are the ids")
-            else:
-                forms = _filters.INCLUDE_FORMS.format(name=inc_name) if space == "rows" else (
-                    f"{inc_name} must be a 1-D array of ids (one allow-list for every query) or a scipy.sparse "
-                    f"matrix of shape (n_queries, n_ids)")
-                if form != 1:
-                    raise TypeError(f"{forms}; got {_describe(include, form)}")
-                shared_allow = _filters.check_shared_ids(include, n_database, inc_name, forms)
-        if shared_deny is not None and shared_deny.size and (allow is not None or bits is not None
-                                                              or shared_allow is not None):
-            # one deny-list with an allow-list: the allowed ids less the denied ones
-            if shared_allow is not None:
-                shared_allow = np.setdiff1d(shared_allow, shared_deny, assume_unique=True)
-            if allow is not None:
-                allow = _filters.drop_ids(allow, shared_deny)
-            if bits is not None:
-                bits = _filters.clear_bits(bits, shared_deny)
-            shared_deny = None
-        if shared_deny is not None and shared_deny.size == 0:
-            shared_deny = None
-        return cls(deny, allow, bits, shared_allow, shared_deny, self_offset)
-
-    def deny_also(self, rows, n_queries):
-        """These filters with the per-query ids ``rows`` (``(indptr, ids)``: int64, valid
-        ids, rows ascending -- a caller's own pattern such as seen items or each query's
-        own row, not checked again) denied too.  O(nnz log nnz)."""
-        if rows is None:
-            return self
-        return replace(self, deny=_filters.union_rows(self.deny, rows, n_queries))
-
-    def take(self, which):
-        """The filters of the queries ``which`` (int64 positions), in that order: per-query
-        parts sliced, shared parts kept.  A self offset cannot follow a reordering and
-        raises."""
-        if self.self_offset is not None:
-            raise ValueError("Filters.take: a self offset follows the query rows; slice the queries instead")
-        which = np.asarray(which, np.int64)
-        return replace(self, deny=None if self.deny is None else _filters.take_rows(self.deny, which),
-                       allow=None if self.allow is None else _filters.take_rows(self.allow, which),
-                       allow_bits=None if self.allow_bits is None else np.ascontiguousarray(self.allow_bits[which]))
-
-    @property
-    def empty(self):
-        """True when nothing is filtered."""
-        return all(getattr(self, f) is None for f in ("deny", "allow", "allow_bits", "shared_allow", "shared_deny",
-                                                        "self_offset"))
-
-    def mask_as_rows(self, n_database):
-        """These filters with a per-query mask listed as CSR allow-lists (for searches that
-        cut the lists by database block: Dask)."""
-        if self.allow_bits is None:
-            return self
-        return replace(self, allow=_filters.mask_rows(self.allow_bits, n_database), allow_bits=None)
-
-    def index_arrays(self):
-        """The keyword arguments of ``_core.MihIndex.search`` / ``radius_search``."""
-        kw = {}
-        if self.deny is not None:
-            kw.update(exclude_indptr=self.deny[0], exclude_indices=self.deny[1])
-        if self.allow is not None:
-            kw.update(include_indptr=self.allow[0], include_indices=self.allow[1])
-        if self.shared_allow is not None:
-            kw["allow"] = self.shared_allow
-        if self.shared_deny is not None:
-            kw["deny"] = self.shared_deny
-        return kw
-
-
-NO_FILTERS = Filters()
-
-
-def _form(a):
-    """"sparse", the number of dimensions of an array-like, or "ragged" (nested lists of
-    unequal lengths)."""
-    if sp.issparse(a):
-        return "sparse"
-    try:
-        return np.ndim(a)
-    except ValueError:
-        return "ragged"
-
-
-def _describe(a, form):
-    if form == "ragged":
-        return "ragged lists (per-query lists go in a scipy.sparse matrix)"
-    return f"a {form}-D {type(a).__name__}"
 
 
 # --------------------------------------------------------------------------- the searches

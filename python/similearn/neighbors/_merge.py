@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._engine import MISSING
+from ._contract import MISSING
 
 __all__ = ["merge_topk", "pad_topk", "merge_radius", "offset_ids"]
 

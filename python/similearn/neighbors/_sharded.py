@@ -41,7 +41,7 @@ import numpy as np
 from .._config import get_num_threads
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
 from ._dask import SPLIT_EVERY, check_uint64_codes, collect, cut_lists, cut_shared, hamming_finalize, offsets, tree
-from ._engine import NO_FILTERS, Filters
+from ._filters import NO_FILTERS, Filters
 from ._merge import merge_radius, offset_ids
 
 __all__ = ["ShardedHammingIndex", "checked_codes"]
