@@ -289,8 +289,9 @@ def test_itq_beats_random_codes_on_documents():
     X, y = _docs(600, 800, n_classes=5)
     itq = ITQHasher(n_bits=32, random_state=0).fit(X)
     lsh = LSHHasher(n_bits=32, random_state=0).fit(X)
-    p_itq = itq.retrieval_precision(X, X, y, y, k=50, exclude_self=True)
-    p_lsh = lsh.retrieval_precision(X, X, y, y, k=50, exclude_self=True)
+    ci, cl = itq.encode(X), lsh.encode(X)
+    p_itq = precision_at_k_hamming(ci, ci, y, y, k=50, exclude_self=True)
+    p_lsh = precision_at_k_hamming(cl, cl, y, y, k=50, exclude_self=True)
     rand = pack_bits(np.random.default_rng(0).integers(0, 2, (600, 32)))
     p_rand = precision_at_k_hamming(rand, rand, y, y, k=50, exclude_self=True)
     assert abs(p_rand - 0.2) < 0.05  # chance level: 5 balanced classes
@@ -315,13 +316,24 @@ def test_retrieval_precision_matches_oracle():
     X, y = _docs(150, 300)
     Xq, yq = _docs(40, 300, random_state=2)
     est = ITQHasher(n_bits=24, random_state=0).fit(X)
-    p = est.retrieval_precision(Xq, X, yq, y, k=10)
+    p = precision_at_k_hamming(est.encode(Xq), est.encode(X), yq, y, k=10)
     assert p == pytest.approx(_precision_oracle(est.transform(Xq), est.transform(X), yq, y, 10), abs=1e-12)
+
+
+def test_retrieval_precision_is_deprecated_and_still_gives_the_metric():
+    """The third door to Hamming precision@k: a FutureWarning naming its removal version
+    and the metric to use, and that metric's value until then."""
+    X, y = _docs(150, 300)
+    Xq, yq = _docs(40, 300, random_state=2)
+    est = ITQHasher(n_bits=24, random_state=0).fit(X)
+    with pytest.warns(FutureWarning, match=r"removed in similearn 0\.3\.0: use similearn\.metrics\.precision_at_k"):
+        p = est.retrieval_precision(Xq, X, yq, y, k=10)
     assert p == precision_at_k_hamming(est.encode(Xq), est.encode(X), yq, y, k=10)
-    loo = est.retrieval_precision(X, X, y, y, k=10, exclude_self=True)
     codes = est.encode(X)
+    with pytest.warns(FutureWarning):
+        loo = est.retrieval_precision(X, X, y, y, k=10, exclude_self=True)
     assert loo == precision_at_k_hamming(codes, codes, y, y, k=10, exclude_self=True)
-    with pytest.raises(ValueError, match="exclude_self"):
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="exclude_self"):
         est.retrieval_precision(X.copy(), X, y, y, k=10, exclude_self=True)
 
 

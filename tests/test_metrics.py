@@ -174,8 +174,8 @@ def test_block_sizes_identical(monkeypatch):
     for bs in (1, 3, 17, 1000):
         assert_scores_equal(M.retrieval_scores(Q, X, yq, yd, ks=(1, 10, 90), block_size=bs), ref, rtol=1e-13)
     # automatic blocking under a tiny memory budget
-    monkeypatch.setattr(M, "_MEMORY_BUDGET", 90 * 48 * 4)
-    assert M._block_rows(None, 17, M._DENSE_BYTES_PER_PAIR * 90) == 4
+    monkeypatch.setattr(M._retrieval, "_MEMORY_BUDGET", 90 * 48 * 4)
+    assert M._retrieval._block_rows(None, 17, M._retrieval._DENSE_BYTES_PER_PAIR * 90) == 4
     assert_scores_equal(M.retrieval_scores(Q, X, yq, yd, ks=(1, 10, 90)), ref, rtol=1e-13)
 
 
@@ -201,7 +201,7 @@ def _multilabel(rng, n, n_labels, p=0.25):
 @pytest.mark.parametrize("sparse_path", [False, True])
 def test_multilabel_forms_agree(monkeypatch, sparse_path):
     if sparse_path:
-        monkeypatch.setattr(M, "_DENSE_LABELS_MAX", 0)
+        monkeypatch.setattr(M._retrieval, "_DENSE_LABELS_MAX", 0)
     rng = np.random.default_rng(21)
     Q, X = rng.standard_normal((15, 5)), rng.standard_normal((70, 5))
     Yq, Yd = _multilabel(rng, 15, 6, 0.15), _multilabel(rng, 70, 6)
@@ -361,7 +361,7 @@ def test_bad_inputs():
         f(Q, X, yq, yd[:9], ks=(1,))
     Qn = Q.copy()
     Qn[1, 1] = np.nan
-    with pytest.raises(ValueError, match="query_X contains NaN"):
+    with pytest.raises(ValueError, match="queries contains NaN"):
         f(Qn, X, yq, yd, ks=(1,))
     with pytest.raises(ValueError, match="features"):
         f(Q[:, :2].copy(), X, yq, yd, ks=(1,))

@@ -11,6 +11,11 @@ from similearn.metrics._interaction_map import InteractionMap
 from similearn.metrics import interaction_map_at_k
 
 
+
+def _oracle(L, R, rel, exclude=None, **kw):
+    """The NumPy oracle under the function's argument names."""
+    return interaction_map_oracle(L, R, rel, exclude_pairs=exclude, **kw)
+
 def _case(rng, nL, nR, dim, n_rel, n_exc, integer, dtype):
     """Vectors (integer-valued ones: exact products, many ties) and random pairs."""
     if integer:
@@ -41,9 +46,9 @@ def test_kernel_matches_the_numpy_oracle(dtype, shape, integer):
     for k in (1, 3, 10, nR + 5):
         for nc in (None, max(1, nR // 3), 1):
             for ex in (None, exc, exc[:0]):
-                kw = dict(k=k, n_candidates=nc, exclude_pairs=ex, random_state=3)
+                kw = dict(k=k, n_candidates=nc, exclude=ex, random_state=3)
                 got = interaction_map_at_k(L, R, rel, **kw)
-                want = interaction_map_oracle(L, R, rel, **kw)
+                want = _oracle(L, R, rel, **kw)
                 assert got == pytest.approx(want, abs=1e-12), (k, nc, ex is None)
 
 
@@ -55,9 +60,9 @@ def test_hand_computed_ties_and_exclusions():
     # with 1 and 2 at score 0 -> ranked last (4th): AP = (1/1 + 2/4) / 2
     assert interaction_map_at_k(U, V, rel, k=10) == pytest.approx((0.5 + 1 + 0.75) / 3, abs=1e-15)
     # excluding item 0 for query 0 promotes item 1 to rank 1
-    assert interaction_map_at_k(U, V, rel[:1], exclude_pairs=np.array([[0, 0]])) == 1.0
+    assert interaction_map_at_k(U, V, rel[:1], exclude=np.array([[0, 0]])) == 1.0
     # a relevant pair is never excluded
-    assert interaction_map_at_k(U, V, rel[:1], exclude_pairs=np.array([[0, 1]])) == 0.5
+    assert interaction_map_at_k(U, V, rel[:1], exclude=np.array([[0, 1]])) == 0.5
     # a constant model is not rewarded by ties
     assert interaction_map_at_k(np.ones((3, 1)), np.ones((4, 1)), rel, k=2) == 0.0
     # k = 4: every item ranks 4th; query 2's two relevant ones give (1/4 + 2/4) / 2
@@ -73,17 +78,17 @@ def test_all_excluded_rows_and_relevant_outside_the_sample():
     rel = np.array([[0, 5], [1, 7], [1, 8], [3, 19]])
     every = np.array([(i, j) for i in range(4) for j in range(20)])
     # everything excluded but the relevant items: each query ranks its relevant ones only
-    assert interaction_map_at_k(L, R, rel, exclude_pairs=every) == 1.0
+    assert interaction_map_at_k(L, R, rel, exclude=every) == 1.0
     for nc in (1, 2, 19, 20, 25):
         for seed in range(4):
-            kw = dict(n_candidates=nc, random_state=seed, exclude_pairs=every[::3])
-            assert interaction_map_at_k(L, R, rel, **kw) == pytest.approx(interaction_map_oracle(L, R, rel, **kw),
+            kw = dict(n_candidates=nc, random_state=seed, exclude=every[::3])
+            assert interaction_map_at_k(L, R, rel, **kw) == pytest.approx(_oracle(L, R, rel, **kw),
                                                                            abs=1e-14)
 
 
 def test_one_query_one_item_and_duplicates():
     assert interaction_map_at_k(np.ones((1, 2)), np.ones((1, 2)), [[0, 0]]) == 1.0
-    assert interaction_map_at_k(np.ones((1, 2)), np.ones((1, 2)), [[0, 0]], k=1, exclude_pairs=[[0, 0]]) == 1.0
+    assert interaction_map_at_k(np.ones((1, 2)), np.ones((1, 2)), [[0, 0]], k=1, exclude=[[0, 0]]) == 1.0
     L, R = np.array([[1.0]]), np.array([[3.0], [2.0], [1.0]])
     assert interaction_map_at_k(L, R, [[0, 2], [0, 2], [0, 2]]) == pytest.approx(1 / 3)  # duplicates count once
     assert interaction_map_at_k(L, R, [[0, 2]], k=2) == 0.0
@@ -112,27 +117,27 @@ def test_mixed_dtypes_and_integer_vectors_are_promoted():
 
 
 @pytest.mark.parametrize("call,exc,pattern", [
-    (lambda L, R, P: interaction_map_at_k(np.where(L > 0, np.nan, L), R, P), ValueError, "left_vectors contains NaN"),
-    (lambda L, R, P: interaction_map_at_k(L, np.where(R > 0, np.inf, R), P), ValueError, "right_vectors contains inf"),
-    (lambda L, R, P: interaction_map_at_k(L[0], R, P), ValueError, "left_vectors must be a 2-D"),
+    (lambda L, R, P: interaction_map_at_k(np.where(L > 0, np.nan, L), R, P), ValueError, "left contains NaN"),
+    (lambda L, R, P: interaction_map_at_k(L, np.where(R > 0, np.inf, R), P), ValueError, "right contains inf"),
+    (lambda L, R, P: interaction_map_at_k(L[0], R, P), ValueError, "left must be a 2-D"),
     (lambda L, R, P: interaction_map_at_k(L, np.ascontiguousarray(R[:, :2]), P), ValueError, "differ in dimension"),
-    (lambda L, R, P: interaction_map_at_k(L, R.astype(complex), P), TypeError, "right_vectors must have dtype"),
-    (lambda L, R, P: interaction_map_at_k(L, R.astype(str), P), TypeError, "right_vectors must have dtype"),
-    (lambda L, R, P: interaction_map_at_k(L[:0], R, P), ValueError, "left_vectors has 0 row"),
+    (lambda L, R, P: interaction_map_at_k(L, R.astype(complex), P), TypeError, "right must have dtype"),
+    (lambda L, R, P: interaction_map_at_k(L, R.astype(str), P), TypeError, "right must have dtype"),
+    (lambda L, R, P: interaction_map_at_k(L[:0], R, P), ValueError, "left has 0 row"),
     (lambda L, R, P: interaction_map_at_k(L, R, P[:0]), ValueError, "relevant_pairs is empty"),
     (lambda L, R, P: interaction_map_at_k(L, R, [[0, -1]]), ValueError, "relevant_pairs"),
     (lambda L, R, P: interaction_map_at_k(L, R, [[10, 0]]), ValueError, "relevant_pairs"),
     (lambda L, R, P: interaction_map_at_k(L, R, [[0.0, 1.0]]), TypeError, "relevant_pairs"),
     (lambda L, R, P: interaction_map_at_k(L, R, P[:, 0]), ValueError, "relevant_pairs"),
-    (lambda L, R, P: interaction_map_at_k(L, R, P, exclude_pairs=[[0, 12]]), ValueError, "exclude_pairs"),
-    (lambda L, R, P: interaction_map_at_k(L, R, P, exclude_pairs=[[-3, 0]]), ValueError, "exclude_pairs"),
+    (lambda L, R, P: interaction_map_at_k(L, R, P, exclude=[[0, 12]]), ValueError, "exclude"),
+    (lambda L, R, P: interaction_map_at_k(L, R, P, exclude=[[-3, 0]]), ValueError, "exclude"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, k=0), ValueError, "k must be >= 1"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, k=-2), ValueError, "k must be >= 1"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, k=2.5), TypeError, "k must be an integer"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, n_candidates=0), ValueError, "n_candidates"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, n_candidates=True), TypeError, "n_candidates"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, block_size=0), ValueError, "block_size"),
-    (lambda L, R, P: interaction_map_at_k(L * 1e160, R * 1e160, P), ValueError, "left_vectors and right_vectors are "
+    (lambda L, R, P: interaction_map_at_k(L * 1e160, R * 1e160, P), ValueError, "left and right_vectors are "
                                                                                "too large"),
     (lambda L, R, P: interaction_map_at_k(L.astype(np.float32) * 1e19, R.astype(np.float32) * 1e19, P), ValueError,
      "overflow float32"),

@@ -217,7 +217,7 @@ def test_model_input_equals_the_embeddings():
     want = ranking_metrics_at_k(U, V, model.interactions_, test, 5)
     assert ranking_metrics_at_k(model, test=test, k=5) == want
     assert ranking_metrics_at_k(model, None, pairs, test, 5) == want
-    assert ranking_metrics_at_k(model, train=pairs, test=test, k=5) == want
+    assert ranking_metrics_at_k(model, exclude=pairs, test=test, k=5) == want
     with pytest.raises(ValueError, match="right must be None"):
         ranking_metrics_at_k(model, V, pairs, test)
 
@@ -263,10 +263,10 @@ BAD = [
     (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr, te[:0]), ValueError, "test is empty"),
     (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr, None), ValueError, "test"),
     (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr, te + [0, 100]), ValueError, r"test\[:, 1\]"),
-    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr - [1, 0], te), ValueError, "train contains a negative index"),
-    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr.astype(float), te), TypeError, "train"),
-    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr[:, :1], te), ValueError, "train"),
-    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, sp.csr_matrix((3, 3)), te), ValueError, "train must have shape"),
+    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr - [1, 0], te), ValueError, "exclude contains a negative index"),
+    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr.astype(float), te), TypeError, "exclude"),
+    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, tr[:, :1], te), ValueError, "exclude"),
+    (lambda U, V, tr, te: ranking_metrics_at_k(U, V, sp.csr_matrix((3, 3)), te), ValueError, "exclude must have shape"),
     (lambda U, V, tr, te: ranking_metrics_at_k(U, None, tr, te), ValueError, "right"),
     (lambda U, V, tr, te: ranking_metrics_at_k(U * 1e300, V * 1e300, tr, te), ValueError, "overflow"),
 ]

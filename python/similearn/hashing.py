@@ -1,9 +1,8 @@
 """Unsupervised binary hashing baselines for semantic hashing of documents.
 
 * :class:`HashingMixin`: ``encode`` (packed uint64 codes for
-  :func:`similearn.neighbors.hamming_topk`) and ``retrieval_precision``
-  (precision@k under Hamming distance) for any estimator whose ``transform``
-  returns {0, 1} bits.
+  :func:`similearn.neighbors.hamming_topk` and the Hamming metrics of
+  :mod:`similearn.metrics`) for any estimator whose ``transform`` returns {0, 1} bits.
 * :class:`LSHHasher`: random-hyperplane LSH (Charikar 2002), the sign of random
   Gaussian projections; a data-independent baseline whose Hamming distance
   estimates the angle between the inputs.
@@ -17,6 +16,8 @@ Codes are ``(n_samples, n_bits)`` uint8 arrays of 0/1 from ``transform`` and
 ``(n_samples, ceil(n_bits / 64))`` uint64 words from ``encode``.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import scipy.linalg
@@ -192,27 +193,21 @@ class HashingMixin:
         return pack_bits(self.transform(X))
 
     def retrieval_precision(self, X_query, X_database, y_query, y_database, k=100, exclude_self=False):
-        """Mean precision of the k database items nearest to each query in Hamming
-        distance (ties -> lower database index); an item is relevant when it
-        shares a label with the query (see
-        :func:`similearn.metrics.precision_at_k_hamming`).
+        """Deprecated (removed in similearn 0.3.0): the third door to Hamming precision@k.
+        Use ``similearn.metrics.precision_at_k_hamming(self.encode(X_query),
+        self.encode(X_database), y_query, y_database, k=k)`` (or
+        :func:`~similearn.metrics.hamming_retrieval_scores` for MAP and AUC too), which
+        this calls.
 
-        Parameters
-        ----------
-        X_query : array-like or sparse matrix of shape (n_queries, n_features)
-        X_database : array-like or sparse matrix of shape (n_database, n_features)
-        y_query : array-like of shape (n_queries,) (or a label matrix, as the metric accepts)
-        y_database : array-like of shape (n_database,)
-        k : int, default=100
-        exclude_self : bool, default=False
-            Leave-one-out; only when ``X_query is X_database``.
-
-        Returns
-        -------
-        float
-            precision@k, the "precision@100" of the semantic-hashing literature
-            for ``k=100``.  Cost: encoding plus O(n_queries n_database n_words).
+        Mean precision of the k database items nearest to each query in Hamming
+        distance (ties -> lower database index); an item is relevant when it shares a
+        label with the query.  Parameters as before: ``X_query`` / ``X_database`` the
+        rows to encode, ``y_query`` / ``y_database`` their labels, ``exclude_self``
+        leave-one-out (only when ``X_query is X_database``).  Returns a float.
         """
+        warnings.warn("HashingMixin.retrieval_precision is deprecated and will be removed in similearn 0.3.0: use "
+                      "similearn.metrics.precision_at_k_hamming(h.encode(X_query), h.encode(X_database), y_query, "
+                      "y_database, k=k)", FutureWarning, stacklevel=2)
         database = self.encode(X_database)
         if exclude_self:
             if X_query is not X_database:

@@ -403,6 +403,7 @@ def _nash(ctx):
 
     from ..datasets import make_topic_documents
     from ..hashing import ITQHasher, LSHHasher
+    from ..metrics import precision_at_k_hamming
     from ..nash import NASH
 
     n_train, n_test = 3000, 500
@@ -423,7 +424,7 @@ def _nash(ctx):
             t0 = time.perf_counter()
             est.fit(Xtr)
             dt = time.perf_counter() - t0
-            p = est.retrieval_precision(Xte, Xtr, yte, ytr, k=100)
+            p = precision_at_k_hamming(est.encode(Xte), est.encode(Xtr), yte, ytr, k=100)
             rows.append([name, bits, _fmt(p), f"{dt:.2f} s"])
             ctx.record(**{f"{name.lower().replace('-', '_')}_{bits}": p})
     ctx.table(["method", "bits", "precision@100", "fit time"], rows)

@@ -37,6 +37,29 @@ relevance of the candidate at rank i (1-based).
 Scores are similarities for "ip" and "cosine" and ``-distance`` for "euclidean"
 and Hamming distance.
 
+MAP@k tie rules
+---------------
+Two rules rank a candidate that ties with others, each with its name:
+
+``"lower_id"``
+    The ranking of the exact top-k search (:func:`similearn.neighbors.topk`): equal
+    scores go to the lower database (item) id.  ``map@k`` / ``p@k`` of
+    :func:`retrieval_scores` and :func:`hamming_retrieval_scores`, every metric of
+    :func:`ranking_metrics_at_k` (as implicit ranks), and
+    ``interaction_map_at_k(..., ties="lower_id")``.
+``"pessimistic"``
+    A relevant item's rank is the number of candidates scoring at least as high: ties
+    count against it (Krichene et al.'s protocol; a constant model scores the minimum,
+    not 1).  :func:`interaction_map_at_k`'s default.
+
+With no tie among the top k the two agree.  ``map`` (not @k) and ``auc`` give tied
+items their group's value (as scikit-learn does) and need no rule.
+
+One deny concept, one name: ``exclude`` -- the items never ranked (the training pairs),
+in :func:`interaction_map_at_k` and :func:`ranking_metrics_at_k` (there "unless
+relevant": a held-out pair stays a candidate), as in the searches of
+:mod:`similearn.neighbors`.
+
 Undefined queries
 -----------------
 A query with no relevant candidate (R = 0) has no AP and no AUC; a query whose
@@ -51,335 +74,9 @@ query's candidates all relevant) is NaN, with the warning.
 """
 from __future__ import annotations
 
-import numpy as np
-
-from .. import _kernels
-from .._config import get_num_threads
-from .._utils.memory import check_memory
-from ._ranking import Accumulator, ap_auc_from_groups, check_ks, dense_block, topk_metrics
-from ._relevance import DENSE_LABELS_MAX, MEMORY_BUDGET, Relevance
-from ..neighbors._engine import Filters, check_metric, check_self, codes, dense
-from .._utils.validation import check_codes, check_dense, check_int, check_k, check_same_dtype
-from .._dask import is_dask_array
-
+from ._interaction_map import interaction_map_at_k
 from ._ranking_at_k import ranking_metrics_at_k
+from ._retrieval import hamming_retrieval_scores, precision_at_k_hamming, retrieval_scores
 
 __all__ = ["retrieval_scores", "hamming_retrieval_scores", "precision_at_k_hamming", "interaction_map_at_k",
            "ranking_metrics_at_k"]
-
-# The limits of similearn.metrics._relevance (a query block's working memory, the label
-# count of the dense relevance path), read from here at each call.
-_MEMORY_BUDGET = MEMORY_BUDGET
-_DENSE_LABELS_MAX = DENSE_LABELS_MAX
-# Dense path per (query, candidate) pair: ranking indices (8) + scores (4/8) +
-# relevance and its ranked copy (2) + cumulative counts (4) + tie-group ends
-# (1 + 8 flat index) + per-group float temporaries.
-_DENSE_BYTES_PER_PAIR = 48
-# Hamming path: relevance (1) + label product / mask (5).
-_HAMMING_BYTES_PER_PAIR = 8
-
-
-def _relevance(query_labels, database_labels, nq, ndb):
-    """The labels' :class:`~similearn.metrics._relevance.Relevance` under this module's limits."""
-    return Relevance(query_labels, database_labels, nq, ndb, _MEMORY_BUDGET, _DENSE_LABELS_MAX)
-
-
-# --------------------------------------------------------------------------- query blocks
-
-def _block_rows(block_size, nq, per_row_bytes):
-    if block_size is not None:
-        bs = check_int(block_size, "block_size", low=1)
-    else:
-        bs = int(max(1, min(nq, _MEMORY_BUDGET // max(1, per_row_bytes))))
-    check_memory(min(bs, nq) * int(per_row_bytes), f"block_size={bs}", "the working arrays of a block of queries",
-                 "lower block_size")
-    return bs
-
-
-# --------------------------------------------------------------------------- public API
-
-def _retrieval_per_query(query_X, database_X, query_labels, database_labels, metric="cosine",
-                         ks=(1, 10, 100), exclude_self=False, block_size=None, n_threads=None):
-    code = check_metric(metric)
-    Q = check_dense(query_X, "query_X")
-    X = check_dense(database_X, "database_X")
-    check_same_dtype(Q, X, "query_X", "database_X")
-    if Q.shape[1] != X.shape[1]:
-        raise ValueError(f"query_X has {Q.shape[1]} features but database_X has {X.shape[1]}")
-    self_offset = check_self(Q, X, exclude_self, ("query_X", "database_X"))
-    nq, ndb = Q.shape[0], X.shape[0]
-    n = ndb - (1 if self_offset is not None else 0)
-    if n < 1:
-        raise ValueError("exclude_self=True needs at least 2 database rows")
-    ks = check_ks(ks, n)
-    rel = _relevance(query_labels, database_labels, nq, ndb)
-    nt = get_num_threads(n_threads)
-    bs = _block_rows(block_size, nq, _DENSE_BYTES_PER_PAIR * ndb)
-    acc = Accumulator(nq, ks)
-    for start in range(0, nq, bs):
-        stop = min(nq, start + bs)
-        idx, s = dense(Q[start:stop], X, n, code, Filters(self_offset=None if self_offset is None else start), nt)
-        work = [np.take_along_axis(rel.block(start, stop), idx, axis=1), s]
-        del idx, s
-        n_rel, ap, auc, tk = dense_block(work, ks)
-        acc.put(start, stop, n_rel, n, ap, auc, tk)
-    return acc
-
-
-def retrieval_scores(query_X, database_X, query_labels, database_labels, metric="cosine", ks=(1, 10, 100),
-                     exclude_self=False, block_size=None, n_threads=None):
-    """Retrieval quality of dense embeddings: MAP, ROC AUC, MAP@k and P@k.
-
-    Every query ranks all database rows by ``metric`` (exact search, see
-    :func:`similearn.neighbors.topk`) and is scored against the label relevance;
-    see :mod:`similearn.metrics` for the definitions.
-
-    Parameters
-    ----------
-    query_X : ndarray of shape (n_queries, n_features), float32 or float64
-        C-contiguous, finite; n_queries >= 1.
-    database_X : ndarray of shape (n_database, n_features), same dtype
-    query_labels, database_labels : array-like, sparse matrix or list of label sets
-        Both single-label, 1-D of length n_queries / n_database (relevant = same
-        label), or both multi-label (relevant = at least one shared label): both
-        indicator matrices (scipy.sparse or 2-D 0/1 ndarray, same number of
-        columns) or both lists of label sets (iterables of hashables; a list of
-        lists is read as label sets -- pass a 2-D ndarray for an indicator).
-    metric : {"cosine", "ip", "euclidean"}, default="cosine"
-        Score = similarity ("cosine", "ip") or -distance ("euclidean").
-    ks : sequence of int, default=(1, 10, 100)
-        Cutoffs of ``map@k`` and ``p@k``; each 1 <= k <= number of candidates.
-    exclude_self : bool, default=False
-        Leave-one-out evaluation: requires ``query_X is database_X`` (and the
-        labels of the same items); query i never retrieves database row i, and
-        has n_database - 1 candidates.
-    block_size : int, optional
-        Queries ranked at once.  Default: as many as keep the working memory
-        (about 48 * block_size * n_database bytes) under 256 MB.  Does not change
-        the result.
-    n_threads : int, optional
-        Threads of the search kernel (default :func:`similearn.get_num_threads`).
-
-    Returns
-    -------
-    scores : dict
-        ``"map"``, ``"auc"``, ``"map@k"`` and ``"p@k"`` for every k (floats,
-        means over queries), ``"n_queries"`` (queries with at least one relevant
-        item: the number averaged in ``map``/``map@k``), ``"n_skipped"``
-        (queries without relevant item, left out of ``map``, ``map@k`` and
-        ``auc``; ``p@k`` counts them as 0) and ``"n_skipped_auc"`` (queries left
-        out of ``auc``: no relevant or no irrelevant item).  An
-        :class:`sklearn.exceptions.UndefinedMetricWarning` is issued once if any
-        query is skipped.
-
-    Notes
-    -----
-    ``map`` equals the mean of ``sklearn.metrics.average_precision_score(rel,
-    score)`` and ``auc`` the mean of ``sklearn.metrics.roc_auc_score(rel,
-    score)`` over the non-skipped queries, ties included.  ``map@k``/``p@k`` use
-    the ranking order of :func:`~similearn.neighbors.topk` (ties -> lower index).
-
-    Cost: a full exact ranking per query, O(n_queries * n_database *
-    (n_features + log n_database)) time; memory O(block_size * n_database), never
-    an (n_queries, n_database) matrix.
-
-    Dask: ``query_X`` and/or ``database_X`` may be Dask arrays (row-sharded, see
-    :func:`similearn.neighbors.topk`); then only the cut-off metrics ``"map@k"`` and
-    ``"p@k"`` (with ``"n_queries"``, ``"n_skipped"``) are returned, equal to the
-    in-memory values: the top max(ks) rows come from the sharded search, relevance
-    from the labels on the client.  ``block_size`` is ignored.
-    """
-    if is_dask_array(query_X) or is_dask_array(database_X):
-        from ._dask import dask_retrieval_scores
-
-        return dask_retrieval_scores(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
-                                     n_threads)
-    acc = _retrieval_per_query(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
-                               block_size, n_threads)
-    return acc.summary()
-
-
-def _check_code_pair(query_codes, database_codes, exclude_self):
-    q = check_codes(query_codes, "query_codes")
-    x = check_codes(database_codes, "database_codes")
-    if q.shape[1] != x.shape[1]:
-        raise ValueError(f"query_codes have {q.shape[1]} words per code but database_codes have {x.shape[1]}; "
-                         "codes must be packed from the same number of bits")
-    self_offset = check_self(q, x, exclude_self, ("query_codes", "database_codes"))
-    n = x.shape[0] - (1 if self_offset is not None else 0)
-    if n < 1:
-        raise ValueError("exclude_self=True needs at least 2 database codes")
-    return q, x, self_offset, n
-
-
-def _hamming_per_query(query_codes, database_codes, query_labels, database_labels, ks=(100,),
-                       exclude_self=False, block_size=None, n_threads=None):
-    q, x, self_offset, n = _check_code_pair(query_codes, database_codes, exclude_self)
-    ks = check_ks(ks, n)
-    nq, ndb, w = q.shape[0], x.shape[0], q.shape[1]
-    nbins = 64 * w + 1
-    kmax = max(ks)
-    rel = _relevance(query_labels, database_labels, nq, ndb)
-    nt = get_num_threads(n_threads)
-    bs = _block_rows(block_size, nq, _HAMMING_BYTES_PER_PAIR * ndb + 48 * kmax + 64 * nbins)
-    acc = Accumulator(nq, ks)
-    for start in range(0, nq, bs):
-        stop = min(nq, start + bs)
-        b = stop - start
-        so = None if self_offset is None else start
-        R = np.ascontiguousarray(rel.block(start, stop))
-        h_all, h_rel = _kernels.hamming_histograms(q[start:stop], x, R, so, nt)
-        idx, _ = codes(q[start:stop], x, kmax, Filters(self_offset=so), nt)
-        rs_k = np.take_along_axis(R, idx, axis=1)
-        del R, idx
-        cum_all = np.cumsum(h_all, axis=1)
-        cum_rel = np.cumsum(h_rel, axis=1)
-        f = np.flatnonzero(h_all)               # one tie group per occupied distance, nearest first
-        starts = np.searchsorted(f, np.arange(b, dtype=np.int64) * nbins)
-        n_rel = cum_rel[:, -1].copy()
-        n_tot = cum_all[:, -1].copy()
-        ap, auc = ap_auc_from_groups(cum_rel.ravel()[f].astype(np.float64), cum_all.ravel()[f].astype(np.float64),
-                                      starts, n_rel, n_tot)
-        acc.put(start, stop, n_rel, n_tot, ap, auc, topk_metrics(rs_k, n_rel, ks))
-    return acc
-
-
-def hamming_retrieval_scores(query_codes, database_codes, query_labels, database_labels, ks=(100,),
-                             exclude_self=False, block_size=None, n_threads=None):
-    """Retrieval quality of packed binary codes under Hamming distance.
-
-    Same keys and definitions as :func:`retrieval_scores` with score =
-    -Hamming distance: all database codes at the same distance form one tie
-    group for ``map`` and ``auc`` (exactly ``average_precision_score`` /
-    ``roc_auc_score`` with ``score = -distance``), while ``map@k`` and ``p@k``
-    use the ranking of :func:`similearn.neighbors.hamming_topk` (ties -> lower
-    index).  ``hamming_retrieval_scores(...)["p@100"]`` is the "precision@100"
-    of the semantic-hashing literature.
-
-    Parameters
-    ----------
-    query_codes : ndarray of shape (n_queries, n_words), uint64
-        Packed codes (:func:`similearn.neighbors.pack_bits`), C-contiguous.
-    database_codes : ndarray of shape (n_database, n_words), uint64
-    query_labels, database_labels : see :func:`retrieval_scores`
-    ks : sequence of int, default=(100,)
-    exclude_self : bool, default=False
-        Leave-one-out: requires ``query_codes is database_codes``.
-    block_size, n_threads : see :func:`retrieval_scores`
-
-    Returns
-    -------
-    scores : dict
-        ``"map"``, ``"auc"``, ``"map@k"``, ``"p@k"``, ``"n_queries"``,
-        ``"n_skipped"``, ``"n_skipped_auc"`` as in :func:`retrieval_scores`.
-
-    Notes
-    -----
-    No sort: per query, one pass counts the database codes, and the relevant
-    ones, at each Hamming distance 0..64*n_words; AP and AUC follow from these
-    counts in O(n_bits).  Total O(n_queries * n_database * n_words) time plus
-    the top-max(ks) search; memory O(block_size * n_database) bytes (the label
-    relevance of a query block).
-    """
-    acc = _hamming_per_query(query_codes, database_codes, query_labels, database_labels, ks, exclude_self,
-                             block_size, n_threads)
-    return acc.summary()
-
-
-def precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k=100,
-                           exclude_self=False, block_size=None, n_threads=None):
-    """Mean precision of the k nearest codes by Hamming distance (ties -> lower index).
-
-    Equal to ``hamming_retrieval_scores(..., ks=(k,))[f"p@{k}"]`` but only looks
-    at the top k (no histogram, no (block, n_database) relevance matrix for
-    single labels).  Queries without any relevant item count as 0.  Parameters
-    as in :func:`hamming_retrieval_scores`; returns a float.
-
-    Dask: either code array may be a row-sharded Dask array (the search of
-    :func:`similearn.neighbors.hamming_topk` on Dask arrays; labels on the client);
-    the value equals the in-memory one.
-    """
-    if is_dask_array(query_codes) or is_dask_array(database_codes):
-        from ._dask import dask_precision_at_k_hamming
-
-        return dask_precision_at_k_hamming(query_codes, database_codes, query_labels, database_labels, k,
-                                           exclude_self, n_threads)
-    q, x, self_offset, n = _check_code_pair(query_codes, database_codes, exclude_self)
-    k = check_k(k, n)
-    nq = q.shape[0]
-    rel = _relevance(query_labels, database_labels, nq, x.shape[0])
-    nt = get_num_threads(n_threads)
-    bs = _block_rows(block_size, nq, 64 * k)
-    hits = np.empty(nq, np.int64)
-    for start in range(0, nq, bs):
-        stop = min(nq, start + bs)
-        idx, _ = codes(q[start:stop], x, k, Filters(self_offset=None if self_offset is None else start), nt)
-        hits[start:stop] = rel.at(start, stop, idx).sum(axis=1)
-    return float(np.mean(hits / k))
-
-
-# --------------------------------------------------------------------------- interactions
-def interaction_map_at_k(left_vectors, right_vectors, relevant_pairs, k=10, *, n_candidates=None,
-                         exclude_pairs=None, random_state=None, block_size=None, n_threads=None):
-    """MAP@k of dot-product retrieval for left items (Krichene et al., Sec. 4.1).
-
-    Each left item appearing in ``relevant_pairs`` (e.g. the validation pairs) is a
-    query: it ranks candidate right items by <u_i, v_j>; its relevant items are its
-    right items in ``relevant_pairs``.  With the rank of a relevant item defined as
-    the number of pool entries scoring at least as high (ties count against it),
-
-        AP@k = (1 / min(k, R)) sum_{relevant j, rank_j <= k} (#relevant of rank <= rank_j) / rank_j,
-
-    i.e. sum_{r <= k} P@r rel_r with ties resolved pessimistically; R is the query's
-    number of relevant items.  The result is the mean over the queries.
-
-    Parameters
-    ----------
-    left_vectors : array of shape (n_left, dim), float32 or float64
-        C-contiguous, finite (integer input is converted to float64).
-    right_vectors : array of shape (n_right, dim)
-        Float32 when both are float32, float64 otherwise.
-    relevant_pairs : int array of shape (n, 2)
-        (left row, right row) pairs; duplicates count once.
-    k : int >= 1, default=10
-        k > n_right is allowed (every pool entry is then within the cut-off).
-    n_candidates : int >= 1, optional
-        None (default) or >= n_right: every right item is a candidate (exhaustive).
-        Otherwise the paper's protocol: one uniform sample of n_candidates right
-        items (without replacement) shared by all queries, plus each query's own
-        relevant items (those outside the sample join its pool).
-    exclude_pairs : int array of shape (m, 2), optional
-        Pairs removed from the candidates (e.g. the training pairs), unless relevant.
-    random_state : int, RandomState, Generator or None
-        Seeds the candidate sample.
-    block_size : int, optional
-        Queries scored per GEMM block (a task of a thread).  Default: score rows of a
-        block under ~4 MiB.  Changes the result by rounding at most.
-    n_threads : int, optional
-        Threads over the query blocks (default :func:`similearn.get_num_threads`);
-        the result does not depend on it.
-
-    Returns
-    -------
-    float, the mean AP@k over the queries.  A constant model scores the minimum,
-    not 1 (its ties rank every relevant item last).
-
-    Notes
-    -----
-    A C++ kernel (csrc/interaction_map.cpp), threads over blocks of queries: per
-    block one GEMM of its queries against the candidates, O(block n_candidates dim);
-    then per query one pass over its score row against its top min(k, R) relevant
-    scores, O(n_candidates log k + R log k), and O(dim) per relevant item outside the
-    sample.  Total O(n_queries n_candidates dim) time; memory O(n_threads block
-    n_candidates), never (n_queries, n_candidates).  Bad input (NaN / inf, wrong
-    shapes or dtypes, pair ids out of range, k < 1, vectors whose products overflow)
-    raises before any work.  To evaluate many models against the same pairs (e.g.
-    after every epoch), the pairs are prepared once by
-    ``similearn.metrics._interaction_map.InteractionMap``.
-    """
-    from ._interaction_map import InteractionMap, check_vectors
-
-    L, R = check_vectors(left_vectors, right_vectors)
-    plan = InteractionMap(L.shape[0], R.shape[0], relevant_pairs, k, n_candidates=n_candidates,
-                          exclude_pairs=exclude_pairs, random_state=random_state, block_size=block_size)
-    return plan(L, R, n_threads)

@@ -15,21 +15,21 @@ from ._relevance import MEMORY_BUDGET, Relevance
 __all__ = ["dask_retrieval_scores", "dask_precision_at_k_hamming"]
 
 
-def dask_retrieval_scores(query_X, database_X, query_labels, database_labels, metric, ks, exclude_self,
+def dask_retrieval_scores(queries, database, query_labels, database_labels, metric, ks, exclude_self,
                           n_threads):
     """The cut-off metrics of :func:`similearn.metrics.retrieval_scores` ("map@k", "p@k")
     over a Dask database: the top max(ks) come from :func:`dask_topk`, relevance from
     the labels on the client (labels are O(n_database), the embeddings never move).
     MAP and AUC rank the whole database per query and are not computed here."""
     code = check_metric(metric)
-    plan_n = int(database_X.shape[0]) - (1 if exclude_self else 0)
+    plan_n = int(database.shape[0]) - (1 if exclude_self else 0)
     if plan_n < 1:
         raise ValueError("exclude_self=True needs at least 2 database rows")
     ks = check_ks(ks, plan_n)
-    nq, ndb = int(query_X.shape[0]), int(database_X.shape[0])
+    nq, ndb = int(queries.shape[0]), int(database.shape[0])
     rel = _relevance(query_labels, database_labels, nq, ndb)  # labels checked before the search
-    so = check_self(query_X, database_X, exclude_self, ("query_X", "database_X"))
-    idx, _ = dense(query_X, database_X, max(ks), code, Filters(self_offset=so), n_threads)
+    so = check_self(queries, database, exclude_self, ("queries", "database"))
+    idx, _ = dense(queries, database, max(ks), code, Filters(self_offset=so), n_threads)
     if not isinstance(idx, np.ndarray):
         idx = idx.compute()
     rs_k = rel.at(0, nq, idx)

@@ -18,6 +18,7 @@ from sklearn.exceptions import UndefinedMetricWarning
 
 from .. import _kernels
 from .._config import get_num_threads
+from .._utils.deprecation import renamed_keywords
 from .._utils.targets import check_pairs, pair_matrix
 from .._utils.validation import check_bool, check_int
 from ..neighbors._engine import METRICS as METRICS_CODES, Filters, dense
@@ -79,15 +80,17 @@ def _ranked_metrics(rel, n_test, k):
     return {"precision": hits / k, "recall": hits / n_test, "map": ap, "ndcg": ndcg, "mrr": rr}
 
 
-def ranking_metrics_at_k(left, right=None, train=None, test=None, k=10, *, per_query=False, n_threads=None):
+@renamed_keywords(train="exclude")
+def ranking_metrics_at_k(left, right=None, exclude=None, test=None, k=10, *, per_query=False, n_threads=None):
     """Precision, recall, MAP, nDCG and MRR @k and AUC of dot-product recommendations,
     over the full catalogue, training interactions excluded.
 
     Every left row (user) with at least one test interaction is a query.  Its
     candidates are all right items (the full catalogue, no sampling) except its
     training items; it ranks them by the score ``s_j = <u_i, v_j>``, descending, ties
-    to the lower item id -- the order of
-    ``similearn.neighbors.topk(U, V, k, metric="ip", exclude=train)``, which computes it.
+    to the lower item id (the tie rule "lower_id", see :mod:`similearn.metrics`) -- the
+    order of ``similearn.neighbors.topk(U, V, k, metric="ip", exclude=exclude)``, which
+    computes it.
     With R the query's number of test items, ``rel_r = 1`` if the r-th ranked candidate
     is a test item (else 0), ``hits = sum_{r<=k} rel_r`` and ``P@r = (1/r) sum_{i<=r} rel_i``:
 
@@ -109,12 +112,14 @@ def ranking_metrics_at_k(left, right=None, train=None, test=None, k=10, *, per_q
     left : ndarray of shape (n_left, dim), float32 or float64, or a fitted model
         The user embeddings (C-contiguous, finite; integers are converted to float64),
         or a fitted model exposing ``left_embedding_`` and ``right_embedding_`` (e.g.
-        :class:`similearn.TwoTower`): then ``right`` must be None and ``train``
+        :class:`similearn.TwoTower`): then ``right`` must be None and ``exclude``
         defaults to the model's ``interactions_``.
     right : ndarray of shape (n_right, dim), optional
         The item embeddings.  Float32 when both are float32, float64 otherwise.
-    train : int array of shape (n, 2) or scipy.sparse matrix of shape (n_left, n_right), optional
-        Training interactions, excluded from the candidates: (left row, right row)
+    exclude : int array of shape (n, 2) or scipy.sparse matrix of shape (n_left, n_right), optional
+        The training interactions, excluded from the candidates (named ``train`` before
+        similearn 0.2.0; that keyword still works, with a FutureWarning, until 0.3.0):
+        (left row, right row)
         pairs, or a sparse matrix whose nonzeros are the interactions (e.g. implicit's
         CSR user x item matrix).  Duplicates count once.  None: nothing is excluded
         (with a model: its ``interactions_``; pass an empty (0, 2) array to exclude
@@ -183,7 +188,7 @@ def ranking_metrics_at_k(left, right=None, train=None, test=None, k=10, *, per_q
     """
     k = check_int(k, "k", low=1)
     per_query = check_bool(per_query, "per_query")
-    U, V, train = _inputs(left, right, train)
+    U, V, train = _inputs(left, right, exclude)
     U, V = check_vectors(U, V, ("left", "right"))
     shape = (U.shape[0], V.shape[0])
     if test is None:
@@ -191,7 +196,7 @@ def ranking_metrics_at_k(left, right=None, train=None, test=None, k=10, *, per_q
     te = _pattern(test, shape, "test")
     exc = None
     if train is not None:
-        tr = _pattern(train, shape, "train")
+        tr = _pattern(train, shape, "exclude")
         exc = (tr - tr.multiply(te)).tocsr()  # training items that are not test items
         exc.eliminate_zeros()
         exc.sort_indices()
@@ -220,17 +225,29 @@ def ranking_metrics_at_k(left, right=None, train=None, test=None, k=10, *, per_q
     return out
 
 
-def _at_k(U, V, te, exc, queries, n_test, k, nt):
-    """The metrics @k of every query (float64 arrays), their top k by topk in blocks."""
+def _at_k(U, V, te, exc, queries, n_test, k, nt, pool=None):
+    """The metrics @k of every query (float64 arrays), their top k by the exact search in
+    blocks (ties to the lower id).  ``te`` / ``exc``: canonical CSR of the test and
+    excluded items (built from checked pairs: no second check); ``pool``: None (every item
+    a candidate) or the sorted ids of a candidate sample shared by every query, which
+    each query's own test items join."""
     n_right = V.shape[0]
     kk = min(k, n_right)
-    bs = max(1, min(queries.size, _TOPK_BLOCK_BYTES // (16 * kk)))
-    # the excluded items: a canonical CSR built here from the checked pairs (no second check)
+    bs = max(1, min(queries.size, _TOPK_BLOCK_BYTES // (16 * kk + (0 if pool is None else 8 * pool.size))))
     filters = Filters() if exc is None else Filters(deny=(exc.indptr, exc.indices))
     parts = []
     for s in range(0, queries.size, bs):
         q = queries[s:s + bs]
-        ids, _ = dense(np.ascontiguousarray(U[q]), V, kk, METRICS_CODES["ip"], filters.take(q), nt)
+        f = filters.take(q)
+        if pool is not None:   # the shared sample and the query's own test items
+            t = te[q]
+            rows = np.concatenate([np.repeat(np.arange(q.size), pool.size),
+                                   np.repeat(np.arange(q.size), np.diff(t.indptr))])
+            cols = np.concatenate([np.tile(pool, q.size), t.indices])
+            P = sp.csr_array((np.ones(rows.size, np.int8), (rows, cols)), shape=(q.size, n_right))
+            P.sum_duplicates()
+            f = Filters(deny=f.deny, allow=(P.indptr.astype(np.int64), P.indices.astype(np.int64)))
+        ids, _ = dense(np.ascontiguousarray(U[q]), V, kk, METRICS_CODES["ip"], f, nt)
         # is ids[i, r] a test item of q[i]?  keys i * n_right + id, searched in the sorted test keys
         t = te[q]
         keys = np.repeat(np.arange(q.size, dtype=np.int64), np.diff(t.indptr)) * n_right + t.indices

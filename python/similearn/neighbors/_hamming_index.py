@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import _kernels
 from .._config import get_num_threads
 from .._dask import is_dask_array
+from .._utils.deprecation import renamed_keywords
 from .._utils.params import Int, Threads, validate_params
 from .._utils.validation import check_codes, check_int, check_k
 from ._engine import Filters
@@ -182,12 +183,16 @@ class HammingIndex(BaseEstimator):
         self.n_threads = n_threads
 
     # ------------------------------------------------------------------ building
-    def fit(self, codes, y=None, ids=None):
+    @renamed_keywords(codes="X")
+    def fit(self, X, y=None, ids=None):
         """Index packed binary codes.
 
         Parameters
         ----------
-        codes : ndarray of shape (n_codes, n_words), uint64, or dask.array.Array
+        X : ndarray of shape (n_codes, n_words), uint64, or dask.array.Array
+            The codes (named ``codes`` before similearn 0.2.0: that keyword still works,
+            with a FutureWarning, until 0.3.0; ``codes=`` now always means the packed codes
+            of float rows, as in :meth:`RescoringIndex.fit`).
             From :func:`similearn.neighbors.pack_bits` (or a hasher's ``encode``);
             C-contiguous.  May be empty (a search then raises, as ``hamming_topk``).
             A Dask array of codes (row-sharded) gets one index per row block, built
@@ -210,6 +215,7 @@ class HammingIndex(BaseEstimator):
         validate_params(self)
         for attr in ("_store", "segments_", "next_id_", "m_"):   # a refit starts afresh
             self.__dict__.pop(attr, None)
+        codes = X
         dask_input = is_dask_array(codes)
         C = codes if dask_input else check_codes(codes, "codes", min_rows=0)
         if dask_input and C.ndim != 2:  # check_codes says so for an ndarray
@@ -238,7 +244,8 @@ class HammingIndex(BaseEstimator):
         self._set_store(store)
         return self
 
-    def add(self, codes, ids=None):
+    @renamed_keywords(codes="X")
+    def add(self, X, ids=None):
         """Index more codes: a segment of their own, O(m n_new), merged LSM-style with
         the one before it once it holds half as many codes (amortised O(m log n) per
         code).  An index fitted on a Dask array gets one more shard (a NumPy array), or
@@ -246,7 +253,8 @@ class HammingIndex(BaseEstimator):
 
         Parameters
         ----------
-        codes : ndarray of shape (n_new, n_words), uint64
+        X : ndarray of shape (n_new, n_words), uint64, or dask.array.Array
+            The codes (``codes=`` before similearn 0.2.0, as in :meth:`fit`).
         ids : array-like of shape (n_new,), int, optional
             Distinct non-negative ids, none of a live code (a removed code's id may be
             given again).  Default: ``next_id_``, ``next_id_ + 1``, ... (after a
@@ -257,6 +265,7 @@ class HammingIndex(BaseEstimator):
         self : HammingIndex
         """
         check_is_fitted(self, "n_codes_")
+        codes = X
         store = self._store
         if not store.holds_codes:   # one more shard, or one per block; its ids are its rows
             if ids is not None:

@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import _kernels
 from .._config import get_num_threads
+from .._utils.deprecation import renamed_keywords
 from .._utils.params import HasMethods, Instance, Int, Options, RandomState, Real, Threads, validate_params
 from .._utils.registry import estimator_class
 from .._utils.validation import check_codes, check_k, check_X, seed_from_random_state
@@ -348,14 +349,16 @@ class RescoringIndex(BaseEstimator):
             self.vectors_ = _rescore.write_vectors(source if same else X, self.vectors_path)
 
     # ------------------------------------------------------------------ search
-    def search(self, X, k, query_codes=None, *, include=None, exclude=None):
+    @renamed_keywords(X="queries")
+    def search(self, queries, k, query_codes=None, *, include=None, exclude=None):
         """Exact top k of each query among its Hamming-nearest allowed candidates.
 
         Parameters
         ----------
-        X : array-like or sparse matrix of shape (n_queries, n_features)
+        queries : array-like or sparse matrix of shape (n_queries, n_features)
             Converted to the fitted dtype; sparse only when fitted on sparse rows.  May
-            have 0 rows.
+            have 0 rows.  (``X=`` before similearn 0.2.0: that keyword still works, with a
+            FutureWarning, until 0.3.0.)
         k : int, 1 <= k <= ``n_samples_fit_``
         query_codes : ndarray of shape (n_queries, n_words), uint64, optional
             The queries' packed codes, with ``hasher="precomputed"`` only.
@@ -386,7 +389,7 @@ class RescoringIndex(BaseEstimator):
         work.
         """
         check_is_fitted(self, "n_samples_fit_")
-        Q, qcodes = self._queries(X, query_codes)
+        Q, qcodes = self._queries(queries, query_codes)
         k = check_k(k, self.n_samples_fit_)
         n = self.n_samples_fit_
         filters = Filters.check(Q.shape[0], n, include=include, exclude=exclude,
@@ -399,9 +402,9 @@ class RescoringIndex(BaseEstimator):
         cand = self._hamming(qcodes, c, filters)
         return self._rescore(Q, cand, k)
 
-    def _queries(self, X, query_codes):
+    def _queries(self, queries, query_codes):
         """Checked queries in the fitted dtype, and their codes."""
-        X = check_X(X, "X", accept_sparse=self._sparse, min_samples=0, n_features=self.n_features_in_,
+        X = check_X(queries, "queries", accept_sparse=self._sparse, min_samples=0, n_features=self.n_features_in_,
                     estimator=self)
         X = X.astype(self.vectors_.dtype, copy=False) if self._sparse else \
             np.ascontiguousarray(X, dtype=self.vectors_.dtype)
@@ -410,7 +413,7 @@ class RescoringIndex(BaseEstimator):
                 raise ValueError("query_codes are required: the index was fitted with hasher='precomputed'")
             C = _check_width(check_codes(query_codes, "query_codes", min_rows=0), "query_codes", self.n_bits_)
             if C.shape[0] != X.shape[0]:
-                raise ValueError(f"query_codes has {C.shape[0]} codes but X has {X.shape[0]} queries")
+                raise ValueError(f"query_codes has {C.shape[0]} codes but queries has {X.shape[0]} rows")
             return X, C
         if query_codes is not None:
             raise ValueError("query_codes are only taken with hasher='precomputed'; the queries are encoded here")
