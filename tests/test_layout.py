@@ -25,6 +25,7 @@ PACKAGE = ROOT / "python" / "similearn"
 MAX_CODE_LINES = 500
 TOP_LEVEL_PRIVATE = {"_kernels.py", "_config.py", "_version.py", "_utils", "_dask"}
 COMPILED = {"similearn._core"}  # the extension module: no source to read
+TOP_LEVEL_PRIVATE_NAMES = {"_kernels", "_config", "_version", "_utils", "_dask"}  # shared by every package
 
 pytestmark = pytest.mark.skipif(not PACKAGE.is_dir(), reason="needs the source tree (python/similearn)")
 
@@ -153,6 +154,39 @@ def test_no_import_circle_between_modules():
 def test_circle_finder_finds_a_lazy_circle():
     graph = {"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}
     assert circles(graph) == [["a", "b", "c"]]
+
+
+def private_imports_across_packages(graph):
+    """(importer, imported) pairs where a module imports a private module (a name part
+    starting with "_", the compiled module and the top-level private modules aside) of
+    another package of similearn."""
+    out = []
+    for importer, targets in graph.items():
+        for t in targets:
+            parts = t.split(".")
+            private = [i for i, p in enumerate(parts) if p.startswith("_")]
+            if not private or t in COMPILED or parts[1] in TOP_LEVEL_PRIVATE_NAMES:
+                continue
+            owner = ".".join(parts[:private[0]])   # the package the private module belongs to
+            if not (importer == owner or importer.startswith(owner + ".")):
+                out.append((importer, t))
+    return out
+
+
+def test_only_the_engine_is_imported_privately_from_outside_neighbors():
+    """The search engine's one door: outside similearn.neighbors, the only private module of
+    it anyone imports is similearn.neighbors._engine."""
+    crossings = private_imports_across_packages(import_graph(_modules()))
+    into_neighbors = [(a, b) for a, b in crossings if b.startswith("similearn.neighbors.")]
+    assert all(b == "similearn.neighbors._engine" for _, b in into_neighbors), into_neighbors
+
+
+def test_private_import_finder_finds_a_crossing():
+    graph = {"similearn.metrics._x": ["similearn.neighbors._dask", "similearn.neighbors._engine", "similearn._config",
+                                      "similearn.metrics._y"],
+             "similearn.neighbors._engine": ["similearn.neighbors._dask"]}
+    assert private_imports_across_packages(graph) == [("similearn.metrics._x", "similearn.neighbors._dask"),
+                                                      ("similearn.metrics._x", "similearn.neighbors._engine")]
 
 
 def test_bench_imports_nothing_from_tests():

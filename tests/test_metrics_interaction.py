@@ -137,7 +137,7 @@ def test_mixed_dtypes_and_integer_vectors_are_promoted():
     (lambda L, R, P: interaction_map_at_k(L, R, P, n_candidates=0), ValueError, "n_candidates"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, n_candidates=True), TypeError, "n_candidates"),
     (lambda L, R, P: interaction_map_at_k(L, R, P, block_size=0), ValueError, "block_size"),
-    (lambda L, R, P: interaction_map_at_k(L * 1e160, R * 1e160, P), ValueError, "left and right_vectors are "
+    (lambda L, R, P: interaction_map_at_k(L * 1e160, R * 1e160, P), ValueError, "left and right are "
                                                                                "too large"),
     (lambda L, R, P: interaction_map_at_k(L.astype(np.float32) * 1e19, R.astype(np.float32) * 1e19, P), ValueError,
      "overflow float32"),
@@ -164,3 +164,51 @@ def test_the_binding_guards_memory_itself():
                 dict(cand_pos=np.array([0, 1, 2, 4])), dict(exc_indptr=np.array([0, 0, 0, 0]))):
         with pytest.raises((ValueError, IndexError)):
             _kernels.interaction_ap_at_k(L, R, R, **{**ok, **bad})
+
+
+# ----------------------------------------------------------------------------- the tie rules
+
+def _lower_id_oracle(L, R, rel, k, exclude=None, pool=None):
+    """AP@k with ties to the lower item id: each query ranks its candidates (the pool plus
+    its relevant items, less the excluded ones that are not relevant) by (-score, id)."""
+    S = L.astype(np.float64) @ R.T.astype(np.float64)
+    relevant = {}
+    for a, b in np.asarray(rel):
+        relevant.setdefault(int(a), set()).add(int(b))
+    excluded = {}
+    for a, b in (np.asarray(exclude) if exclude is not None else np.empty((0, 2), int)):
+        excluded.setdefault(int(a), set()).add(int(b))
+    aps = []
+    for q in sorted(relevant):
+        cand = set(range(R.shape[0])) if pool is None else set(pool.tolist()) | relevant[q]
+        cand -= excluded.get(q, set()) - relevant[q]
+        order = sorted(cand, key=lambda j: (-S[q, j], j))[:k]
+        hits = np.array([j in relevant[q] for j in order], float)
+        prec = np.cumsum(hits) / np.arange(1, hits.size + 1)
+        aps.append((prec * hits).sum() / min(k, len(relevant[q])))
+    return float(np.mean(aps))
+
+
+@pytest.mark.parametrize("n_candidates", [None, 7])
+def test_lower_id_ties_rank_as_the_exact_search_does(rng, n_candidates):
+    """ties="lower_id": the oracle's value; with every item a candidate, ranking_metrics_at_k's
+    "map" for the same pairs; on integer scores with many ties it differs from "pessimistic"."""
+    from similearn.metrics import ranking_metrics_at_k
+
+    L = rng.integers(-1, 2, (30, 3)).astype(np.float64)   # few distinct scores: many ties
+    R = rng.integers(-1, 2, (25, 3)).astype(np.float64)
+    rel = np.unique(np.column_stack([rng.integers(0, 30, 80), rng.integers(0, 25, 80)]), axis=0)
+    exc = np.column_stack([rng.integers(0, 30, 60), rng.integers(0, 25, 60)])
+    got = interaction_map_at_k(L, R, rel, 5, exclude=exc, ties="lower_id", n_candidates=n_candidates, random_state=0)
+    pool = None
+    if n_candidates is not None:
+        from similearn._utils.validation import seed_from_random_state
+
+        pool = np.sort(np.random.default_rng(seed_from_random_state(0)).choice(25, n_candidates, replace=False))
+    assert got == pytest.approx(_lower_id_oracle(L, R, rel, 5, exc, pool), abs=1e-12)
+    if n_candidates is None:
+        assert got == pytest.approx(ranking_metrics_at_k(L, R, exc, rel, k=5)["map"], abs=1e-12)
+    pessimistic = interaction_map_at_k(L, R, rel, 5, exclude=exc, n_candidates=n_candidates, random_state=0)
+    assert pessimistic < got
+    with pytest.raises(ValueError, match="ties must be one of"):
+        interaction_map_at_k(L, R, rel, 5, ties="optimistic")

@@ -116,10 +116,10 @@ class InteractionMap:
     def _per_query_lower_id(self, L, R, nt):
         """AP@k under the tie rule "lower_id": the ranking of the exact top-k search (ties to
         the lower item id), the pool as allow-list, the excluded pairs (less the relevant
-        ones) as deny-list (similearn.metrics._ranking_at_k._at_k)."""
+        ones) as deny-list (similearn.metrics._at_k.metrics_at_k)."""
         import scipy.sparse as sp
 
-        from ._ranking_at_k import _at_k
+        from ._at_k import metrics_at_k
 
         te = sp.csr_matrix((np.ones(self.rel[1].size, np.int8), self.rel[1], self.rel[0]), shape=self.shape)
         exc = None
@@ -131,7 +131,7 @@ class InteractionMap:
             exc.indptr, exc.indices = exc.indptr.astype(np.int64), exc.indices.astype(np.int64)
             exc = exc if exc.nnz else None
         n_test = np.diff(self.rel[0])[self.queries]
-        return _at_k(L, R, te, exc, self.queries, n_test, self.k, nt, pool=self.cand)["map"]
+        return metrics_at_k(L, R, te, exc, self.queries, n_test, self.k, nt, pool=self.cand)["map"]
 
     def __call__(self, L, R, n_threads=None):
         """The mean AP@k over the queries (checked vectors)."""
