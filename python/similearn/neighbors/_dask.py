@@ -38,7 +38,7 @@ from .. import _kernels
 from .._utils.validation import check_codes, check_dense
 from .._dask.plumbing import check_row_chunks, is_dask_array, require_dask
 from . import _filters
-from ._contract import METRICS, MISSING, WORST_DISTANCE
+from ._contract import METRICS, MISSING, WORST_DISTANCE, fill_missing
 from ._filters import NO_FILTERS
 from ._merge import merge_topk, offset_ids, pad_topk
 
@@ -143,8 +143,8 @@ def hamming_finalize(merged, k):
         return np.empty((0, k), np.int64), np.empty((0, k), np.int32)
     merged = pad_topk(merged, k, WORST_DISTANCE)
     idx = merged[0]
-    if idx.shape[1] and idx[:, -1].max() == MISSING:  # slots no candidate filled: index -1
-        idx = np.where(idx == MISSING, -1, idx)
+    if idx.shape[1] and idx[:, -1].max() == MISSING:  # slots no candidate filled: index -1 (on a copy)
+        idx = fill_missing(np.array(idx))
     return idx, merged[1]
 
 

@@ -7,7 +7,7 @@
   per-query deny pattern (seen items, a query's own row) that needs no check.
 * :func:`dense` / :func:`codes`: the exact top-k of validated arrays under validated
   filters -- NumPy or Dask operands, the shared-allow gather, the unfilled sentinel
-  (:data:`MISSING`) and its -1 fill, each written here once.
+  (:data:`MISSING`, defined once in :mod:`._contract`) and its -1 fill.
 * :func:`check_self`, :func:`check_result_memory`: the checks every search makes.
 
 A public function checks its own arguments (shapes, dtypes, k), calls
@@ -24,7 +24,7 @@ from .._dask import is_dask_array
 from .._utils.memory import check_memory
 from .._utils.validation import check_bool, check_finite, check_int
 from . import _filters
-from ._contract import METRICS, MISSING, WORST_DISTANCE
+from ._contract import METRICS, MISSING, WORST_DISTANCE, fill_missing
 from ._filters import NO_FILTERS, Filters
 
 __all__ = ["METRICS", "MISSING", "WORST_DISTANCE", "Filters", "NO_FILTERS", "check_metric", "check_self",
@@ -67,12 +67,6 @@ def check_result_memory(n_queries, k, itemsize, what="scores", name="k"):
     check_memory(int(n_queries) * int(k) * (8 + int(itemsize)), f"{name}={int(k)}",
                  f"the (n_queries, {name}) result (indices and {what}) of {int(n_queries)} queries",
                  f"lower {name} or query in chunks")
-
-
-def fill_missing(idx):
-    """Kernel slots no candidate filled (index :data:`MISSING`) -> index -1, in place."""
-    idx[idx == MISSING] = -1
-    return idx
 
 
 # --------------------------------------------------------------------------- the searches

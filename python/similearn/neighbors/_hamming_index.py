@@ -456,9 +456,12 @@ class HammingIndex(BaseEstimator):
             any sparse format).  Removed or never-added ids simply never match.  A 2-D
             boolean mask (as :func:`hamming_topk` takes) is refused with a TypeError:
             its columns would be rows, not ids -- pass the ids.
-        exclude : scipy.sparse matrix or array of shape (n_queries, n_ids), optional
-            Ids never returned per query, read as a per-query ``include`` (an id must be
-            allowed and not excluded).
+        exclude : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            Ids never returned: one list for every query (1-D; tested like a shared
+            ``include``, by binary search, with a 512-bit signature in front for lists of
+            at most 2048 ids; with an allow-list it is taken out of that list instead), or
+            one per query, read as a per-query ``include`` (an id must be allowed and not
+            excluded).
 
         Returns
         -------
@@ -514,8 +517,9 @@ class HammingIndex(BaseEstimator):
         include : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_ids), optional
             The only ids a query may return: one list for every query, or one per query
             (as in :meth:`search`).
-        exclude : scipy.sparse matrix or array of shape (n_queries, n_ids), optional
-            Ids never returned per query (as in :meth:`search`).
+        exclude : 1-D int array-like, or scipy.sparse matrix or array of shape (n_queries, n_ids), optional
+            Ids never returned: one list for every query or one per query (as in
+            :meth:`search`).
 
         Returns
         -------
