@@ -115,10 +115,11 @@ class RescoringIndex(BaseEstimator):
         of it among the first ``10 o`` Hamming candidates (the exact rescoring returns
         each such neighbour).  Sets ``oversample_`` (at most 100; a warning when even that
         misses the target) and ``estimated_recall_``.  Cost at fit: the exact search of
-        the sample, O(min(n, 1000) n d) (about 1 s for 1M x 128 float32 rows on 2 cores),
-        plus one Hamming search of 1000 candidates per query; at search, the estimated
-        ``oversample_`` (codes that separate the data well need few: 1 to 5 on clustered
-        rows; random codes of unstructured data up to 100).  None with "auto": the fixed
+        the sample, O(min(n, 1000) n d), plus one Hamming search of 1000 candidates per
+        query (1M x 128 clustered float32 rows, sign codes, 2 cores: fit 2.4 s instead of
+        0.5 s); at search, the estimated ``oversample_`` (there 60: 1,000 queries in
+        0.44 s at recall@10 0.957, against 0.33 s at 0.525 with oversample 10, and 0.93 s
+        for the exact :func:`topk`).  None with "auto": the fixed
         oversample 10 of similearn 0.1 (no estimate; recall not controlled).
     index : {"auto", "mih", "scan"}, default="auto"
         The Hamming search: "mih" a :class:`HammingIndex` (codes of 16 to 256 bits, a
