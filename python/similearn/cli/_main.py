@@ -1,30 +1,17 @@
-"""The ``similearn`` command line (also ``python -m similearn``).
-
-::
-
-    similearn info                          versions, BLAS, threads, build flags
-    similearn selftest [--quiet]            check the exact kernels against reference digests
-    similearn demo [--section NAME] [--quick] [--threads N] [--list]
-    similearn bench run [--json PATH] [--bench-dir DIR] [--no-report] [PYTEST ARGS...]
-    similearn bench report PATH [--plot OUT.png] [--size-key n] [--reference similearn]
-
-Exit status: 0 on success, 2 on usage errors (bad command or option, unknown
-demo section, missing file or directory), 1 when the work itself fails (for
-``selftest``: a digest differs from the reference, or the reference file is
-missing or corrupt), and pytest's own status for ``bench run``.
-
-``similearn selftest`` runs :func:`similearn.selftest`: a fixed battery of small
-exact problems (top-k, the exact products, Hamming search, FILM / FRML / NASH
-transforms) whose digest is the same on every CPU; it prints the kernels in use,
-one line per check, ``digest <hex>`` and the verdict (``--quiet``: the last two
-lines only).
-"""
+"""The ``similearn`` command: its parser and one function per sub-command (re-exported
+by :mod:`similearn.cli`, whose docstring lists the commands and the exit statuses)."""
 from __future__ import annotations
 
 import argparse
 import os
 import subprocess
 import sys
+
+from .. import scaling
+from .._config import show_config
+from .._selftest import selftest
+from .._version import __version__
+from ._demo import SECTIONS, run_demo
 
 __all__ = ["main", "build_parser"]
 
@@ -33,8 +20,6 @@ USAGE_ERROR = 2
 
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of the ``similearn`` command."""
-    from .._version import __version__
-
     p = argparse.ArgumentParser(prog="similearn", description="similearn: fast similarity and metric learning.")
     p.add_argument("--version", action="version", version=f"similearn {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
@@ -90,15 +75,11 @@ def _err(msg):
 
 
 def _cmd_info(args, out):
-    from .._config import show_config
-
     show_config(file=out)
     return 0
 
 
 def _cmd_selftest(args, out):
-    from ._selftest import selftest
-
     res = selftest(verbose=not args.quiet, file=out)
     if args.quiet:
         print(f"digest {res.digest}", file=out)
@@ -109,8 +90,6 @@ def _cmd_selftest(args, out):
 
 
 def _cmd_demo(args, out):
-    from ._demo import SECTIONS, run_demo
-
     if args.list:
         for s in SECTIONS.values():
             print(f"{s.name:12s} {s.title}", file=out)
@@ -127,8 +106,6 @@ def _cmd_demo(args, out):
 
 
 def _cmd_bench_report(args, out):
-    from .. import scaling
-
     if not os.path.isfile(args.path):
         _err(f"no such file: {args.path}")
         return USAGE_ERROR
@@ -163,8 +140,6 @@ def _cmd_bench_run(args, extra, out):
     rc = subprocess.call(cmd)
     if rc == 0 and not args.no_report:
         print(file=out)
-        from .. import scaling
-
         scaling.report(args.json, size_key=args.size_key, file=out)
     return rc
 
