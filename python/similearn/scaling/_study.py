@@ -1,36 +1,7 @@
-"""Scaling studies: how does run time grow with problem size?
-
-Two ways in:
-
-* plain scripts: :func:`scaling_study` times ``fn(setup(size))`` over a grid of
-  sizes and fits the growth exponent (time ~ size ** exponent);
-* pytest-benchmark: write benchmarks parametrised over a size, record the size
-  (and optionally how many items one call processes) in ``extra_info``, run
-  ``python -m pytest bench/ --benchmark-json=out.json``, then :func:`report`,
-  :func:`exponents_from_benchmark` and :func:`plot` read the JSON file.  The
-  ``similearn bench report`` command line does the same.
-
-Conventions read from a benchmark's ``extra_info`` (all optional)::
-
-    benchmark.extra_info["n"] = n               # problem size (or parametrise "n")
-    benchmark.extra_info["items"] = n_queries   # work items per call -> items/s
-    benchmark.extra_info["unit"] = "queries"    # name of the items ("queries/s")
-    benchmark.extra_info["impl"] = "faiss"      # implementation, for side-by-side ratios
-    benchmark.extra_info["threads"] = 2         # thread count, shown and matched on
-
-A conftest can use :func:`pytest_size_grid` and :func:`benchmark_info`::
-
-    from similearn.scaling import benchmark_info, pytest_size_grid
-
-    @pytest_size_grid([25_000, 50_000, 100_000])
-    def test_topk_growth(benchmark, n):
-        X = make_data(n)
-        benchmark_info(benchmark, n=n, items=len(Q), unit="queries", impl="similearn")
-        benchmark(topk, Q, X, 10)
-
-The exponent is the least-squares slope of log(time) against log(size); its
-standard error comes from the residuals, so it needs at least three sizes.
-"""
+"""Scaling studies in a script (:func:`scaling_study`, :class:`ScalingResult`) and the
+helpers of pytest-benchmark files (:func:`pytest_size_grid`, :func:`benchmark_info`,
+:func:`peak_rss_mb`); re-exported by :mod:`similearn.scaling`, whose docstring gives
+the conventions."""
 from __future__ import annotations
 
 import statistics
@@ -39,25 +10,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from ._report import BenchmarkRecord, ExponentFit, exponents_from_benchmark, load_benchmark_json, report
 from ._growth_fit import fit_exponent
-from ._plot import draw_series, new_figure, plot
+from ._plot import draw_series, new_figure
 from .._utils.timing_format import fmt_exponent, fmt_size, fmt_time, table
 
-__all__ = [
-    "fit_exponent",
-    "peak_rss_mb",
-    "ScalingResult",
-    "scaling_study",
-    "BenchmarkRecord",
-    "ExponentFit",
-    "load_benchmark_json",
-    "exponents_from_benchmark",
-    "report",
-    "plot",
-    "pytest_size_grid",
-    "benchmark_info",
-]
+__all__ = ["ScalingResult", "scaling_study", "pytest_size_grid", "benchmark_info", "peak_rss_mb"]
 
 
 # --------------------------------------------------------------------------- scripts
