@@ -2,9 +2,13 @@
 check_cross_compile.sh): usage errors exit 2 with a clear message before any slow step
 (no virtual environment, download, chroot or compiler), and the cross-compile check
 selects its sources by their includes.  Only the shell scripts run: no network, no zig,
-no qemu, no build of similearn.
+no qemu, no build of similearn.  The selftest's developer tool (selftest_tools.py): its
+usage errors, and its refusal to write a reference when the ISA caps disagree (with the
+per-cap subprocesses replaced by a stub; tests/test_selftest.py runs it for real).
 
 Skipped outside a source checkout (e.g. against an installed wheel) and off Linux."""
+import importlib.util
+import io
 import os
 import re
 import shutil
@@ -20,6 +24,7 @@ CI = ROOT / ".ci"
 BUILD = CI / "build_wheel.sh"
 TEST_ARM = CI / "test_aarch64.sh"
 CROSS = CI / "check_cross_compile.sh"
+SELFTEST_TOOLS = CI / "selftest_tools.py"
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the .ci scripts are for Linux"),
@@ -195,3 +200,53 @@ def test_cross_compile_selects_by_include_not_by_name(tmp_path):
     r = _run(repo / ".ci" / CROSS.name, "--list", "csrc/wrap.cpp", tmp_path=tmp_path)
     assert r.returncode == 2 and "wrap.cpp" in r.stderr
     _nothing_started(tmp_path)
+
+
+# ---- selftest_tools.py ---------------------------------------------------------------------
+
+def _selftest_tools():
+    spec = importlib.util.spec_from_file_location("selftest_tools", SELFTEST_TOOLS)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_selftest_tools_help_and_usage_errors():
+    def run(*args):
+        return subprocess.run([sys.executable, str(SELFTEST_TOOLS), *args], capture_output=True, text=True, timeout=120)
+
+    r = run("--help")
+    assert r.returncode == 0, r.stderr
+    assert "python .ci/selftest_tools.py" in r.stdout and "--check-caps" in r.stdout and "--write-reference" in r.stdout
+    r = run("--check-caps", "--write-reference")
+    assert r.returncode == 2 and "not allowed with" in r.stderr and not r.stdout
+    r = run("--bogus")
+    assert r.returncode == 2 and "--bogus" in r.stderr and not r.stdout
+
+
+def test_selftest_tools_write_only_when_every_cap_agrees(tmp_path, monkeypatch):
+    from similearn._selftest import digest
+
+    tools = _selftest_tools()
+    assert tools.caps()[:2] == [None, "generic"]
+    monkeypatch.setattr(tools, "caps", lambda: [None, "generic", "avx2"])
+    ref = {"topk/a": "0" * 16, "topk/b": "1" * 16}
+
+    def stub(cap, differ_under="avx2"):
+        digests = dict(ref, **({"topk/b": "2" * 16} if cap == differ_under else {}))
+        info = {"version": "0", "dense_kernel": cap or "best", "hamming_isa": "h", "vector_level": "v",
+                "cpu_features": [], "isa_cap": cap}
+        return info, digests
+
+    out = tmp_path / "reference.json"
+    monkeypatch.setattr(tools, "digests_under", stub)
+    buf = io.StringIO()
+    assert tools.write_reference(out, file=buf) == 1
+    assert not out.exists()
+    text = buf.getvalue()
+    assert f"DIFFERS topk/b: uncapped={'1' * 16}, generic={'1' * 16}, avx2={'2' * 16}" in text
+    assert "not writing the reference: 1 entries differ" in text and "topk/a" not in text.split("DIFFERS", 1)[1]
+
+    monkeypatch.setattr(tools, "digests_under", lambda cap: stub(cap, differ_under="no cap"))
+    assert tools.write_reference(out, file=io.StringIO()) == 0
+    assert digest.load_reference(out) == dict(ref, _overall=digest.overall_digest(list(ref.values())), _version=1)

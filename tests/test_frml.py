@@ -287,7 +287,7 @@ def test_frml_stopping_rule_checks_geometrically_and_keeps_the_best():
     """Default stopping (issue 18): checks after 1000 samples and at each doubling;
     it stops after n_iter_no_change checks that remove less than the fraction tol
     of the remaining validation error, and components_ are the best check's."""
-    from similearn.frml import _enough_progress
+    from similearn.frml._frml import _enough_progress
     assert _enough_progress(0.8, 0.85, 0.2)          # 0.05 >= 0.2 * 0.2
     assert not _enough_progress(0.8, 0.83, 0.2)      # 0.03 < 0.04
     assert not _enough_progress(0.9, 0.9, 0.0)       # tol=0: a strict rise is needed

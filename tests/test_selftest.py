@@ -1,25 +1,27 @@
 """``similearn selftest`` / ``similearn.selftest()``: the battery passes against the
 shipped reference digests, its digest is the same under every SIMILEARN_ISA cap,
-and a wrong or unusable reference is reported (exit status 1), not hidden."""
+and a wrong or unusable reference is reported (exit status 1), not hidden; the
+developer tool (.ci/selftest_tools.py) writes the shipped reference."""
 import io
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import similearn
 from similearn import cli
-from similearn.cli import _selftest
+from similearn._selftest import battery, digest, run
 
 DIGEST_LINE = re.compile(r"^digest ([0-9a-f]{16})$", re.M)
 
 
 @pytest.fixture(scope="module")
 def reference():
-    return _selftest.load_reference()
+    return digest.load_reference()
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def _names(ref):
 
 
 def test_exported():
-    assert "selftest" in similearn.__all__ and similearn.selftest is _selftest.selftest
+    assert "selftest" in similearn.__all__ and similearn.selftest is similearn._selftest.selftest is run.selftest
 
 
 def test_selftest_passes_in_process(result, reference):
@@ -44,7 +46,7 @@ def test_selftest_passes_in_process(result, reference):
     assert [e[0] for e in res.entries] == _names(reference)
     assert all(ok and d == exp == reference[name] for name, d, exp, ok in res.entries)
     # the overall digest is the hash of the entry digests in order
-    assert res.digest == _selftest.overall_digest([d for _, d, _, _ in res.entries])
+    assert res.digest == digest.overall_digest([d for _, d, _, _ in res.entries])
     info = similearn._kernels.build_info()
     assert res.kernels["dense_kernel"] == info["dense_kernel"]
     assert res.kernels["hamming_isa"] == info["hamming_isa"]
@@ -58,8 +60,8 @@ def test_verbose_report_layout(result):
     k = res.kernels
     assert lines[0].startswith(f"similearn {similearn.__version__} selftest: dense kernels {k['dense_kernel']}, "
                                f"hamming {k['hamming_isa']}, vector level {k['vector_level']} (cpu: ")
-    for (name, digest, _, _), line in zip(res.entries, lines[1:n + 1]):
-        assert line.split() == [name, "ok", digest]
+    for (name, entry_digest, _, _), line in zip(res.entries, lines[1:n + 1]):
+        assert line.split() == [name, "ok", entry_digest]
     assert lines[-2] == f"digest {res.digest}"
     assert lines[-1] == f"selftest passed ({n} checks)"
 
@@ -133,10 +135,10 @@ def test_same_digest_under_every_isa_cap(cap, kernel, reference):
 
 
 def _wrong_reference(monkeypatch, name):
-    ref = dict(_selftest.load_reference())
+    ref = dict(digest.load_reference())
     assert name in ref
     ref[name] = "0" * 16 if ref[name] != "0" * 16 else "1" * 16
-    monkeypatch.setattr(_selftest, "load_reference", lambda path=None: dict(ref))
+    monkeypatch.setattr(run, "load_reference", lambda path=None: dict(ref))  # where selftest() reads it
     return ref[name]
 
 
@@ -170,9 +172,9 @@ def test_missing_or_corrupt_reference_file(monkeypatch, tmp_path, capsys, conten
     path = tmp_path / "ref.json"
     if content is not None:
         path.write_text(content)
-    monkeypatch.setattr(_selftest, "REFERENCE_PATH", path)
+    monkeypatch.setattr(digest, "REFERENCE_PATH", path)
     with pytest.raises(ValueError):
-        _selftest.load_reference()
+        digest.load_reference()
     buf = io.StringIO()
     assert cli.main(["selftest", "--quiet"], file=buf) == 1
     assert "reference file" in capsys.readouterr().err
@@ -195,16 +197,16 @@ def test_generator_is_splitmix64():
     seed = 12345
     key = mix(seed)
     expect = [mix((key + (i + 1) * 0x9E3779B97F4A7C15) & mask) % 1000 - 500 for i in range(10)]
-    assert _selftest._Ints(seed).integers(-500, 500, (10,)).tolist() == expect
-    r = _selftest._Ints(seed)
+    assert battery._Ints(seed).integers(-500, 500, (10,)).tolist() == expect
+    r = battery._Ints(seed)
     r.integers(0, 2, (4,))
     assert r.integers(-500, 500, (6,)).tolist() == expect[4:]    # successive draws continue the stream
 
 
 def test_floats_are_exact_and_full_width():
     for dt, bits in ((np.float32, 24), (np.float64, 53)):
-        x = _selftest._Ints(7).floats((4000,), dt)
-        r = _selftest._Ints(7)
+        x = battery._Ints(7).floats((4000,), dt)
+        r = battery._Ints(7)
         m = r.integers(1 - 2 ** bits, 2 ** bits, (4000,))
         e = r.integers(-12, 5, (4000,))
         assert x.dtype == dt
@@ -213,11 +215,51 @@ def test_floats_are_exact_and_full_width():
 
 
 def test_digest_is_byte_order_independent():
-    a = _selftest._Ints(1).floats((5, 3), np.float64)
-    assert _selftest.array_digest(a) == _selftest.array_digest(a.astype(">f8"))
-    assert _selftest.array_digest(a) == _selftest.array_digest(np.asfortranarray(a))
+    a = battery._Ints(1).floats((5, 3), np.float64)
+    assert digest.array_digest(a) == digest.array_digest(a.astype(">f8"))
+    assert digest.array_digest(a) == digest.array_digest(np.asfortranarray(a))
     b = a.copy()
     b[2, 1] = np.nextafter(b[2, 1], np.inf)
-    assert _selftest.array_digest(a) != _selftest.array_digest(b)                      # one ulp
-    assert _selftest.array_digest(a) != _selftest.array_digest(a.reshape(3, 5))        # shape
-    assert _selftest.array_digest(a) != _selftest.array_digest(a.astype(np.float32).astype(np.float64))
+    assert digest.array_digest(a) != digest.array_digest(b)                      # one ulp
+    assert digest.array_digest(a) != digest.array_digest(a.reshape(3, 5))        # shape
+    assert digest.array_digest(a) != digest.array_digest(a.astype(np.float32).astype(np.float64))
+
+
+def test_reference_text_is_the_shipped_file(reference):
+    """What the developer tool writes (digest.reference_text) is, for the shipped
+    digests, the shipped file byte for byte, and load_reference reads it back."""
+    entries = {name: reference[name] for name in _names(reference)}
+    text = digest.reference_text(entries)
+    assert text == digest.REFERENCE_PATH.read_text(encoding="utf-8")
+    assert digest.REFERENCE_PATH.parent.name == "_selftest" and digest.REFERENCE_PATH.name == "reference.json"
+
+
+def test_the_package_face_does_not_import_the_cli():
+    """similearn.selftest lives in similearn._selftest: ``import similearn`` loads
+    neither the command line nor its demo (a fresh interpreter)."""
+    code = ("import sys, similearn; similearn.selftest; "
+            "print(sorted(m for m in sys.modules if m == 'similearn.cli' or m.startswith('similearn.cli.')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
+
+
+TOOLS = Path(__file__).resolve().parents[1] / ".ci" / "selftest_tools.py"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TOOLS.is_file(), reason="not a source checkout (no .ci/selftest_tools.py)")
+def test_developer_tool_writes_the_shipped_reference(tmp_path):
+    """``python .ci/selftest_tools.py --write-reference PATH`` runs the battery under
+    every ISA cap of this CPU (a subprocess each), finds them equal and writes the
+    shipped reference file, byte for byte; ``--check-caps`` agrees (exit 0)."""
+    out = tmp_path / "reference.json"
+    r = subprocess.run([sys.executable, str(TOOLS), "--write-reference", str(out)], capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert out.read_bytes() == digest.REFERENCE_PATH.read_bytes()
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("SIMILEARN_ISA=(unset): similearn ") and "SIMILEARN_ISA=generic: " in r.stdout
+    assert not any(line.startswith("DIFFERS") for line in lines)
+    assert lines[-1] == f"wrote {out}: {len(_names(digest.load_reference()))} entries, digest " \
+                        f"{digest.load_reference()['_overall']}"

@@ -527,7 +527,7 @@ def test_fallback_keeps_identity_weights_or_the_learned_ones(rng, monkeypatch):
     i_euc, _ = topk(Z, Z, 3, "euclidean", exclude_self=True)
     assert np.mean([len(set(a) & set(b)) / 3 for a, b in zip(i_cos, i_euc)]) > 0.97
     # "auto" checks up to SELECTION_MAX_SAMPLES samples only; False never
-    import similearn.ssne as ssne_mod
+    import similearn.ssne._ssne as ssne_mod
     monkeypatch.setattr(ssne_mod, "SELECTION_MAX_SAMPLES", 100)
     big = SSNE(n_epochs=4, random_state=0).fit(X, y)
     assert big.selection_scores_ is None and big.fallback_ is False

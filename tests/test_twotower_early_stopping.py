@@ -1,4 +1,4 @@
-"""TwoTower's validation-based early stopping (similearn.gramian.validation): the held-out
+"""TwoTower's validation-based early stopping (similearn.gramian.early_stopping): the held-out
 split, the monitor's MAP@10, stopping, restoring the best epoch exactly, the refit on all
 pairs, bad validation input, determinism, and the output L2 ("auto")."""
 import numpy as np
@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from similearn import TwoTower
 from similearn.datasets import make_interactions
-from similearn.gramian import training, validation
+from similearn.gramian import early_stopping, training
 from similearn.metrics import interaction_map_at_k
 
 
@@ -104,7 +104,7 @@ def test_split_is_per_left_item_and_keeps_training_pairs():
     P = np.c_[left, rng.integers(0, 40, left.size)]
     P = np.r_[P, P[:50]]  # duplicates go to one side
     for frac in (0.05, 0.2, 0.5):
-        keep, held = validation.split(P, frac, np.random.default_rng(1))
+        keep, held = early_stopping.split(P, frac, np.random.default_rng(1))
         assert np.array_equal(keep, ~held) and held.any()
         for i in np.unique(P[:, 0]):  # every left item keeps a training pair
             assert keep[P[:, 0] == i].any()
@@ -113,15 +113,15 @@ def test_split_is_per_left_item_and_keeps_training_pairs():
         assert abs(n_held / len(distinct) - frac) < 0.05 + 0.02 / frac
         held_keys = set(map(tuple, P[held]))
         assert not held_keys & set(map(tuple, P[keep]))
-        a, b = validation.split(P, frac, np.random.default_rng(1))
+        a, b = early_stopping.split(P, frac, np.random.default_rng(1))
         assert np.array_equal(a, keep)
     # one pair per left item: a uniform sample of the pairs; a single pair cannot be split
-    keep, held = validation.split(np.c_[np.arange(50), np.arange(50) % 7], 0.2, rng)
+    keep, held = early_stopping.split(np.c_[np.arange(50), np.arange(50) % 7], 0.2, rng)
     assert held.sum() == 10 and keep.sum() == 40
     with pytest.raises(ValueError, match="validation=0.1 cannot hold out a pair"):
-        validation.split(np.array([[3, 4], [3, 4]]), 0.1, rng)
+        early_stopping.split(np.array([[3, 4], [3, 4]]), 0.1, rng)
     # tiny data: at least one pair is held out
-    keep, held = validation.split(np.array([[0, 0], [0, 1], [1, 0]]), 0.01, rng)
+    keep, held = early_stopping.split(np.array([[0, 0], [0, 1], [1, 0]]), 0.01, rng)
     assert held.sum() == 1 and keep[2]
 
 
@@ -223,22 +223,22 @@ def test_output_l2_auto_and_its_gradient_direction(data):
 def test_validation_cost_is_bounded_on_large_catalogues(monkeypatch):
     """Above MAX_CANDIDATES right items the monitor ranks a fixed sample of them, and it
     validates at most max(MIN_QUERIES, WORK_PER_PAIR n_pairs / n_candidates) left items."""
-    monkeypatch.setattr(validation, "MAX_CANDIDATES", 50)
-    monkeypatch.setattr(validation, "MIN_QUERIES", 20)
+    monkeypatch.setattr(early_stopping, "MAX_CANDIDATES", 50)
+    monkeypatch.setattr(early_stopping, "MIN_QUERIES", 20)
     rng = np.random.default_rng(0)
     P = np.unique(np.c_[rng.integers(0, 300, 3000), rng.integers(0, 200, 3000)], axis=0)
     m = TwoTower(n_components=4, n_epochs=2, validation=0.2, random_state=0)
     seen = {}
-    real = validation.Monitor.__init__
+    real = early_stopping.Monitor.__init__
 
     def spy(self, *a, **k):
         real(self, *a, **k)
         seen["plan"], seen["queries"] = self.plan, self.queries
 
-    monkeypatch.setattr(validation.Monitor, "__init__", spy)
+    monkeypatch.setattr(early_stopping.Monitor, "__init__", spy)
     m.fit(300, 200, P)
     n_train = len(P) - int(round(0.2 * len(P)))
     assert seen["plan"].n_candidates == 50
-    assert seen["queries"].size <= max(20, validation.WORK_PER_PAIR * (n_train + 100) // 50)
+    assert seen["queries"].size <= max(20, early_stopping.WORK_PER_PAIR * (n_train + 100) // 50)
     assert seen["queries"].size < len(np.unique(P[:, 0]))
     assert sp.issparse(m.interactions_)

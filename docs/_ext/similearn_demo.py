@@ -10,7 +10,7 @@ that run it, and the section function's source.
 
 Nothing is copied by hand: a new section, a changed title or a new option shows up
 at the next build.  The pages using these directives are rebuilt when
-``similearn/_demo.py`` or ``similearn/cli.py`` change.
+``similearn/cli/_demo.py`` (the sections) or ``similearn/cli/_main.py`` (the parser) change.
 """
 from __future__ import annotations
 
@@ -108,9 +108,9 @@ class _GeneratedRst(SphinxDirective):
 
     def run(self):
         import similearn.cli._demo
-        import similearn.cli
+        import similearn.cli._main
 
-        for module in (similearn.cli._demo, similearn.cli):
+        for module in (similearn.cli._demo, similearn.cli._main):
             self.env.note_dependency(module.__file__)
         source = self.get_source_info()[0]
         content = StringList()

@@ -57,7 +57,7 @@ from .gramian import TwoTower
 from .manifold import stiefel_minimize
 from .matching import PairwiseKNNMatcher
 from .neighbors import HammingIndex, KNeighborsClassifier, RescoringIndex, hamming_topk, pack_bits, topk, unpack_bits
-from .cli._selftest import selftest
+from ._selftest import selftest
 
 __all__ = [
     "__version__",

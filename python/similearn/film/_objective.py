@@ -2,7 +2,7 @@
 
 Paper: Tang & Aw, "FILM: A Fast, Interpretable, and Low-rank Metric Learning Approach
 for Sentence Matching", Sec. 3.1 (Steps 1-5) and 3.2.  Sample-major notation: V is
-(n, r), one row per sample; the estimator is :class:`similearn.film.FILM`.
+(n, r), one row per sample; the estimator is :class:`similearn.FILM`.
 
 Objective (Eq. 19).  Triplets (a, p, q): "a is more similar to p than to q".
 C (n x n): C[p, a] += 1, C[q, a] -= 1; T = diag(1 / (|T_a| + 1)); K = -V^T C T Lambda V;

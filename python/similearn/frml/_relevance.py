@@ -1,7 +1,7 @@
 """FRML's relevance: which database items are relevant (and irrelevant) to each query,
 as the CSR-like arrays the WARP sampler of csrc/frml.cpp reads (Lim & Lanckriet,
 "Efficient Learning of Mahalanobis Metrics for Ranking", ICML 2014, Sec. 2: labels
-or explicit per-query sets).  Used by :class:`similearn.frml.FRML`."""
+or explicit per-query sets).  Used by :class:`similearn.FRML`."""
 from __future__ import annotations
 
 import numpy as np

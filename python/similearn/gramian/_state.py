@@ -5,7 +5,7 @@ call (``partial_fit``, the next epoch) continues from.
 :func:`similearn.gramian.training.initial_state`, held by the
 :class:`~similearn.gramian.TwoTower` estimator, and changed only by
 :mod:`similearn.gramian.training` (and put back to the best epoch by the early stopping of
-:mod:`similearn.gramian.validation`).  The estimator's fitted attributes ``params_``,
+:mod:`similearn.gramian.early_stopping`).  The estimator's fitted attributes ``params_``,
 ``t_``, ``gramian_left_``, ``gramian_right_``, ``cross_left_``, ``cross_right_`` and
 ``estimator_state_`` are views of it.
 

@@ -28,7 +28,7 @@ C++ loop for linear towers, Python steps otherwise), which owns the training sta
 item weights, prior, Gramian estimates) that the estimator holds and shows as
 ``params_``, ``t_``, ``gramian_left_`` ...; the towers in
 :mod:`similearn.gramian.towers`; the early stopping on held-out pairs in
-:mod:`similearn.gramian.validation`; the serving methods: outputs and scores in
+:mod:`similearn.gramian.early_stopping`; the serving methods: outputs and scores in
 :mod:`similearn.gramian.outputs`, recommendations, similar items / users and fold-in in
 :mod:`similearn.gramian.serving`.
 
@@ -68,7 +68,7 @@ from .._utils.params import (ArrayLike, Bool, Dtype, Instance, Int, IntSequence,
 from .._utils.targets import check_pairs, pair_matrix
 from .._utils.validation import n_entries, seed_from_random_state
 from ..base import SaveLoadMixin
-from . import towers, training, validation
+from . import early_stopping, towers, training
 from ._inputs import check_features, check_prior, check_targets, n_columns
 from ._state import FILE_ATTRIBUTES, TrainingState
 from .estimators import exact_gramian, gramian_error
@@ -629,7 +629,7 @@ class TwoTower(TowerServing, TowerOutputs, SaveLoadMixin, BaseEstimator):
         inputs = self._setup(left_features, right_features, pairs, targets, prior, True)
         P, s = inputs.P, inputs.s
         n_epochs = int(self.n_epochs)
-        val = (validation.check_validation(self.validation, inputs.XL.shape[0], inputs.XR.shape[0], inputs.dtype)
+        val = (early_stopping.check_validation(self.validation, inputs.XL.shape[0], inputs.XR.shape[0], inputs.dtype)
                if n_epochs else None)
         self._seed = seed_from_random_state(self.random_state)
         nt = get_num_threads(self.n_threads)
@@ -642,13 +642,13 @@ class TwoTower(TowerServing, TowerOutputs, SaveLoadMixin, BaseEstimator):
             # stream is the one of a fit without validation)
             vrng = np.random.default_rng([self._seed, 1])
             if val[0] == "fraction":
-                keep, held = validation.split(P, val[1], vrng)
+                keep, held = early_stopping.split(P, val[1], vrng)
                 P_fit, s_fit, relevant = P[keep], s[keep], P[held][s[held] > 0]
             else:
                 P_fit, s_fit, (Pv, sv) = P, s, val[1:]
                 relevant = Pv if sv is None else Pv[sv > 0]
-            monitor = lambda m: validation.Monitor(m, relevant, P_fit, vrng,  # noqa: E731
-                                                   keep_best=val[0] == "pairs")
+            monitor = lambda m: early_stopping.Monitor(m, relevant, P_fit, vrng,  # noqa: E731
+                                                       keep_best=val[0] == "pairs")
             self._fit_pairs(inputs, P_fit, s_fit, n_epochs, nt, monitor)
             self.n_iter_ = len(self.validation_scores_)
             if val[0] == "fraction":  # the best epoch count, on all the pairs (see the class docstring)

@@ -520,7 +520,7 @@ def run_epochs(m, run, n_epochs, monitor=None):
     """``n_epochs`` passes over the pairs of ``run``, training ``run.state``; each epoch's
     (seconds, loss, mean data loss, mean penalty) is appended to ``run.epochs``.
 
-    ``monitor`` (optional, :class:`similearn.gramian.validation.Monitor`) is called after
+    ``monitor`` (optional, :class:`similearn.gramian.early_stopping.Monitor`) is called after
     each epoch with (epoch, run) and stops the loop when it returns True; ``monitor.finish(run)``
     runs after the loop (it may put back the best epoch's state).  At the end the state
     keeps the Gramian estimators, serialisable (``state.estimators``)."""
