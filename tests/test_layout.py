@@ -30,10 +30,9 @@ PACKAGE = ROOT / "python" / "similearn"
 MAX_CODE_LINES = 500
 TOP_LEVEL_PRIVATE = {"_kernels.py", "_config.py", "_version.py", "_utils", "_dask", "_selftest"}
 COMPILED = {"similearn._core"}  # the extension module: no source to read
-TOP_LEVEL_PRIVATE_NAMES = {"_kernels", "_config", "_version", "_utils", "_dask"}  # shared by every package
+TOP_LEVEL_PRIVATE_NAMES = {"_kernels", "_config", "_version", "_utils", "_dask", "_selftest"}  # shared plumbing
 
-# faces that still hold code: being rewritten in their own step of issue 40 (drop them from here then)
-FACES_WITH_CODE = {"similearn.neighbors", "similearn.metrics"}
+FACES_WITH_CODE = set()  # every public package's face only re-exports
 
 pytestmark = pytest.mark.skipif(not PACKAGE.is_dir(), reason="needs the source tree (python/similearn)")
 
